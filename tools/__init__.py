@@ -1,0 +1,1 @@
+"""Build and measurement scripts (run from the repository root)."""
