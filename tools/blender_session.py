@@ -1,0 +1,97 @@
+"""Run a Python snippet inside a fresh Blender (``bpy`` as a module) and get its result back.
+
+Host side: ``run_in_blender(snippet, extension_zip=...)`` starts a new Python process, so every
+call is a clean Blender session. Blender's user resources (preferences, the ``user_default``
+extension repository at ``<resources>/extensions/user_default``) live in a temporary directory
+through ``BLENDER_USER_RESOURCES``, so nothing touches the real home.
+
+Blender side (this file run as a script): optionally install the zip the way a user does,
+``bpy.ops.extensions.package_install_files(repo="user_default", enable_on_install=True)``,
+then exec the snippet. Whatever the snippet assigns to ``result`` comes back, through JSON.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXTENSION_MODULE = "bl_ext.user_default.itasc_ik"
+
+# Variables that would send Blender's user data somewhere other than our temporary directory.
+_USER_PATH_VARS = ("BLENDER_USER_CONFIG", "BLENDER_USER_SCRIPTS", "BLENDER_USER_DATAFILES",
+                   "BLENDER_USER_EXTENSIONS")
+
+
+class BlenderSessionError(RuntimeError):
+    """The Blender subprocess failed; the message carries the end of its output."""
+
+
+def run_in_blender(snippet, *, extension_zip=None, python=None, sys_path=(), cwd=None, timeout=1800):
+    """Exec ``snippet`` in a fresh bpy process and return the JSON-decoded value of its ``result``.
+
+    extension_zip: install and enable this extension zip first.
+    python: interpreter with bpy installed (default: the current one).
+    sys_path: directories put in front of ``sys.path`` inside Blender (e.g. the repository root
+    so that ``tools.blender_ik`` imports); by default nothing is, so the extension is only
+    reachable as ``bl_ext.user_default.itasc_ik``.
+    """
+    with tempfile.TemporaryDirectory(prefix="itasc_blender_") as tmp:
+        tmp = Path(tmp)
+        (tmp / "resources").mkdir()
+        (tmp / "snippet.py").write_text(textwrap.dedent(snippet))
+        env = {k: v for k, v in os.environ.items() if k not in _USER_PATH_VARS}
+        env.update(BLENDER_USER_RESOURCES=str(tmp / "resources"), HOME=str(tmp))
+        cmd = [python or sys.executable, str(Path(__file__).resolve()),
+               "--snippet", str(tmp / "snippet.py"), "--result", str(tmp / "result.json")]
+        if extension_zip:
+            cmd += ["--install", str(Path(extension_zip).resolve())]
+        for path in sys_path:
+            cmd += ["--sys-path", str(path)]
+        proc = subprocess.run(cmd, cwd=cwd or tmp, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+        if proc.returncode != 0:
+            tail = lambda s: "\n".join(s.strip().splitlines()[-40:])  # noqa: E731
+            raise BlenderSessionError(
+                f"Blender session exited with {proc.returncode}\n"
+                f"--- stdout ---\n{tail(proc.stdout)}\n--- stderr ---\n{tail(proc.stderr)}")
+        return json.loads((tmp / "result.json").read_text())
+
+
+def install_extension(zip_path):
+    """Inside Blender: install and enable an extension zip into the ``user_default`` repository."""
+    import bpy
+
+    done = bpy.ops.extensions.package_install_files(
+        filepath=str(zip_path), repo="user_default", enable_on_install=True)
+    if done != {"FINISHED"}:
+        raise RuntimeError(f"package_install_files returned {done}")
+
+
+def _blender_main(argv):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--snippet", required=True)
+    parser.add_argument("--result", required=True)
+    parser.add_argument("--install")
+    parser.add_argument("--sys-path", action="append", default=[])
+    args = parser.parse_args(argv)
+
+    # Only the requested paths, not this script's own folder, so the snippet sees no repo code.
+    sys.path[:] = args.sys_path + [p for p in sys.path[1:]]
+    import bpy  # noqa: F401  (start Blender before the snippet runs)
+
+    if args.install:
+        install_extension(args.install)
+    namespace = {"__name__": "__blender_snippet__"}
+    code = Path(args.snippet).read_text()
+    exec(compile(code, args.snippet, "exec"), namespace)
+    Path(args.result).write_text(json.dumps(namespace.get("result")))
+
+
+if __name__ == "__main__":
+    _blender_main(sys.argv[1:])
