@@ -1,0 +1,19 @@
+"""iTaSC inverse kinematics in numpy: models, constraints, and the animation / simulation solvers.
+
+Importable with numpy alone; nothing here imports Blender.
+"""
+
+from .bones import Bone, combine, model_from_bones, rest_matrix
+from .constraints import CopyPose, Distance, Endpoint, JointValue, on_object, on_segment
+from .kinematics import Pose, forward_kinematics, point_jacobian
+from .model import Joint, Model, Segment, prismatic, revolute, sphere, swing
+from .scene import Evaluation, Scene
+from .solve import Result, Settings, solve_animation, solve_simulation
+
+__all__ = [
+    "Bone", "combine", "model_from_bones", "rest_matrix",
+    "CopyPose", "Distance", "Endpoint", "JointValue", "on_object", "on_segment",
+    "Pose", "forward_kinematics", "point_jacobian",
+    "Joint", "Model", "Segment", "prismatic", "revolute", "sphere", "swing",
+    "Evaluation", "Scene", "Result", "Settings", "solve_animation", "solve_simulation",
+]

@@ -1,0 +1,63 @@
+"""Joint limits: project coordinates onto their allowed set.
+
+Box limits clamp each coordinate into [lower, upper]. An elliptic swing or sphere limit keeps the
+rotation vector inside sum_i (phi_i / a_i)^2 <= 1, with a_i = upper_i for phi_i >= 0 and
+a_i = -lower_i otherwise; a vector outside is scaled back along its own direction onto the
+boundary, which is exact and keeps it in its quadrant (so the same semi-axes apply). A zero
+semi-axis forbids that side: the component is clamped to zero first.
+
+`wrap_spheres` turns unlimited sphere joints the short way round (angle at most pi, the same
+rotation), so that their rotation-vector Jacobian stays far from its singularity at 2 pi.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .model import Model
+
+
+def _elliptic_groups(model: Model):
+    """Coordinate index arrays (k, 2) for elliptic swings and (k, 3) for elliptic spheres."""
+    groups = {}
+    for j in model.elliptic_joints:
+        n = model.joints[j].n_coordinates
+        groups.setdefault(n, []).append(model.joint_first[j] + np.arange(n))
+    return [np.array(g) for g in groups.values()]
+
+
+def project(model: Model, q: np.ndarray) -> np.ndarray:
+    """The nearest allowed coordinates along the limit rules above, for q (F, n)."""
+    out = np.clip(q, model.lower, model.upper)
+    for coords in _elliptic_groups(model):
+        phi = q[:, coords]                                       # (F, k, d)
+        semi = np.where(phi >= 0, model.upper[coords], -model.lower[coords])
+        phi = np.where(semi > 0, phi, 0.0)
+        r2 = np.sum(np.where(semi > 0, phi / np.where(semi > 0, semi, 1.0), 0.0) ** 2, axis=-1)
+        scale = np.where(r2 > 1.0, 1.0 / np.sqrt(np.maximum(r2, 1.0)), 1.0)
+        out[:, coords] = phi * scale[..., None]
+    return out
+
+
+def wrap_spheres(model: Model, q: np.ndarray) -> np.ndarray:
+    """The same pose with every unlimited sphere joint turned the short way round (angle <= pi)."""
+    out = q.copy()
+    for j in model.unlimited_spheres:
+        c = model.joint_first[j] + np.arange(3)
+        phi = out[:, c]
+        t = np.linalg.norm(phi, axis=-1, keepdims=True)
+        out[:, c] = np.where(t > np.pi, phi * (1.0 - 2.0 * np.pi / np.maximum(t, 1e-300)), phi)
+    return out
+
+
+def violation(model: Model, q: np.ndarray) -> np.ndarray:
+    """How far each frame of q lies outside its limits (0 inside): the largest box excess or
+    elliptic excess sqrt(sum (phi/a)^2) - 1, for tests and input checks."""
+    excess = np.max(np.maximum(q - model.upper, model.lower - q), axis=-1, initial=0.0)
+    excess = np.maximum(excess, 0.0)
+    for coords in _elliptic_groups(model):
+        phi = q[:, coords]
+        semi = np.where(phi >= 0, model.upper[coords], -model.lower[coords])
+        ratio = np.where(semi > 0, phi / np.where(semi > 0, semi, 1.0), np.where(phi != 0, np.inf, 0.0))
+        excess = np.maximum(excess, np.max(np.sqrt(np.sum(ratio**2, axis=-1)) - 1.0, axis=-1))
+    return excess

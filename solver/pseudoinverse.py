@@ -1,0 +1,57 @@
+"""Three ways to apply A# to a right-hand side, batched over frames, all from one SVD A = U S V^T.
+
+    pseudo-inverse   A# = V S^-1 U^T, directions with s_i <= rcond * s_max dropped
+    damped (DLS)     A# = V diag(s_i / (s_i^2 + l^2)) U^T, where the damping l^2 grows from 0 to
+                     damping_max^2 as the smallest singular value falls below epsilon:
+                     l^2 = (1 - (s_min / epsilon)^2) damping_max^2   (0 when s_min >= epsilon)
+    selective (SDLS) each singular direction i gets its own bound on the joint motion it may cause,
+                     gamma_i = min(1, N_i / M_i) gamma_max, where N_i sums |u_i| over the output
+                     rows and M_i = (1 / s_i) sum_j |v_ij| sum_rows |A_rj| estimates how far the
+                     outputs would move; each direction's step is clamped to gamma_i, the sum to
+                     gamma_max (Buss and Kim, 2005).
+
+Each returns the step (F, n) and the smallest singular value (F,) for diagnostics.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+METHODS = ("pinv", "dls", "sdls")
+
+
+def _clamp_max_abs(x: np.ndarray, bound) -> np.ndarray:
+    """Scale vectors (..., n) so that their largest absolute entry is at most `bound` (...)."""
+    largest = np.max(np.abs(x), axis=-1)
+    scale = np.where(largest > bound, bound / np.maximum(largest, 1e-300), 1.0)
+    return x * scale[..., None]
+
+
+def solve(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-10,
+          damping_max: float = 0.5, epsilon: float = 0.1, gamma_max: float = np.pi / 4):
+    """x ~ A# b for A (F, M, n) and b (F, M)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown solver {method!r}; choose one of {METHODS}")
+    U, s, Vt = np.linalg.svd(A, full_matrices=False)
+    s_max = s[..., :1]
+    s_min = s[..., -1] if A.shape[-2] <= A.shape[-1] else s[..., -1]
+    alpha = np.einsum("fmk,fm->fk", U, b)                        # b in the singular basis
+    if method == "pinv":
+        inv = np.where(s > rcond * s_max, 1.0 / np.maximum(s, 1e-300), 0.0)
+        return np.einsum("fkn,fk->fn", Vt, inv * alpha), s_min
+    if method == "dls":
+        lam2 = np.where(s_min < epsilon, (1.0 - (s_min / epsilon) ** 2) * damping_max**2, 0.0)
+        inv = s / np.maximum(s**2 + lam2[..., None], 1e-300)
+        inv = np.where(s > rcond * s_max, inv, 0.0)
+        return np.einsum("fkn,fk->fn", Vt, inv * alpha), s_min
+    # SDLS
+    V = np.swapaxes(Vt, -1, -2)                                   # (F, n, k)
+    column_size = np.sum(np.abs(A), axis=-2)                      # (F, n): sum_rows |A_rj|
+    N = np.sum(np.abs(U), axis=-2)                                # (F, k)
+    keep = s > rcond * s_max
+    s_safe = np.where(keep, s, 1.0)
+    M = np.einsum("fnk,fn->fk", np.abs(V), column_size) / s_safe
+    gamma = np.minimum(1.0, N / np.maximum(M, 1e-300)) * gamma_max
+    steps = V * np.where(keep, alpha / s_safe, 0.0)[:, None, :]   # (F, n, k): one column per direction
+    steps = _clamp_max_abs(np.swapaxes(steps, -1, -2), gamma)     # (F, k, n)
+    return _clamp_max_abs(np.sum(steps, axis=-2), gamma_max), s_min

@@ -1,0 +1,130 @@
+"""Rotations as batched numpy arrays: axis-angle, rotation vectors and their Jacobians.
+
+Every function takes arrays with arbitrary leading axes (frames, joints, ...) and works on the
+trailing 3 or 3x3 axes.
+
+The rotation vector phi (axis * angle) maps to R = exp([phi]x). Its time derivative gives the
+angular velocity in the frame the rotation is applied in ("spatial" velocity):
+
+    omega = J(phi) phi',   J(phi) = I + (1 - cos t)/t^2 [phi]x + (t - sin t)/t^3 [phi]x^2,  t = |phi|
+
+and the inverse J(phi)^-1 = I - 1/2 [phi]x + (1/t^2)(1 - t sin t / (2 (1 - cos t))) [phi]x^2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Below this angle the closed forms lose precision and their Taylor series take over.
+_SMALL = 1e-4
+
+
+def skew(v: np.ndarray) -> np.ndarray:
+    """[v]x, the cross-product matrix: skew(a) @ b == cross(a, b)."""
+    v = np.asarray(v, dtype=float)
+    out = np.zeros(v.shape[:-1] + (3, 3))
+    out[..., 0, 1] = -v[..., 2]
+    out[..., 0, 2] = v[..., 1]
+    out[..., 1, 0] = v[..., 2]
+    out[..., 1, 2] = -v[..., 0]
+    out[..., 2, 0] = -v[..., 1]
+    out[..., 2, 1] = v[..., 0]
+    return out
+
+
+def axis_angle_matrix(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
+    """Rotation by `angle` about the unit `axis` (Rodrigues): I + sin a [k]x + (1 - cos a) [k]x^2."""
+    k = skew(axis)
+    a = np.asarray(angle, dtype=float)[..., None, None]
+    return np.eye(3) + np.sin(a) * k + (1.0 - np.cos(a)) * (k @ k)
+
+
+def _series_coefficients(t2: np.ndarray):
+    """sin t / t, (1 - cos t)/t^2 and (t - sin t)/t^3 as functions of t^2, exact near zero."""
+    t = np.sqrt(t2)
+    small = t < _SMALL
+    ts = np.where(small, 1.0, t)
+    a = np.where(small, 1.0 - t2 / 6.0 + t2 * t2 / 120.0, np.sin(ts) / ts)
+    b = np.where(small, 0.5 - t2 / 24.0 + t2 * t2 / 720.0, (1.0 - np.cos(ts)) / ts**2)
+    c = np.where(small, 1.0 / 6.0 - t2 / 120.0 + t2 * t2 / 5040.0, (ts - np.sin(ts)) / ts**3)
+    return a, b, c
+
+
+def exp_map(phi: np.ndarray) -> np.ndarray:
+    """R = exp([phi]x) for rotation vectors phi (..., 3)."""
+    phi = np.asarray(phi, dtype=float)
+    k = skew(phi)
+    a, b, _ = _series_coefficients(np.sum(phi * phi, axis=-1))
+    return np.eye(3) + a[..., None, None] * k + b[..., None, None] * (k @ k)
+
+
+def log_map(R: np.ndarray) -> np.ndarray:
+    """The rotation vector phi with |phi| <= pi and exp([phi]x) == R, for rotations R (..., 3, 3)."""
+    R = np.asarray(R, dtype=float)
+    trace = R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2]
+    cos_t = np.clip((trace - 1.0) / 2.0, -1.0, 1.0)
+    vee = np.stack([R[..., 2, 1] - R[..., 1, 2],
+                    R[..., 0, 2] - R[..., 2, 0],
+                    R[..., 1, 0] - R[..., 0, 1]], axis=-1)  # = 2 sin t * axis
+    sin_t = 0.5 * np.linalg.norm(vee, axis=-1)
+    t = np.arctan2(sin_t, cos_t)
+    # Away from t = pi, phi = t / (2 sin t) * vee, with the Taylor series of t/sin t near zero.
+    small = t < _SMALL
+    ratio = np.where(small, 0.5 + t * t / 12.0, 0.5 * t / np.maximum(sin_t, 1e-300))
+    phi = ratio[..., None] * vee
+    # Near t = pi, sin t vanishes; read the axis from the symmetric part R + R^T = 2 cos t I + 2 (1 - cos t) k k^T.
+    near_pi = cos_t < -0.99
+    if np.any(near_pi):
+        S = (R[near_pi] + np.swapaxes(R[near_pi], -1, -2)) / 2.0
+        kk = (S - cos_t[near_pi][..., None, None] * np.eye(3)) / (1.0 - cos_t[near_pi])[..., None, None]
+        column = np.argmax(np.diagonal(kk, axis1=-2, axis2=-1), axis=-1)
+        axis = np.take_along_axis(kk, column[..., None, None], axis=-1)[..., 0]
+        axis /= np.linalg.norm(axis, axis=-1, keepdims=True)
+        # Choose the sign of the axis that agrees with the antisymmetric part (sin t >= 0).
+        sign = np.where(np.sum(axis * vee[near_pi], axis=-1) < 0.0, -1.0, 1.0)
+        phi[near_pi] = (sign * t[near_pi])[..., None] * axis
+    return phi
+
+
+def rotvec_jacobian(phi: np.ndarray) -> np.ndarray:
+    """J(phi) with omega = J(phi) phi' (angular velocity in the frame exp(phi) is applied in)."""
+    phi = np.asarray(phi, dtype=float)
+    k = skew(phi)
+    _, b, c = _series_coefficients(np.sum(phi * phi, axis=-1))
+    return np.eye(3) + b[..., None, None] * k + c[..., None, None] * (k @ k)
+
+
+def rotvec_jacobian_inverse(phi: np.ndarray) -> np.ndarray:
+    """J(phi)^-1, so that phi' = J(phi)^-1 omega. Finite for |phi| < 2 pi."""
+    phi = np.asarray(phi, dtype=float)
+    k = skew(phi)
+    t2 = np.sum(phi * phi, axis=-1)
+    t = np.sqrt(t2)
+    small = t < _SMALL
+    ts = np.where(small, 1.0, t)
+    d = np.where(small, 1.0 / 12.0 + t2 / 720.0,
+                 (1.0 - ts * np.sin(ts) / (2.0 * (1.0 - np.cos(ts)))) / ts**2)
+    return np.eye(3) - 0.5 * k + d[..., None, None] * (k @ k)
+
+
+def quaternion_from_rotvec(phi: np.ndarray) -> np.ndarray:
+    """Unit quaternion (w, x, y, z) of the rotation vector phi."""
+    phi = np.asarray(phi, dtype=float)
+    t = np.linalg.norm(phi, axis=-1)
+    half = 0.5 * t
+    small = t < _SMALL
+    s = np.where(small, 0.5 - t * t / 48.0, np.sin(half) / np.where(small, 1.0, t))
+    return np.concatenate([np.cos(half)[..., None], s[..., None] * phi], axis=-1)
+
+
+def rotvec_from_quaternion(quat: np.ndarray) -> np.ndarray:
+    """Rotation vector of the unit quaternion (w, x, y, z); the short way round (angle <= pi)."""
+    quat = np.asarray(quat, dtype=float)
+    quat = np.where(quat[..., :1] < 0.0, -quat, quat)
+    v = quat[..., 1:]
+    s = np.linalg.norm(v, axis=-1)
+    t = 2.0 * np.arctan2(s, quat[..., 0])
+    small = s < _SMALL
+    w = np.maximum(quat[..., 0], 1e-300)
+    ratio = np.where(small, 2.0 / w * (1.0 - (s / w) ** 2 / 3.0), t / np.where(small, 1.0, s))
+    return ratio[..., None] * v

@@ -1,0 +1,149 @@
+"""A scene: one model (possibly several armatures), its constraints, and external objects.
+
+`Scene.evaluate` runs forward kinematics and stacks every constraint's outputs into one system
+
+    y, yd, task weights        (F, M)
+    A = Cq - Cf Jf^-1 Jq       (F, M, n)    n coordinates of all armatures together
+    B = Cf Jf^-1 Ju            (F, M, 6 (K + n_armatures))
+
+The unconstrained coordinates Xu are, per external object k and then per armature base, a world
+twist: the linear velocity of its origin and its angular velocity. So constraints between bones
+of two armatures move both, and a moving target or armature base feeds forward through B.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .constraints import JointValue
+from .kinematics import Pose, forward_kinematics, point_jacobian
+from .model import Model
+from .rotations import skew
+
+
+@dataclass
+class Evaluation:
+    y: np.ndarray
+    yd: np.ndarray
+    weight: np.ndarray
+    position_error: np.ndarray   # (F, C), NaN where a constraint has no position part
+    rotation_error: np.ndarray   # (F, C), NaN where a constraint has no rotation part
+    pose: Pose
+    A: np.ndarray | None = None
+    B: np.ndarray | None = None
+
+
+def shift_twist(r: np.ndarray, J: np.ndarray) -> np.ndarray:
+    """S(r) J: twist Jacobians (..., 6, k) whose linear rows are moved to a point r further on
+    (v + w x r, the velocity of a point rigidly attached at offset r)."""
+    lever = skew(r) @ J[..., 3:, :]
+    out = np.broadcast_to(J, lever.shape[:-2] + J.shape[-2:]).copy()
+    out[..., :3, :] -= lever
+    return out
+
+
+class Scene:
+    def __init__(self, model: Model, constraints, n_objects: int = 0):
+        self.model = model
+        self.constraints = list(constraints)
+        self.n_objects = int(n_objects)
+        self.n_u = 6 * (self.n_objects + model.n_armatures)
+        n_seg = len(model.segments)
+        for c in self.constraints:
+            if isinstance(c, JointValue):
+                if not 0 <= c.coordinate < model.n_coordinates:
+                    raise ValueError(f"constraint '{c.name}': coordinate {c.coordinate} is not in the model")
+                continue
+            for end in (c.base, c.tip):
+                if end.segment >= n_seg or end.obj >= self.n_objects:
+                    raise ValueError(f"constraint '{c.name}': endpoint {end} is not in the scene")
+        self.rows = np.cumsum([0] + [c.n_outputs for c in self.constraints])
+        self.n_outputs = int(self.rows[-1])
+        self.looped = [i for i, c in enumerate(self.constraints) if not isinstance(c, JointValue)]
+        endpoints = [e for i in self.looped for e in (self.constraints[i].base, self.constraints[i].tip)]
+        self._endpoints = endpoints
+        self._seg_ends = np.array([k for k, e in enumerate(endpoints) if e.segment >= 0], dtype=int)
+        self._obj_ends = np.array([k for k, e in enumerate(endpoints) if e.obj >= 0], dtype=int)
+        self._offsets = np.stack([e.offset for e in endpoints]) if endpoints else np.zeros((0, 4, 4))
+
+    @property
+    def position_constraints(self) -> np.ndarray:
+        return np.array([c.has_position for c in self.constraints], dtype=bool)
+
+    def _endpoint_frames(self, pose: Pose, objects):
+        F = pose.frames.shape[0]
+        frames = np.empty((F, len(self._endpoints), 4, 4))
+        if self._seg_ends.size:
+            seg = np.array([self._endpoints[k].segment for k in self._seg_ends])
+            frames[:, self._seg_ends] = pose.frames[:, seg] @ self._offsets[self._seg_ends]
+        if self._obj_ends.size:
+            obj = np.array([self._endpoints[k].obj for k in self._obj_ends])
+            frames[:, self._obj_ends] = objects[:, obj] @ self._offsets[self._obj_ends]
+        return frames
+
+    def _endpoint_jacobians(self, pose: Pose, frames, objects, bases):
+        """Twist Jacobians (F, E, 6, n + n_u) of all endpoints, at their own origins."""
+        F, E = frames.shape[:2]
+        m = self.model
+        n = m.n_coordinates
+        J = np.zeros((F, E, 6, n + self.n_u))
+        points = frames[..., :3, 3]
+        eye6 = np.eye(6)
+        if self._seg_ends.size:
+            seg = np.array([self._endpoints[k].segment for k in self._seg_ends])
+            J[:, self._seg_ends, :, :n] = point_jacobian(m, pose, seg, points[:, self._seg_ends])
+            base_origin = (np.zeros((F, m.n_armatures, 3)) if bases is None else bases[..., :3, 3])
+            arm = m.armature[seg]
+            r = points[:, self._seg_ends] - base_origin[:, arm]
+            for k, (e, a) in enumerate(zip(self._seg_ends, arm)):
+                col = n + 6 * (self.n_objects + a)
+                J[:, e, :, col:col + 6] = shift_twist(r[:, k], eye6)
+        if self._obj_ends.size:
+            for e in self._obj_ends:
+                k = self._endpoints[e].obj
+                r = points[:, e] - objects[:, k, :3, 3]
+                J[:, e, :, n + 6 * k:n + 6 * k + 6] = shift_twist(r, eye6)
+        return J
+
+    def evaluate(self, q, objects=None, bases=None, jacobians: bool = True) -> Evaluation:
+        """Outputs (and, with `jacobians`, A and B) at coordinates q (F, n), object poses
+        (F, K, 4, 4) and armature bases (F, A, 4, 4)."""
+        q = np.asarray(q, dtype=float)
+        F = q.shape[0]
+        m = self.model
+        pose = forward_kinematics(m, q, bases)
+        frames = self._endpoint_frames(pose, objects)
+        C, M, n = len(self.constraints), self.n_outputs, m.n_coordinates
+        y, yd, weight = np.zeros((F, M)), np.zeros((F, M)), np.zeros((F, M))
+        position_error, rotation_error = np.full((F, C), np.nan), np.full((F, C), np.nan)
+        A = np.zeros((F, M, n)) if jacobians else None
+        B = np.zeros((F, M, self.n_u)) if jacobians else None
+        Jends = self._endpoint_jacobians(pose, frames, objects, bases) if jacobians and self.looped else None
+
+        for k, c in enumerate(self.constraints):
+            rows = slice(self.rows[k], self.rows[k + 1])
+            if isinstance(c, JointValue):
+                y[:, rows] = q[:, c.coordinate, None]
+                yd[:, rows] = c.value
+                weight[:, rows] = c.weight
+                err = np.abs(q[:, c.coordinate] - c.value)
+                (rotation_error if c.has_rotation else position_error)[:, k] = err
+                if jacobians:
+                    A[:, rows, c.coordinate] = 1.0
+                continue
+            e = 2 * self.looped.index(k)
+            Tb, Tt = frames[:, e], frames[:, e + 1]
+            Xf, Jinv = c.loop(Tb, Tt)
+            y[:, rows], yd[:, rows], weight[:, rows], position_error[:, k], rotation_error[:, k] = c.outputs(Xf)
+            if jacobians:
+                Rb_t = np.swapaxes(Tb[:, :3, :3], -1, -2)
+                to_base = np.zeros((F, 6, 6))
+                to_base[:, :3, :3] = Rb_t
+                to_base[:, 3:, 3:] = Rb_t
+                G = c.Cf @ Jinv @ to_base                                   # (F, m, 6)
+                loop = Jends[:, e + 1] - shift_twist(Tt[:, :3, 3] - Tb[:, :3, 3], Jends[:, e])
+                A[:, rows] = G @ loop[..., :n]
+                B[:, rows] = -(G @ loop[..., n:])
+        return Evaluation(y, yd, weight, position_error, rotation_error, pose, A, B)
