@@ -13,6 +13,7 @@ from the last bone's tail to the target in world space.
 
 import argparse
 import math
+import statistics
 
 from tools.blender_session import ROOT, run_in_blender
 
@@ -103,7 +104,6 @@ def run_blender_ik(n_bones=6, n_frames=1000, solver="ITASC", **itasc_settings):
         errors.append((tip - target_eval.matrix_world.translation).length)
     seconds = time.perf_counter() - start
 
-    ordered = sorted(errors)
     return {
         "blender": bpy.app.version_string,
         "solver": solver,
@@ -111,9 +111,8 @@ def run_blender_ik(n_bones=6, n_frames=1000, solver="ITASC", **itasc_settings):
         "n_bones": n_bones,
         "frames": n_frames,
         "off_1cm": sum(e > TOLERANCE for e in errors) / n_frames,
-        "median_error": ordered[n_frames // 2] if n_frames % 2 else
-                        0.5 * (ordered[n_frames // 2 - 1] + ordered[n_frames // 2]),
-        "max_error": ordered[-1],
+        "median_error": statistics.median(errors),
+        "max_error": max(errors),
         "seconds": seconds,
         "errors": errors,
     }
