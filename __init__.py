@@ -1,9 +1,15 @@
 """Extension entry point: Blender loads this package as ``bl_ext.<repo>.itasc_ik``.
 
-It only hands register/unregister on to the add-on package. Outside Blender the
-repository root is not a package (``import solver`` works with numpy alone), so
-the relative import is skipped when this file is not loaded as a package.
+It only hands register/unregister on to the add-on package, importing it when Blender calls
+them, so that importing the repository root outside Blender (pytest does) needs no bpy.
 """
 
-if __package__:
-    from .itasc_addon import register, unregister  # noqa: F401
+
+def register():
+    from .itasc_addon import register as register_addon
+    register_addon()
+
+
+def unregister():
+    from .itasc_addon import unregister as unregister_addon
+    unregister_addon()

@@ -1,0 +1,123 @@
+"""A = Cq - Cf Jf^-1 Jq and B = Cf Jf^-1 Ju against finite differences of the closed loop."""
+
+import numpy as np
+import pytest
+
+from solver.constraints import CopyPose, Distance, JointValue, on_object, on_segment
+from solver.finite_differences import numerical_jacobian, relative_difference
+from solver.scene import Scene
+from solver.solve import advance
+from tests.random_models import random_transform, random_tree
+
+
+def outputs(scene, q, objects, bases):
+    return scene.evaluate(q, objects, bases, jacobians=False).y
+
+
+def check_scene(scene, rng, F=3):
+    model = scene.model
+    q = rng.uniform(-1.0, 1.0, size=(F, model.n_coordinates))
+    objects = np.array([[random_transform(rng) for _ in range(scene.n_objects)] for _ in range(F)]).reshape(F, -1, 4, 4)
+    bases = np.stack([np.stack([random_transform(rng) for _ in range(model.n_armatures)]) for _ in range(F)])
+    ev = scene.evaluate(q, objects, bases)
+
+    dy_dq = numerical_jacobian(lambda x: outputs(scene, x, objects, bases), q)
+    assert relative_difference(ev.A, dy_dq) < 1e-6
+
+    # With q fixed, A q' = y' + B Xu' says y' = -B Xu': move each object / base along one twist.
+    def moved(eps, which, twist):
+        obj, bas = objects.copy(), bases.copy()
+        k = which // 6
+        unit = np.zeros(6)
+        unit[which % 6] = 1.0
+        if k < scene.n_objects:
+            obj[:, k] = advance(objects[:, k], np.broadcast_to(unit, (F, 6)), eps)
+        else:
+            bas[:, k - scene.n_objects] = advance(bases[:, k - scene.n_objects], np.broadcast_to(unit, (F, 6)), eps)
+        return outputs(scene, q, obj, bas)
+
+    h = 1e-6
+    dy_du = np.stack([(moved(h, u, None) - moved(-h, u, None)) / (2 * h) for u in range(scene.n_u)], axis=-1)
+    assert relative_difference(-ev.B, dy_du) < 1e-6
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("reference", ["effector", "target"])
+def test_copy_pose_between_bone_and_object(seed, reference):
+    rng = np.random.default_rng(seed)
+    model = random_tree(rng, 6)
+    tip = on_segment(5, rng.normal(size=3))
+    axes = rng.random(6) < 0.7
+    axes[0] = True
+    task = CopyPose(tip, on_object(0, random_transform(rng)), position=axes[:3], rotation=axes[3:],
+                    reference=reference, weight=0.7, orient_weight=0.3)
+    check_scene(Scene(model, [task], n_objects=1), rng)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_copy_pose_between_bones_of_two_armatures(seed):
+    rng = np.random.default_rng(100 + seed)
+    model = random_tree(rng, 8, n_armatures=2)
+    a, b = 6, 7  # segments 6 and 7 belong to armatures 0 and 1
+    task = CopyPose(on_segment(a, rng.normal(size=3)), on_segment(b, rng.normal(size=3)), rotation=(True,) * 3)
+    check_scene(Scene(model, [task]), rng)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_distance_and_joint_value(seed):
+    rng = np.random.default_rng(200 + seed)
+    model = random_tree(rng, 6)
+    tasks = [Distance(on_segment(4, rng.normal(size=3)), on_object(0), radius=0.5, mode="surface"),
+             Distance(on_segment(5), on_segment(2, rng.normal(size=3)), radius=0.1, mode="surface"),
+             CopyPose(on_segment(3), on_object(1), rotation=(True, False, True))]
+    if model.n_coordinates:
+        tasks.append(JointValue(int(rng.integers(model.n_coordinates)), value=0.2, weight=2.0))
+    check_scene(Scene(model, tasks, n_objects=2), rng)
+
+
+def test_features_and_their_jacobian():
+    """Jf maps Xf' to the relative twist of the tip in the base frame: check by moving the tip."""
+    rng = np.random.default_rng(7)
+    for task in (CopyPose(on_object(0), on_object(1)), Distance(on_object(0), on_object(1), radius=1.0)):
+        base = random_transform(rng)[None]
+        tip = random_transform(rng)[None]
+        Xf = task.features(base, tip)
+        Jf = task.feature_jacobian(base, tip)
+        for k in range(6):
+            twist_base = np.zeros((1, 6))
+            twist_base[0, k] = 1.0
+            # A tip twist given in base coordinates at the tip point, mapped to world.
+            R = base[0, :3, :3]
+            world = np.concatenate([R @ twist_base[0, :3], R @ twist_base[0, 3:]])[None]
+            h = 1e-6
+            dX = (task.features(base, advance(tip, world, h)) - task.features(base, advance(tip, world, -h))) / (2 * h)
+            if isinstance(task, Distance):
+                # Only d = Xf[2] is defined independently of the re-chosen reference frame.
+                assert abs(dX[0, 2] - np.linalg.solve(Jf[0], twist_base[0])[2]) < 1e-6
+            else:
+                np.testing.assert_allclose(Jf[0] @ dX[0], twist_base[0], atol=1e-6)
+        assert np.isfinite(Xf).all()
+
+
+def test_distance_outputs_by_mode():
+    base = np.eye(4)[None].repeat(3, 0)
+    tip = base.copy()
+    tip[:, 0, 3] = [0.5, 1.0, 2.0]
+    for mode, active in (("inside", [False, False, True]), ("outside", [True, False, False]),
+                         ("surface", [True, True, True])):
+        task = Distance(on_object(0), on_object(1), radius=1.0, mode=mode)
+        y, yd, w, pos, rot = task.outputs(task.features(base, tip))
+        np.testing.assert_allclose(y[:, 0], [0.5, 1.0, 2.0])
+        assert np.array_equal(w[:, 0] > 0, active)
+        np.testing.assert_allclose(pos, np.where(active, np.abs(y[:, 0] - 1.0), 0.0))
+
+
+def test_bad_constraint_settings_are_rejected_with_names():
+    with pytest.raises(ValueError, match="reach"):
+        CopyPose(on_object(0), on_object(1), position=(False,) * 3, name="reach")
+    with pytest.raises(ValueError, match="radius"):
+        Distance(on_object(0), on_object(1), radius=float("nan"))
+    with pytest.raises(ValueError, match="weight"):
+        CopyPose(on_object(0), on_object(1), weight=float("inf"))
+    with pytest.raises(ValueError, match="not in the scene"):
+        Scene(random_tree(np.random.default_rng(0), 2), [CopyPose(on_segment(5), on_object(0))], n_objects=1)
