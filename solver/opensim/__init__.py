@@ -1,0 +1,16 @@
+"""OpenSim file formats and models for the numpy engine: .trc markers, .mot/.sto storage,
+InverseKinematicsTool setups and IK task sets, OpenSim functions, and .osim models turned into an
+engine Model plus a Coupling from OpenSim coordinates to per-axis joint values.
+
+Pure numpy and the standard library; nothing here imports the `opensim` package.
+"""
+
+from .errors import OpenSimFileError, OpenSimFileWarning
+from .storage import Storage, read_storage, write_storage
+from .trc import MarkerData, read_trc, write_trc
+
+__all__ = [
+    "OpenSimFileError", "OpenSimFileWarning",
+    "Storage", "read_storage", "write_storage",
+    "MarkerData", "read_trc", "write_trc",
+]

@@ -1,0 +1,166 @@
+"""XML parsing that keeps line numbers, for error messages that name the line.
+
+`parse(path)` returns the document element as an ElementTree element whose every element carries
+`.line` (1-based line of its start tag). It accepts what OpenSim's own parser accepts beyond strict
+XML in one case seen upstream: stray closing tags after the document element (gait2354_IK_Tasks.xml
+ends with an unmatched ``</OpenSimDocument>``). Those are ignored with an OpenSimFileWarning that
+names the file and line; anything else that is not well-formed raises OpenSimFileError.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from xml.parsers import expat
+
+import numpy as np
+
+from .errors import OpenSimFileError, OpenSimFileWarning
+
+
+class Element(ET.Element):
+    """An ElementTree element that remembers the line of its start tag."""
+
+    line: int | None = None
+
+
+_STRAY_TAIL = re.compile(rb"^\s*</[A-Za-z_][\w.:-]*\s*>((?:\s|<!--.*?-->|</[A-Za-z_][\w.:-]*\s*>)*)$", re.S)
+
+
+def parse(path) -> Element:
+    """Parse the XML file at `path`; see the module docstring."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise OpenSimFileError(path, None, f"cannot read file: {exc.strerror or exc}") from None
+    return parse_bytes(data, path)
+
+
+def parse_bytes(data: bytes, path=None) -> Element:
+    parser = expat.ParserCreate()
+    stack: list[Element] = []
+    state = {"root": None, "root_end": None, "last": None}
+
+    def start(tag, attrs):
+        elem = Element(tag, attrs)
+        elem.line = parser.CurrentLineNumber
+        if stack:
+            stack[-1].append(elem)
+        elif state["root"] is None:
+            state["root"] = elem
+        stack.append(elem)
+        state["last"] = None
+
+    def end(tag):
+        elem = stack.pop()
+        state["last"] = elem
+        if not stack:
+            state["root_end"] = parser.CurrentByteIndex
+
+    def chars(text):
+        if state["last"] is not None:          # text after a closed child: its tail
+            last = state["last"]
+            last.tail = (last.tail or "") + text
+        elif stack:
+            top = stack[-1]
+            top.text = (top.text or "") + text
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    parser.CharacterDataHandler = chars
+    parser.buffer_text = True
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError as exc:
+        root, root_end = state["root"], state["root_end"]
+        if root is not None and root_end is not None:
+            tail = _STRAY_TAIL.match(data[root_end:])
+            if tail and tail.group(1).strip():
+                stray = tail.group(1)
+                stray_at = root_end + tail.start(1) + len(stray) - len(stray.lstrip())
+                stray_line = data[:stray_at].count(b"\n") + 1
+                warnings.warn(f"{path}, line {stray_line}: ignored stray closing tag "
+                              f"{tail.group(1).strip().decode(errors='replace')!r} after the document element",
+                              OpenSimFileWarning, stacklevel=3)
+                return root
+        raise OpenSimFileError(path, exc.lineno, f"not well-formed XML: {expat.ErrorString(exc.code)}") from None
+    if state["root"] is None:
+        raise OpenSimFileError(path, None, "no XML element in the file")
+    return state["root"]
+
+
+def local(tag: str) -> str:
+    """The tag without any namespace."""
+    return tag.rsplit("}", 1)[-1]
+
+
+def child(elem: Element, *tags: str) -> Element | None:
+    """The first direct child whose tag is one of `tags` (OpenSim takes the first of duplicates)."""
+    for c in elem:
+        if local(c.tag) in tags:
+            return c
+    return None
+
+
+def text_of(elem: Element | None) -> str | None:
+    """The stripped text of `elem`, or None when the element is missing or empty."""
+    if elem is None or elem.text is None:
+        return None
+    s = elem.text.strip()
+    return s or None
+
+
+def child_text(elem: Element, *tags: str) -> str | None:
+    return text_of(child(elem, *tags))
+
+
+def floats(elem: Element, path, n: int | None = None, what: str | None = None) -> np.ndarray:
+    """Whitespace-separated numbers in `elem` (OpenSim's Infinity/NaN spellings accepted)."""
+    what = what or local(elem.tag)
+    s = (elem.text or "").split()
+    try:
+        values = np.array([_float(v) for v in s], dtype=float)
+    except ValueError:
+        raise OpenSimFileError(path, elem.line, f"<{what}> must hold numbers, got {elem.text.strip()!r}") from None
+    if n is not None and values.size != n:
+        raise OpenSimFileError(path, elem.line, f"<{what}> needs {n} numbers, got {values.size}")
+    return values
+
+
+def child_floats(elem: Element, tag: str, path, n: int | None = None, default=None):
+    c = child(elem, tag)
+    if c is None or text_of(c) is None:
+        return None if default is None else np.array(default, dtype=float)
+    return floats(c, path, n)
+
+
+def child_float(elem: Element, tag: str, path, default: float | None = None) -> float | None:
+    c = child(elem, tag)
+    if c is None or text_of(c) is None:
+        return default
+    return float(floats(c, path, 1)[0])
+
+
+def _float(s: str) -> float:
+    low = s.lower()
+    if low in ("inf", "+inf", "infinity", "+infinity"):
+        return np.inf
+    if low in ("-inf", "-infinity"):
+        return -np.inf
+    return float(s)
+
+
+def child_bool(elem: Element, tag: str, path, default: bool) -> bool:
+    c = child(elem, tag)
+    s = text_of(c)
+    if s is None:
+        return default
+    low = s.lower()
+    if low in ("true", "yes", "1"):
+        return True
+    if low in ("false", "no", "0"):
+        return False
+    raise OpenSimFileError(path, c.line, f"<{tag}> must be true or false, got {s!r}")
