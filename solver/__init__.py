@@ -8,7 +8,9 @@ from .constraints import CopyPose, Distance, Endpoint, JointValue, on_object, on
 from .kinematics import Pose, forward_kinematics, point_jacobian
 from .model import Joint, Model, Segment, prismatic, revolute, sphere, swing
 from .scene import Evaluation, Scene
-from .solve import Result, Settings, solve_animation, solve_simulation
+from .animation import solve_animation
+from .simulation import solve_simulation
+from .update import Result, Settings
 
 __all__ = [
     "Bone", "combine", "model_from_bones", "rest_matrix",

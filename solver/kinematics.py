@@ -49,7 +49,8 @@ def joint_transforms(model: Model, q: np.ndarray):
         columns[:, first[r]] = model.joint_axis[r]
     p = model.prismatic_joints
     if p.size:
-        T[:, p, :3, 3] = model.joint_axis[p] * q[:, first[p], None]
+        translation = T[..., :3, 3]  # a view: one advanced index only below
+        translation[:, p] = model.joint_axis[p] * q[:, first[p], None]
         columns[:, first[p]] = model.joint_axis[p]
     s = model.swing_joints
     if s.size:

@@ -19,6 +19,7 @@ import numpy as np
 
 from .constraints import JointValue
 from .kinematics import Pose, forward_kinematics, point_jacobian
+from .limits import project, wrap_spheres
 from .model import Model
 from .rotations import skew
 
@@ -45,15 +46,30 @@ def shift_twist(r: np.ndarray, J: np.ndarray) -> np.ndarray:
 
 
 class Scene:
-    def __init__(self, model: Model, constraints, n_objects: int = 0):
+    """The solver's coordinates q are the model's joint coordinates, or, with a `coupling`, the
+    coordinates it maps onto them: theta = coupling.dofs(q), and every Jacobian is taken through
+    d theta / d q by the chain rule. A coupling has `n_coordinates`, `lower`, `upper`, `locked`
+    (per coordinate), `dofs(q)` and `jacobian(q)` (F, n_theta, n_q) — OpenSim's coordinates that
+    drive several joint axes through functions are one."""
+
+    def __init__(self, model: Model, constraints, n_objects: int = 0, coupling=None):
         self.model = model
+        self.coupling = coupling
         self.constraints = list(constraints)
         self.n_objects = int(n_objects)
         self.n_u = 6 * (self.n_objects + model.n_armatures)
+        if coupling is None:
+            self.n_coordinates = model.n_coordinates
+            self.lower, self.upper, self.weight = model.lower, model.upper, model.weight
+        else:
+            self.n_coordinates = int(coupling.n_coordinates)
+            self.lower = np.asarray(coupling.lower, float)
+            self.upper = np.asarray(coupling.upper, float)
+            self.weight = np.where(np.asarray(coupling.locked, bool), 0.0, 1.0)
         n_seg = len(model.segments)
         for c in self.constraints:
             if isinstance(c, JointValue):
-                if not 0 <= c.coordinate < model.n_coordinates:
+                if not 0 <= c.coordinate < self.n_coordinates:
                     raise ValueError(f"constraint '{c.name}': coordinate {c.coordinate} is not in the model")
                 continue
             for end in (c.base, c.tip):
@@ -68,9 +84,16 @@ class Scene:
         self._obj_ends = np.array([k for k, e in enumerate(endpoints) if e.obj >= 0], dtype=int)
         self._offsets = np.stack([e.offset for e in endpoints]) if endpoints else np.zeros((0, 4, 4))
 
-    @property
-    def position_constraints(self) -> np.ndarray:
-        return np.array([c.has_position for c in self.constraints], dtype=bool)
+    def project(self, q: np.ndarray) -> np.ndarray:
+        """q moved onto its limits (see limits.project); coupled coordinates have box limits."""
+        if self.coupling is None:
+            return wrap_spheres(self.model, project(self.model, q))
+        return np.clip(q, self.lower, self.upper)
+
+    def hits_limit(self, q: np.ndarray) -> np.ndarray:
+        """Which coordinates of q lie outside their limits (before `project`)."""
+        inside = project(self.model, q) if self.coupling is None else np.clip(q, self.lower, self.upper)
+        return inside != q
 
     def _endpoint_frames(self, pose: Pose, objects):
         F = pose.frames.shape[0]
@@ -113,7 +136,8 @@ class Scene:
         q = np.asarray(q, dtype=float)
         F = q.shape[0]
         m = self.model
-        pose = forward_kinematics(m, q, bases)
+        theta = q if self.coupling is None else self.coupling.dofs(q)
+        pose = forward_kinematics(m, theta, bases)
         frames = self._endpoint_frames(pose, objects)
         C, M, n = len(self.constraints), self.n_outputs, m.n_coordinates
         y, yd, weight = np.zeros((F, M)), np.zeros((F, M)), np.zeros((F, M))
@@ -130,8 +154,6 @@ class Scene:
                 weight[:, rows] = c.weight
                 err = np.abs(q[:, c.coordinate] - c.value)
                 (rotation_error if c.has_rotation else position_error)[:, k] = err
-                if jacobians:
-                    A[:, rows, c.coordinate] = 1.0
                 continue
             e = 2 * self.looped.index(k)
             Tb, Tt = frames[:, e], frames[:, e + 1]
@@ -146,4 +168,10 @@ class Scene:
                 loop = Jends[:, e + 1] - shift_twist(Tt[:, :3, 3] - Tb[:, :3, 3], Jends[:, e])
                 A[:, rows] = G @ loop[..., :n]
                 B[:, rows] = -(G @ loop[..., n:])
+        if jacobians:
+            if self.coupling is not None:
+                A = A @ self.coupling.jacobian(q)
+            for k, c in enumerate(self.constraints):
+                if isinstance(c, JointValue):
+                    A[:, self.rows[k], c.coordinate] = 1.0
         return Evaluation(y, yd, weight, position_error, rotation_error, pose, A, B)

@@ -6,7 +6,7 @@ import pytest
 from solver.constraints import CopyPose, Distance, JointValue, on_object, on_segment
 from solver.finite_differences import numerical_jacobian, relative_difference
 from solver.scene import Scene
-from solver.solve import advance
+from solver.simulation import advance
 from tests.random_models import random_transform, random_tree
 
 

@@ -1,0 +1,219 @@
+"""Animation mode: every frame iterated to convergence from its own start, all frames together.
+
+A frame first takes the update law's steps with K h = 1, A dq = yd - y (see `update`), halved
+until they lower the weighted error sum_i w_i (yd_i - y_i)^2. When three steps in a row fail to
+halve that error, the linear model has stopped describing the frame: its error is large where
+the Jacobian barely moves it (an unreachable target seen from a nearly straight chain). From then
+on the frame takes damped Gauss-Newton steps on the same system with the curvature the linear
+model misses,
+
+    (C (A^T W A + S) C + lambda I) x = C A^T W (yd - y),    dq = C x   (C: free, weighted columns)
+
+S estimates sum_i w_i r_i Hess(y_i) from the change of A along each accepted step, by the
+structured secant update of Dennis, Gay and Welsch (S s = (A_new - A_old)^T W r_new, sized down
+first as in NL2SOL). Each iteration tries the step with S and without it (plain
+Levenberg-Marquardt) and keeps the better; lambda (relative to the largest diagonal of
+C A^T W A) shrinks by 3 after a success and grows by 4 after a failure. This turns the linear crawl
+of Gauss-Newton toward an unreachable target's optimum into fast convergence; a frame stops
+when its error energy no longer falls measurably (relative 1e-13).
+
+A frame whose steps all vanish without reaching its targets sits on a stationary point, which
+may be a saddle (a straight chain aimed directly away from its target): it is nudged off once and
+iterates on; the second time it stops there, reported not converged.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .scene import Evaluation, Scene
+from .update import (Result, Settings, check_inputs, constrained_step, cost, finite_frames,
+                     pseudoinverse_solver, reached)
+
+_LAMBDA_START = 1e-3
+_LAMBDA_GIVE_UP = 1e12
+_NUDGE = 1e-3
+_SETTLED = 1e-13      # relative fall of the error energy below which a secant frame has settled
+_SLOW = 0.5          # an update-law step is slow when it does not halve the error energy
+_SLOW_RUN = 3        # after this many slow steps in a row a frame turns to secant steps
+_FIELDS = ("y", "yd", "weight", "position_error", "rotation_error", "A", "B")
+
+
+def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settings = Settings()) -> Result:
+    """Solve every frame of q0 (F, n) to convergence; objects (F, K, 4, 4), bases (F, A, 4, 4)."""
+    start = time.perf_counter()
+    q, objects, bases = check_inputs(scene, q0, objects, bases)
+    q = scene.project(q)
+    F, n, C = q.shape[0], scene.n_coordinates, len(scene.constraints)
+    position_error, rotation_error = np.full((F, C), np.nan), np.full((F, C), np.nan)
+    iterations, converged = np.zeros(F, dtype=int), np.zeros(F, dtype=bool)
+    lam = np.zeros(F)                    # 0: update-law steps; > 0: damped secant steps
+    curvature = {}                       # frame -> S (n, n), for frames on secant steps
+    nudged = np.zeros(F, dtype=bool)
+    slow_run = np.zeros(F, dtype=int)      # consecutive update-law steps that were slow
+
+    def pick(array, idx):
+        return None if array is None else array[idx]
+
+    def evaluate(coords, idx):
+        return scene.evaluate(coords, pick(objects, idx), pick(bases, idx))
+
+    active = np.flatnonzero(finite_frames(objects, bases, F))
+    ev = evaluate(q[active], active)
+    current = cost(ev)
+    while active.size:
+        position_error[active], rotation_error[active] = ev.position_error, ev.rotation_error
+        done = reached(scene, ev, settings.precision)
+        converged[active[done]] = True
+        keep = np.flatnonzero(~done & (iterations[active] < settings.max_iterations) & (lam[active] < _LAMBDA_GIVE_UP))
+        active, current, ev = active[keep], current[keep], _select(ev, keep)
+        if not active.size:
+            break
+        iterations[active] += 1
+        secant = lam[active] > 0
+        new_q, new_cost, new_ev = q[active].copy(), current.copy(), _select(ev, slice(None))
+        stuck = np.zeros(active.size, dtype=bool)
+
+        rows = np.flatnonzero(~secant)
+        if rows.size:
+            # Update-law steps, halved until the error falls.
+            frames = active[rows]
+            dq, _ = constrained_step(scene, q[frames], ev.A[rows], (ev.yd - ev.y)[rows], ev.weight[rows],
+                                     np.full(rows.size, settings.max_step), pseudoinverse_solver(settings))
+            stuck[rows] = np.max(np.abs(dq), axis=1, initial=0.0) < 1e-14
+            pending, alpha = np.arange(rows.size), 1.0
+            for _ in range(30):
+                trial = scene.project(q[frames[pending]] + alpha * dq[pending])
+                trial_ev = evaluate(trial, frames[pending])
+                trial_cost = cost(trial_ev)
+                better = trial_cost < current[rows[pending]]
+                done_rows = rows[pending[better]]
+                new_q[done_rows], new_cost[done_rows] = trial[better], trial_cost[better]
+                _put(new_ev, trial_ev, better, done_rows)
+                pending = pending[~better]
+                alpha *= 0.5
+                if not pending.size:
+                    break
+            # Frames where the linear model falls short (no step helps, or the error energy does
+            # not even halve) continue on secant steps.
+            slow = new_cost[rows] > _SLOW * current[rows]
+            slow_run[active[rows]] = np.where(slow, slow_run[active[rows]] + 1, 0)
+            for f in active[rows[slow_run[active[rows]] >= _SLOW_RUN]]:
+                lam[f], curvature[f] = _LAMBDA_START, np.zeros((n, n))
+
+        rows = np.flatnonzero(secant)
+        if rows.size:
+            # Two candidates: with the curvature estimate S and without it (plain LM); the better counts.
+            frames = active[rows]
+            S = np.stack([curvature[f] for f in frames])
+            candidates = []
+            for S_try in (S, np.zeros_like(S)):
+                dq, _ = constrained_step(scene, q[frames], ev.A[rows], (ev.yd - ev.y)[rows], ev.weight[rows],
+                                         np.full(rows.size, settings.max_step), _secant_solver(S_try, lam[frames]))
+                trial = scene.project(q[frames] + dq)
+                trial_ev = evaluate(trial, frames)
+                candidates.append((dq, trial, trial_ev, cost(trial_ev)))
+            use_plain = candidates[1][3] < candidates[0][3]
+            dq, trial, trial_ev, trial_cost = (np.where(use_plain[:, None], candidates[1][0], candidates[0][0]),
+                                               np.where(use_plain[:, None], candidates[1][1], candidates[0][1]),
+                                               _select(candidates[0][2], slice(None)),
+                                               np.where(use_plain, candidates[1][3], candidates[0][3]))
+            _put(trial_ev, candidates[1][2], use_plain, np.flatnonzero(use_plain))
+            stuck[rows] = np.max(np.abs(dq), axis=1, initial=0.0) < 1e-14
+            better = trial_cost < current[rows]
+            if better.any():
+                learned = _secant_update(S[better], trial[better] - q[frames[better]], _select(ev, rows[better]),
+                                         _select(trial_ev, better))
+                for f, S_f in zip(frames[better], learned):
+                    curvature[f] = S_f
+            lam[frames] = np.where(better, np.maximum(lam[frames] / 3.0, 1e-12), lam[frames] * 4.0)
+            # The error no longer falls measurably: this is the optimum the frame can reach.
+            settled = better & (current[rows] - trial_cost <= _SETTLED * current[rows])
+            lam[frames[settled]] = _LAMBDA_GIVE_UP
+            new_q[rows[better]], new_cost[rows[better]] = trial[better], trial_cost[better]
+            _put(new_ev, trial_ev, better, rows[better])
+
+        q[active], current, ev = new_q, new_cost, new_ev
+
+        # Stationary without reaching the targets: nudge off once, else give up.
+        stuck_frames = active[stuck]
+        lam[stuck_frames[nudged[stuck_frames]]] = _LAMBDA_GIVE_UP
+        first = stuck_frames[~nudged[stuck_frames]]
+        if first.size:
+            nudged[first] = True
+            q[first] = scene.project(q[first] + _NUDGE * scene.weight * _nudge_direction(n))
+            rows = np.flatnonzero(np.isin(active, first))
+            nudged_ev = evaluate(q[active[rows]], active[rows])
+            _put(ev, nudged_ev, np.ones(rows.size, bool), rows)
+            current[rows] = cost(nudged_ev)
+            for f in first:
+                lam[f], curvature[f] = _LAMBDA_START, np.zeros((n, n))
+
+    return Result(q=q, position_error=position_error, rotation_error=rotation_error, iterations=iterations,
+                  converged=converged, sigma_min=_sigma_min(scene, q, objects, bases), seconds=time.perf_counter() - start)
+
+
+def _secant_solver(S, lam):
+    """x with (C (A^T W A + S) C + lambda s I) x = C (A^T W (b - A dl) - S dl), s the largest
+    diagonal of C A^T W A; dl is the step of coordinates already locked on a limit."""
+    def solve(A, b, weight, cols, locked_step):
+        AtW = np.swapaxes(A, -1, -2) * weight[:, None, :]
+        AtWA = AtW @ A
+        H = cols[:, :, None] * (AtWA + S) * cols[:, None, :]
+        scale = np.max(np.diagonal(H, axis1=-2, axis2=-1), axis=-1, initial=0.0)
+        scale = np.where(scale > 0, scale, 1.0)
+        H = H + (lam * scale)[:, None, None] * np.eye(A.shape[-1])
+        rhs = cols * (np.einsum("fnm,fm->fn", AtW, b - np.einsum("fmn,fn->fm", A, locked_step))
+                      - np.einsum("fnk,fk->fn", S, locked_step))
+        return np.linalg.solve(H, rhs[..., None])[..., 0], np.full(A.shape[0], np.nan)
+    return solve
+
+
+def _secant_update(S, s, old: Evaluation, new: Evaluation):
+    """Dennis-Gay-Welsch update of S (F, n, n) along steps s (F, n), with NL2SOL's sizing."""
+    r_old, r_new = old.y - old.yd, new.y - new.yd
+    g_old = np.einsum("fmn,fm->fn", old.A, old.weight * r_old)
+    g_new = np.einsum("fmn,fm->fn", new.A, new.weight * r_new)
+    y = g_new - g_old
+    y_sharp = np.einsum("fmn,fm->fn", new.A - old.A, new.weight * r_new)
+    ys = np.sum(y * s, axis=-1)
+    Ss = np.einsum("fnk,fk->fn", S, s)
+    sSs = np.sum(s * Ss, axis=-1)
+    tau = np.where(np.abs(sSs) > 1e-300, np.minimum(1.0, np.abs(np.sum(s * y_sharp, axis=-1)) / np.maximum(np.abs(sSs), 1e-300)), 1.0)
+    S = tau[:, None, None] * S
+    v = y_sharp - tau[:, None] * Ss
+    ok = ys > 1e-300
+    ys = np.where(ok, ys, 1.0)
+    update = ((v[:, :, None] * y[:, None, :] + y[:, :, None] * v[:, None, :]) / ys[:, None, None]
+              - (np.sum(v * s, axis=-1) / ys**2)[:, None, None] * y[:, :, None] * y[:, None, :])
+    return S + np.where(ok[:, None, None], update, 0.0)
+
+
+def _nudge_direction(n: int) -> np.ndarray:
+    """A fixed, irregular unit direction in coordinate space (the same on every run)."""
+    d = np.sin(np.arange(1, n + 1) * 2.399963)  # golden-angle steps
+    return d / max(np.linalg.norm(d), 1e-300)
+
+
+def _sigma_min(scene: Scene, q, objects, bases) -> np.ndarray:
+    """Smallest singular value of the weighted A at the solution, per frame (NaN if unsolvable)."""
+    F = q.shape[0]
+    out = np.full(F, np.nan)
+    ok = np.flatnonzero(finite_frames(objects, bases, F))
+    if ok.size and scene.n_outputs and scene.n_coordinates:
+        ev = scene.evaluate(q[ok], None if objects is None else objects[ok], None if bases is None else bases[ok])
+        Aw = np.sqrt(ev.weight)[..., None] * ev.A * scene.weight
+        out[ok] = np.linalg.svd(Aw, compute_uv=False)[:, -1]
+    return out
+
+
+def _select(ev: Evaluation, idx) -> Evaluation:
+    return Evaluation(**{f: getattr(ev, f)[idx] for f in _FIELDS}, pose=None)
+
+
+def _put(into: Evaluation, part: Evaluation, rows_of_part, rows: np.ndarray) -> None:
+    """Copy the selected rows of a partial evaluation into rows `rows` of a batch evaluation."""
+    for f in _FIELDS:
+        getattr(into, f)[rows] = getattr(part, f)[rows_of_part]

@@ -1,0 +1,110 @@
+"""Simulation mode: one time step (1 / fps) per frame from the previous frame's solution.
+
+Within a frame the update law q' = A# (y' + B Xu') with y' = K (yd - y) is integrated in
+sub-steps, while every object and armature base moves at the constant twist that carries it from
+its pose at the previous frame to its pose at this one; that twist is Xu', so B Xu' moves the
+joints along with a moving target instead of lagging behind it. Sub-steps are fixed, or chosen
+so that no coordinate changes by more than `substep_angle` in one; joint speed is bounded by
+`max_velocity`. This is what live preview runs.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .animation import solve_animation
+from .rotations import exp_map, log_map
+from .scene import Scene
+from .update import Result, Settings, check_inputs, constrained_step, finite_frames, pseudoinverse_solver, reached
+
+
+def twist_between(T0: np.ndarray, T1: np.ndarray, dt: float) -> np.ndarray:
+    """World twist (..., 6) that carries pose T0 to T1 in time dt at constant velocity:
+    linear velocity of the origin, then angular velocity log(R1 R0^T) / dt."""
+    v = (T1[..., :3, 3] - T0[..., :3, 3]) / dt
+    w = log_map(T1[..., :3, :3] @ np.swapaxes(T0[..., :3, :3], -1, -2)) / dt
+    return np.concatenate([v, w], axis=-1)
+
+
+def advance(T0: np.ndarray, twist: np.ndarray, h: float) -> np.ndarray:
+    """Pose T0 moved for time h by a constant world twist."""
+    T = T0.copy()
+    T[..., :3, 3] += twist[..., :3] * h
+    T[..., :3, :3] = exp_map(twist[..., 3:] * h) @ T0[..., :3, :3]
+    return T
+
+
+def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: Settings = Settings()) -> Result:
+    """Advance one time step (1 / fps) per frame from the previous frame's solution. q_start (n,)
+    or (1, n); objects (F, K, 4, 4), bases (F, A, 4, 4) give the scene at every frame."""
+    start = time.perf_counter()
+    q0 = np.atleast_2d(np.asarray(q_start, dtype=float))
+    F = 1 if objects is None and bases is None else (objects if objects is not None else bases).shape[0]
+    _, objects, bases = check_inputs(scene, np.repeat(q0, F, axis=0), objects, bases)
+    C = len(scene.constraints)
+    out_q = np.zeros((F, scene.n_coordinates))
+    position_error, rotation_error = np.full((F, C), np.nan), np.full((F, C), np.nan)
+    iterations, sigma_min = np.zeros(F, dtype=int), np.full(F, np.nan)
+    converged = np.zeros(F, dtype=bool)
+    finite = finite_frames(objects, bases, F)
+    q = scene.project(q0)
+
+    def at(array, f):
+        return None if array is None else array[f:f + 1]
+
+    for f in range(F):
+        if not finite[f]:
+            out_q[f] = q[0]
+            continue
+        if f == 0 or not finite[f - 1]:
+            if settings.converge_first_frame:
+                first = solve_animation(scene, q, at(objects, f), at(bases, f), settings)
+                q, iterations[f] = first.q, first.iterations[0]
+        else:
+            q, iterations[f], sigma_min[f] = _simulation_step(scene, q, objects, bases, f, settings)
+        ev = scene.evaluate(q, at(objects, f), at(bases, f), jacobians=False)
+        out_q[f] = q[0]
+        position_error[f], rotation_error[f] = ev.position_error[0], ev.rotation_error[0]
+        converged[f] = reached(scene, ev, settings.precision)[0]
+    return Result(q=out_q, position_error=position_error, rotation_error=rotation_error, iterations=iterations,
+                  converged=converged, sigma_min=sigma_min, seconds=time.perf_counter() - start)
+
+
+def _simulation_step(scene: Scene, q, objects, bases, f: int, settings: Settings):
+    """Integrate q from frame f-1 to frame f; objects and bases move at constant velocity between
+    their poses at the two frames. Returns q, the number of sub-steps and the last s_min."""
+    dt = 1.0 / settings.fps
+    twist_obj = twist_between(objects[f - 1:f], objects[f:f + 1], dt) if objects is not None else None
+    twist_base = twist_between(bases[f - 1:f], bases[f:f + 1], dt) if bases is not None else None
+    Xu_dot = np.zeros((1, scene.n_u))
+    if twist_obj is not None:
+        Xu_dot[:, :6 * scene.n_objects] = twist_obj.reshape(1, -1)
+    if twist_base is not None:
+        Xu_dot[:, 6 * scene.n_objects:] = twist_base.reshape(1, -1)
+
+    def evaluate(elapsed):
+        obj = None if objects is None else advance(objects[f - 1:f], twist_obj, elapsed)
+        base = None if bases is None else advance(bases[f - 1:f], twist_base, elapsed)
+        return scene.evaluate(q, obj, base)
+
+    def step(ev, h):
+        y_dot = settings.feedback * (ev.yd - ev.y)
+        if settings.feedforward:
+            y_dot = y_dot + np.einsum("fmu,fu->fm", ev.B, Xu_dot)
+        return constrained_step(scene, q, ev.A, h * y_dot, ev.weight, np.array([settings.max_velocity * h]),
+                                pseudoinverse_solver(settings))
+
+    ev = evaluate(0.0)
+    n_sub = settings.substeps
+    if n_sub == 0:  # automatic: keep each sub-step's largest coordinate change under substep_angle
+        dq, _ = step(ev, dt)
+        n_sub = int(np.clip(np.ceil(np.max(np.abs(dq)) / settings.substep_angle), 1, settings.max_substeps))
+    h = dt / n_sub
+    for k in range(n_sub):
+        if k:
+            ev = evaluate(k * h)
+        dq, s_min = step(ev, h)
+        q = scene.project(q + dq)
+    return q, n_sub, s_min[0]

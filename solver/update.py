@@ -1,0 +1,146 @@
+"""The iTaSC update: settings, the limit-respecting weighted step, and what a solve returns.
+
+One update solves A q' = y' + B Xu' with y' = yd' + K (yd - y), weighted:
+
+    q' = Wq (Wy^1/2 A Wq)# Wy^1/2 (y' + B Xu')
+
+Wq = diag(1 - stiffness) scales the coordinates (0 freezes one), Wy holds the task weights and A#
+is one of the pseudo-inverses of `pseudoinverse`. Joint limits hold exactly: when a step would
+leave a coordinate's allowed set, that coordinate is moved onto its limit and locked, its motion
+is taken out of the right-hand side, and the rest is solved again, until no new coordinate hits
+a limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import pseudoinverse
+from .scene import Evaluation, Scene
+
+
+@dataclass(frozen=True)
+class Settings:
+    method: str = "dls"              # A#: 'pinv', 'dls' or 'sdls'
+    precision: float = 1e-6          # position (scene units) and rotation (radians) error to stop at
+    max_iterations: int = 300        # animation mode, per frame
+    max_step: float = 0.5            # largest coordinate change of one update (radians or units)
+    damping_max: float = 0.5         # DLS
+    damping_epsilon: float = 0.1     # DLS
+    feedback: float = 20.0           # K, per second (simulation)
+    max_velocity: float = 50.0       # largest coordinate speed (simulation)
+    substeps: int = 0                # simulation: 0 chooses them from the joint speed
+    substep_angle: float = 0.05      # automatic sub-steps keep each under this coordinate change
+    max_substeps: int = 64
+    fps: float = 24.0
+    feedforward: bool = True         # simulation: use B Xu'
+    converge_first_frame: bool = True  # simulation: solve the first frame in animation mode
+
+    def __post_init__(self):
+        if self.method not in pseudoinverse.METHODS:
+            raise ValueError(f"unknown solver {self.method!r}; choose one of {pseudoinverse.METHODS}")
+        for name in ("precision", "max_step", "feedback", "max_velocity", "fps", "substep_angle",
+                     "damping_max", "damping_epsilon"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"setting {name} = {value} must be a positive number")
+        if self.max_iterations < 1 or self.substeps < 0 or self.max_substeps < 1:
+            raise ValueError("max_iterations and max_substeps must be >= 1, substeps >= 0")
+
+
+@dataclass
+class Result:
+    """Solved coordinates and per-frame diagnostics; errors are (frames, constraints), NaN where
+    a constraint has no position (rotation) part or a frame could not be solved."""
+
+    q: np.ndarray
+    position_error: np.ndarray
+    rotation_error: np.ndarray
+    iterations: np.ndarray
+    converged: np.ndarray
+    sigma_min: np.ndarray
+    seconds: float
+    frames: np.ndarray = field(default=None)
+
+    def __post_init__(self):
+        if self.frames is None:
+            self.frames = np.arange(self.q.shape[0])
+
+
+def cost(ev: Evaluation) -> np.ndarray:
+    """The weighted squared output error per frame, sum_i w_i (yd_i - y_i)^2."""
+    return np.sum(ev.weight * (ev.yd - ev.y) ** 2, axis=-1)
+
+
+def reached(scene: Scene, ev: Evaluation, precision: float) -> np.ndarray:
+    """Frames where every pose and distance constraint is within precision (joint-value tasks are
+    soft and do not count)."""
+    ok = np.ones(ev.y.shape[0], dtype=bool)
+    for k, c in enumerate(scene.constraints):
+        if hasattr(c, "Cf"):
+            for err in (ev.position_error[:, k], ev.rotation_error[:, k]):
+                ok &= np.isnan(err) | (err <= precision)
+    return ok
+
+
+def pseudoinverse_solver(settings: Settings):
+    """x = (Wy^1/2 A C)# Wy^1/2 b for the free columns C: the update law's A#."""
+    def solve(A, b, weight, cols, locked_step):
+        rows = np.sqrt(weight)
+        Aw = rows[..., None] * A * cols[:, None, :]
+        bw = rows * (b - np.einsum("fmn,fn->fm", A, locked_step))
+        return pseudoinverse.solve(Aw, bw, settings.method, damping_max=settings.damping_max,
+                                   epsilon=settings.damping_epsilon, gamma_max=settings.max_step)
+    return solve
+
+
+def constrained_step(scene: Scene, q, A, rhs, weight, max_step, solve):
+    """One weighted update dq (F, n) with A dq ~ rhs that keeps every limit exactly, and the
+    smallest singular value the solver saw. `solve(A, rhs, weight, cols, locked_step)` returns
+    the free step x (scaled by cols) and s_min; `max_step` (F,) bounds the free part of dq."""
+    free = np.broadcast_to(scene.weight > 0, q.shape).copy()
+    locked_step = np.zeros_like(q)
+    for _ in range(scene.n_coordinates + 1):
+        cols = scene.weight * free
+        x, s_min = solve(A, rhs, weight, cols, locked_step)
+        free_step = cols * x
+        largest = np.max(np.abs(free_step), axis=-1, initial=0.0)
+        free_step *= np.where(largest > max_step, max_step / np.maximum(largest, 1e-300), 1.0)[:, None]
+        dq = free_step + locked_step
+        hit = free & scene.hits_limit(q + dq)
+        if not hit.any():
+            break
+        locked_step[hit] = (scene.project(q + dq) - q)[hit]
+        free &= ~hit
+    return scene.project(q + dq) - q, s_min
+
+
+def check_inputs(scene: Scene, q, objects, bases):
+    """Validated float arrays: q (F, n), objects (F, K, 4, 4) or None, bases (F, A, 4, 4) or None."""
+    q = np.asarray(q, dtype=float)
+    if q.ndim != 2 or q.shape[1] != scene.n_coordinates:
+        raise ValueError(f"coordinates must have shape (frames, {scene.n_coordinates}), got {q.shape}")
+    bad = ~np.all(np.isfinite(q), axis=1)
+    if bad.any():
+        raise ValueError(f"starting coordinates are not finite in frame(s) {np.flatnonzero(bad)[:10].tolist()}")
+    F = q.shape[0]
+    if scene.n_objects:
+        if objects is None:
+            raise ValueError(f"the scene needs poses for {scene.n_objects} object(s)")
+        objects = np.broadcast_to(np.asarray(objects, float), (F, scene.n_objects, 4, 4))
+    else:
+        objects = None
+    if bases is not None:
+        bases = np.broadcast_to(np.asarray(bases, float), (F, scene.model.n_armatures, 4, 4))
+    return q, objects, bases
+
+
+def finite_frames(objects, bases, F: int) -> np.ndarray:
+    """Frames whose object and base poses are all finite: the others are reported, not solved."""
+    ok = np.ones(F, dtype=bool)
+    for poses in (objects, bases):
+        if poses is not None:
+            ok &= np.all(np.isfinite(poses), axis=(1, 2, 3))
+    return ok
