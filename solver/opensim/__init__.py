@@ -6,11 +6,13 @@ Pure numpy and the standard library; nothing here imports the `opensim` package.
 """
 
 from .errors import OpenSimFileError, OpenSimFileWarning
+from .setup import IKCoordinateTask, IKMarkerTask, IKSetup, IKTaskSet, read_ik_setup, read_ik_task_set
 from .storage import Storage, read_storage, write_storage
 from .trc import MarkerData, read_trc, write_trc
 
 __all__ = [
     "OpenSimFileError", "OpenSimFileWarning",
+    "IKCoordinateTask", "IKMarkerTask", "IKSetup", "IKTaskSet", "read_ik_setup", "read_ik_task_set",
     "Storage", "read_storage", "write_storage",
     "MarkerData", "read_trc", "write_trc",
 ]
