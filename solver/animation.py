@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from .constraints import JointValue
 from .scene import Evaluation, Scene
 from .update import (Result, Settings, check_inputs, constrained_step, cost, finite_frames,
                      pseudoinverse_solver, reached)
@@ -53,6 +54,9 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
     curvature = {}                       # frame -> S (n, n), for frames on secant steps
     nudged = np.zeros(F, dtype=bool)
     slow_run = np.zeros(F, dtype=int)      # consecutive update-law steps that were slow
+    # Soft tasks (joint values) have no error to reach: such scenes also wait for the steps to settle.
+    soft = any(isinstance(c, JointValue) for c in scene.constraints)
+    last_step = np.full(F, np.inf if soft else 0.0)
 
     def pick(array, idx):
         return None if array is None else array[idx]
@@ -65,10 +69,11 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
     current = cost(ev)
     while active.size:
         position_error[active], rotation_error[active] = ev.position_error, ev.rotation_error
-        done = reached(scene, ev, settings.precision)
+        hard_ok = reached(scene, ev, settings.precision)
+        done = hard_ok & (last_step[active] <= settings.precision)
         converged[active[done]] = True
         keep = np.flatnonzero(~done & (iterations[active] < settings.max_iterations) & (lam[active] < _LAMBDA_GIVE_UP))
-        active, current, ev = active[keep], current[keep], _select(ev, keep)
+        active, current, ev, hard_ok = active[keep], current[keep], _select(ev, keep), hard_ok[keep]
         if not active.size:
             break
         iterations[active] += 1
@@ -135,10 +140,13 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
             new_q[rows[better]], new_cost[rows[better]] = trial[better], trial_cost[better]
             _put(new_ev, trial_ev, better, rows[better])
 
+        if soft:
+            last_step[active] = np.max(np.abs(new_q - q[active]), axis=1, initial=0.0)
         q[active], current, ev = new_q, new_cost, new_ev
 
-        # Stationary without reaching the targets: nudge off once, else give up.
-        stuck_frames = active[stuck]
+        # Stationary: done if the targets are reached; otherwise nudge off once, else give up.
+        last_step[active[stuck & hard_ok]] = 0.0
+        stuck_frames = active[stuck & ~hard_ok]
         lam[stuck_frames[nudged[stuck_frames]]] = _LAMBDA_GIVE_UP
         first = stuck_frames[~nudged[stuck_frames]]
         if first.size:

@@ -68,6 +68,7 @@ class CopyPose:
 
     `position` / `rotation` pick the controlled axes (X, Y, Z each), `reference` the frame they
     are measured in: 'effector' (B = effector, T = target) or 'target' (B = target, T = effector).
+    A task on all three position axes and no rotation measures the world vector between the points.
     Desired output yd = 0. Task weights: `weight` on position rows, `orient_weight` on rotation rows.
     """
 
@@ -81,8 +82,13 @@ class CopyPose:
                 raise ValueError(f"constraint '{name}': {label} {w} must be finite and >= 0")
         self.name = name
         self.effector, self.target = effector, target
-        self.base, self.tip = (effector, target) if reference == "effector" else (target, effector)
         self.selected = np.flatnonzero(np.concatenate([np.asarray(position, bool), np.asarray(rotation, bool)]))
+        # A task on all three position axes and no rotation only relates two points: its frames are
+        # taken world-aligned at those points (twists without angular part), so that neither end's
+        # turning enters the Jacobian; y is then the world vector from one point to the other.
+        self.points_only = list(self.selected) == [0, 1, 2]
+        self.reference = reference
+        self.base, self.tip = (effector, target) if reference == "effector" else (target, effector)
         if self.selected.size == 0:
             raise ValueError(f"constraint '{name}': no axis is controlled")
         self.Cf = np.eye(6)[self.selected]
@@ -150,6 +156,7 @@ class Distance:
         self.radius, self.mode, self.weight = float(radius), mode, float(weight)
         self.Cf = np.eye(6)[[2]]
         self.has_position, self.has_rotation = True, False
+        self.points_only = False
 
     n_outputs = 1
 

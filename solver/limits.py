@@ -34,7 +34,8 @@ def project(model: Model, q: np.ndarray) -> np.ndarray:
         semi = np.where(phi >= 0, model.upper[coords], -model.lower[coords])
         phi = np.where(semi > 0, phi, 0.0)
         r2 = np.sum(np.where(semi > 0, phi / np.where(semi > 0, semi, 1.0), 0.0) ** 2, axis=-1)
-        scale = np.where(r2 > 1.0, 1.0 / np.sqrt(np.maximum(r2, 1.0)), 1.0)
+        # Points a rounding error outside (as projected ones may be) stay put: projecting is idempotent.
+        scale = np.where(r2 > 1.0 + 1e-15, 1.0 / np.sqrt(np.maximum(r2, 1.0)), 1.0)
         out[:, coords] = phi * scale[..., None]
     return out
 

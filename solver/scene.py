@@ -45,6 +45,20 @@ def shift_twist(r: np.ndarray, J: np.ndarray) -> np.ndarray:
     return out
 
 
+def _world_aligned(T: np.ndarray) -> np.ndarray:
+    """The frame at T's origin with the world's axes."""
+    out = np.broadcast_to(np.eye(4), T.shape).copy()
+    out[..., :3, 3] = T[..., :3, 3]
+    return out
+
+
+def _without_turning(J: np.ndarray) -> np.ndarray:
+    """Twist Jacobians of a frame that follows a point but keeps its axes: no angular part."""
+    out = J.copy()
+    out[..., 3:, :] = 0.0
+    return out
+
+
 class Scene:
     """The solver's coordinates q are the model's joint coordinates, or, with a `coupling`, the
     coordinates it maps onto them: theta = coupling.dofs(q), and every Jacobian is taken through
@@ -157,6 +171,11 @@ class Scene:
                 continue
             e = 2 * self.looped.index(k)
             Tb, Tt = frames[:, e], frames[:, e + 1]
+            Jb, Jt = (Jends[:, e], Jends[:, e + 1]) if jacobians else (None, None)
+            if c.points_only:
+                Tb, Tt = _world_aligned(Tb), _world_aligned(Tt)
+                if jacobians:
+                    Jb, Jt = _without_turning(Jb), _without_turning(Jt)
             Xf, Jinv = c.loop(Tb, Tt)
             y[:, rows], yd[:, rows], weight[:, rows], position_error[:, k], rotation_error[:, k] = c.outputs(Xf)
             if jacobians:
@@ -165,7 +184,7 @@ class Scene:
                 to_base[:, :3, :3] = Rb_t
                 to_base[:, 3:, 3:] = Rb_t
                 G = c.Cf @ Jinv @ to_base                                   # (F, m, 6)
-                loop = Jends[:, e + 1] - shift_twist(Tt[:, :3, 3] - Tb[:, :3, 3], Jends[:, e])
+                loop = Jt - shift_twist(Tt[:, :3, 3] - Tb[:, :3, 3], Jb)
                 A[:, rows] = G @ loop[..., :n]
                 B[:, rows] = -(G @ loop[..., n:])
         if jacobians:

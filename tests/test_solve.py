@@ -1,0 +1,251 @@
+"""Accuracy of the animation and simulation solvers against exact references."""
+
+import numpy as np
+import pytest
+
+from solver import (Bone, CopyPose, Distance, JointValue, Scene, Settings, combine, forward_kinematics,
+                    model_from_bones, on_object, on_segment, rest_matrix, solve_animation, solve_simulation)
+from solver.examples import lissajous, reach_scene, straight_chain
+from solver.limits import violation
+from solver.model import Model, Segment, sphere, swing
+
+
+def tail_positions(scene, q, segment=-1):
+    frames = forward_kinematics(scene.model, q).frames[:, segment]
+    return frames[:, :3, :3] @ np.array([0.0, scene.model.length[segment], 0.0]) + frames[:, :3, 3]
+
+
+@pytest.mark.parametrize("method", ["pinv", "dls", "sdls"])
+@pytest.mark.parametrize("n_bones", [6, 30])
+def test_lissajous_path_from_a_straight_start(n_bones, method):
+    """1000 frames, every one solved from the straight (singular) rest pose: within 1e-6 x length."""
+    scene = reach_scene(straight_chain(n_bones))
+    targets = lissajous(1000, n_bones)
+    result = solve_animation(scene, scene.model.neutral(1000), targets, settings=Settings(method=method))
+    error = np.linalg.norm(tail_positions(scene, result.q) - targets[:, 0, :3, 3], axis=1)
+    assert result.converged.all()
+    assert error.max() <= 1e-6 * n_bones
+    np.testing.assert_allclose(result.position_error[:, 0], error, atol=1e-12)
+
+
+def planar_two_bone(l1=1.0, l2=0.7):
+    """Two bones along +Z that bend about their X axes only (Y and Z locked)."""
+    lock = dict(lock=(False, True, True))
+    bones = [Bone("upper", rest_matrix([0, 0, 0], [0, 0, l1]), l1, **lock),
+             Bone("lower", rest_matrix([0, 0, l1], [0, 0, l1 + l2]), l2, parent="upper", **lock)]
+    return reach_scene(bones)
+
+
+def test_two_bone_chain_matches_the_closed_form():
+    """Law of cosines: in the plane (u, v) = (-y, z) the tail is l1 e(a) + l2 e(a + b), e(t) =
+    (sin t, cos t); so cos b = (d^2 - l1^2 - l2^2) / (2 l1 l2), a = atan2(u, v) - atan2(l2 sin b, l1 + l2 cos b)."""
+    l1, l2 = 1.0, 0.7
+    scene = planar_two_bone(l1, l2)
+    rng = np.random.default_rng(3)
+    n = 500
+    d = rng.uniform(abs(l1 - l2) + 0.05, l1 + l2 - 0.05, n)
+    heading = rng.uniform(-2.5, 2.5, n)
+    u, v = d * np.sin(heading), d * np.cos(heading)
+    targets = np.broadcast_to(np.eye(4), (n, 1, 4, 4)).copy()
+    targets[:, 0, 1, 3], targets[:, 0, 2, 3] = -u, v
+    start = np.tile([0.0, 0.3], (n, 1))
+    result = solve_animation(scene, start, targets, settings=Settings(precision=1e-13))
+    assert result.converged.all()
+    # Both elbow branches solve it; compare with the closed form of the branch the solver took.
+    def wrap(angle):
+        return (angle + np.pi) % (2 * np.pi) - np.pi
+    elbow = wrap(result.q[:, 1])
+    b = np.sign(elbow) * np.arccos((d**2 - l1**2 - l2**2) / (2 * l1 * l2))
+    a = np.arctan2(u, v) - np.arctan2(l2 * np.sin(b), l1 + l2 * np.cos(b))
+    np.testing.assert_allclose(elbow, b, atol=1e-9)
+    np.testing.assert_allclose(wrap(result.q[:, 0] - a), 0.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("method", ["pinv", "dls", "sdls"])
+def test_unreachable_target_ends_at_the_closest_point(method):
+    scene = reach_scene(straight_chain(6))
+    goal = np.array([[10.0, 0.0, 3.0], [0.0, 0.0, -8.0], [3.0, 4.0, 12.0], [-7.0, 2.0, -1.0]])
+    targets = np.broadcast_to(np.eye(4), (4, 1, 4, 4)).copy()
+    targets[:, 0, :3, 3] = goal
+    result = solve_animation(scene, scene.model.neutral(4), targets, settings=Settings(method=method))
+    closest = goal / np.linalg.norm(goal, axis=1, keepdims=True) * 6.0     # stretched toward it
+    assert not result.converged.any()
+    assert np.isfinite(result.q).all() and np.isfinite(result.position_error).all()
+    np.testing.assert_allclose(tail_positions(scene, result.q), closest, atol=1e-6)
+    np.testing.assert_allclose(result.position_error[:, 0], np.linalg.norm(goal, axis=1) - 6.0, atol=1e-9)
+
+
+def limited_chain_scene(rotation=False):
+    """Bones with every limit kind Blender maps: swing (elliptic), swing + RotY, RotX, and stiff axes."""
+    limits = ((-0.5, 0.8), (-0.3, 0.3), (-0.4, 0.6))
+    bones = straight_chain(6, limits=limits)
+    bones[1] = Bone(bones[1].name, bones[1].matrix, 1.0, bones[1].parent, lock=(False, True, False), limits=limits)
+    bones[2] = Bone(bones[2].name, bones[2].matrix, 1.0, bones[2].parent, lock=(False, True, True), limits=limits)
+    bones[3] = Bone(bones[3].name, bones[3].matrix, 1.0, bones[3].parent, stiffness=(1.0, 0.5, 1.0), limits=limits)
+    return reach_scene(bones, rotation=rotation)
+
+
+@pytest.mark.parametrize("rotation", [False, True])
+def test_limits_and_frozen_axes_hold_for_any_target(rotation):
+    scene = limited_chain_scene(rotation)
+    rng = np.random.default_rng(11)
+    n = 300
+    targets = np.broadcast_to(np.eye(4), (n, 1, 4, 4)).copy()
+    targets[:, 0, :3, 3] = rng.normal(size=(n, 3)) * 4.0          # reachable and unreachable
+    targets[:, 0, :3, :3] = np.linalg.qr(rng.normal(size=(n, 3, 3)))[0] * np.array([1, 1, -1])[None] if rotation else np.eye(3)
+    start = scene.project(rng.uniform(-1, 1, size=(n, scene.n_coordinates)))
+    result = solve_animation(scene, start, targets)
+    assert np.isfinite(result.q).all()
+    assert violation(scene.model, result.q).max() <= 1e-12
+    frozen = scene.weight == 0
+    assert frozen.any()
+    np.testing.assert_array_equal(result.q[:, frozen], start[:, frozen])
+    kinds = {j.kind for j in scene.model.joints}
+    assert {"swing", "revolute"} <= kinds
+
+
+def test_sphere_limits_hold_and_limited_targets_are_reached_inside():
+    """Our sphere joints take an elliptic limit on the rotation vector (Blender's iTaSC has none)."""
+    segments = [Segment("a", -1, np.eye(4), (sphere(lower=(-0.6, -0.3, -0.6), upper=(0.6, 0.3, 0.6), elliptic=True),), 1.0)]
+    offset = np.eye(4)
+    offset[1, 3] = 1.0
+    segments.append(Segment("b", 0, offset, (swing(lower=(-0.5, -0.4), upper=(0.7, 0.4), elliptic=True),), 1.0))
+    model = Model(segments)
+    scene = Scene(model, [CopyPose(on_segment(1, (0, 1, 0)), on_object(0))], n_objects=1)
+    rng = np.random.default_rng(5)
+    n = 400
+    targets = np.broadcast_to(np.eye(4), (n, 1, 4, 4)).copy()
+    targets[:, 0, :3, 3] = rng.normal(size=(n, 3)) * 2.0
+    result = solve_animation(scene, model.neutral(n), targets)
+    assert violation(model, result.q).max() <= 1e-12
+    # Frames whose target lies inside the limited workspace are reached.
+    inside = rng.uniform(-1, 1, size=(n, 4)) * [0.6, 0.3, 0.6, 0.5] * 0.6
+    q_in = np.concatenate([inside[:, :3], inside[:, 3:], np.zeros((n, 1))], axis=1)
+    reachable = np.broadcast_to(np.eye(4), (n, 1, 4, 4)).copy()
+    reachable[:, 0, :3, 3] = tail_positions(scene, q_in)
+    result = solve_animation(scene, model.neutral(n), reachable)
+    assert violation(model, result.q).max() <= 1e-12
+    assert result.converged.mean() > 0.95
+
+
+def test_pose_with_rotation_and_target_reference():
+    scene = reach_scene(straight_chain(6), rotation=True)
+    rng = np.random.default_rng(2)
+    q_goal = rng.uniform(-0.4, 0.4, size=(200, scene.n_coordinates))
+    pose = forward_kinematics(scene.model, q_goal).frames[:, -1]
+    targets = pose.copy()
+    targets[:, :3, 3] += pose[:, :3, 1] * 1.0     # the tail, with the bone's orientation
+    result = solve_animation(scene, scene.model.neutral(200), targets[:, None])
+    assert result.converged.all()
+    assert np.nanmax(result.rotation_error) <= 1e-6 and np.nanmax(result.position_error) <= 1e-6
+
+
+def test_distance_and_joint_value_tasks():
+    bones = straight_chain(4)
+    model = model_from_bones(bones)
+    tip = on_segment(3, (0, 1, 0))
+    for mode, radius, start_inside in (("surface", 2.0, None), ("inside", 1.0, False), ("outside", 3.0, True)):
+        scene = Scene(model, [Distance(tip, on_object(0), radius=radius, mode=mode)], n_objects=1)
+        targets = np.broadcast_to(np.eye(4), (3, 1, 4, 4)).copy()
+        targets[:, 0, :3, 3] = [[1.0, 0.5, 2.0], [0.0, 1.0, 3.5], [-1.0, 0.0, 1.0]]
+        result = solve_animation(scene, model.neutral(3), targets)
+        d = np.linalg.norm(tail_positions(scene, result.q) - targets[:, 0, :3, 3], axis=1)
+        assert result.converged.all()
+        if mode == "surface":
+            np.testing.assert_allclose(d, radius, atol=1e-6)
+        elif mode == "inside":
+            assert (d <= radius + 1e-6).all()
+        else:
+            assert (d >= radius - 1e-6).all()
+    # A joint-value task alone drives its coordinate to the value.
+    scene = Scene(model, [JointValue(4, value=0.3, weight=1.0)])
+    result = solve_animation(scene, model.neutral(2))
+    np.testing.assert_allclose(result.q[:, 4], 0.3, atol=1e-12)
+    assert np.isnan(result.position_error).all() and np.allclose(result.rotation_error, 0.0, atol=1e-12)
+
+
+def test_two_armatures_linked_by_a_constraint_both_move_weighted():
+    """A chain standing up from the origin and one hanging down from (1, 0, 5.5); their tails must
+    meet. Either could reach alone; the stiffer armature moves less."""
+    def chain(top, direction, stiffness):
+        return [Bone(f"b{i}", rest_matrix(np.add(top, np.multiply(direction, i)), np.add(top, np.multiply(direction, i + 1))),
+                     1.0, f"b{i - 1}" if i else None, stiffness=(stiffness,) * 3) for i in range(3)]
+    for stiff_left, stiff_right in ((0.0, 0.0), (0.0, 0.9), (0.9, 0.0)):
+        model = combine([chain([0, 0, 0], [0, 0, 1], stiff_left), chain([1, 0, 5.5], [0, 0, -1], stiff_right)])
+        scene = Scene(model, [CopyPose(on_segment(2, (0, 1, 0)), on_segment(5, (0, 1, 0)))])
+        result = solve_animation(scene, model.neutral(1))
+        a = forward_kinematics(model, result.q).frames[0]
+        tips = [a[s, :3, :3] @ [0, 1, 0] + a[s, :3, 3] for s in (2, 5)]
+        assert result.converged.all()
+        np.testing.assert_allclose(tips[0], tips[1], atol=1e-6)
+        left, right = np.linalg.norm(result.q[0, :9]), np.linalg.norm(result.q[0, 9:])
+        assert min(left, right) > 1e-3                       # both armatures moved
+        if stiff_right > stiff_left:
+            assert left > 3 * right
+        elif stiff_left > stiff_right:
+            assert right > 3 * left
+        else:
+            assert 0.5 < left / right < 2.0                  # equal weights share the motion
+
+
+def test_bad_frames_are_reported_not_solved():
+    scene = reach_scene(straight_chain(6))
+    targets = lissajous(10, 6)
+    targets[3, 0, 0, 3] = np.nan
+    targets[7, 0, 1, 1] = np.inf
+    result = solve_animation(scene, scene.model.neutral(10), targets)
+    bad = np.zeros(10, bool)
+    bad[[3, 7]] = True
+    assert np.isfinite(result.q).all()
+    assert not result.converged[bad].any() and result.converged[~bad].all()
+    assert np.isnan(result.position_error[bad]).all()
+    with pytest.raises(ValueError, match="frame"):
+        solve_animation(scene, np.full((2, scene.n_coordinates), np.nan), targets[:2])
+    with pytest.raises(ValueError, match="precision"):
+        Settings(precision=-1.0)
+
+
+def test_diagnostics_have_the_documented_shapes():
+    scene = Scene(model_from_bones(straight_chain(3)),
+                  [CopyPose(on_segment(2, (0, 1, 0)), on_object(0)), JointValue(0, 0.0, 0.1)], n_objects=1)
+    targets = lissajous(5, 3)
+    result = solve_animation(scene, scene.model.neutral(5), targets)
+    assert result.position_error.shape == result.rotation_error.shape == (5, 2)
+    assert np.isnan(result.rotation_error[:, 0]).all() and np.isnan(result.position_error[:, 1]).all()
+    assert result.iterations.shape == result.converged.shape == result.sigma_min.shape == (5,)
+    assert (result.sigma_min > 0).all() and result.seconds > 0
+
+
+def moving_target(n_frames, velocity, fps):
+    start = np.array([1.5, 0.5, 4.0])
+    poses = np.broadcast_to(np.eye(4), (n_frames, 1, 4, 4)).copy()
+    poses[:, 0, :3, 3] = start + np.arange(n_frames)[:, None] / fps * velocity
+    return poses
+
+
+def test_feeding_target_velocity_forward_cuts_the_tracking_error_tenfold():
+    scene = reach_scene(straight_chain(6))
+    fps = 24.0
+    targets = moving_target(96, np.array([0.0, 0.6, -0.3]), fps)
+    errors = {}
+    for feedforward in (True, False):
+        settings = Settings(feedforward=feedforward, feedback=20.0, fps=fps)
+        result = solve_simulation(scene, scene.model.neutral(1), targets, settings=settings)
+        assert np.isfinite(result.q).all()
+        errors[feedforward] = result.position_error[48:, 0].mean()     # steady state
+    assert errors[True] * 10 <= errors[False]
+
+
+@pytest.mark.parametrize("method", ["pinv", "dls", "sdls"])
+@pytest.mark.parametrize("substeps", [0, 1, 4])
+def test_simulation_tracks_a_path_within_limits(method, substeps):
+    scene = limited_chain_scene()
+    targets = lissajous(240, 6)       # 3 x 2 x 5 periods in 10 s at 24 fps
+    settings = Settings(method=method, substeps=substeps, fps=24.0)
+    result = solve_simulation(scene, scene.model.neutral(1), targets, settings=settings)
+    assert np.isfinite(result.q).all()
+    assert violation(scene.model, result.q).max() <= 1e-12
+    assert result.iterations[1:].min() >= max(substeps, 1)
+    unlimited = reach_scene(straight_chain(6))
+    free = solve_simulation(unlimited, unlimited.model.neutral(1), targets, settings=settings)
+    assert np.median(free.position_error[:, 0]) < 0.05
