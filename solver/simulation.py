@@ -4,8 +4,8 @@ Within a frame the update law q' = A# (y' + B Xu') with y' = K (yd - y) is integ
 sub-steps, while every object and armature base moves at the constant twist that carries it from
 its pose at the previous frame to its pose at this one; that twist is Xu', so B Xu' moves the
 joints along with a moving target instead of lagging behind it. Sub-steps are fixed, or chosen
-so that no coordinate changes by more than `substep_angle` in one; joint speed is bounded by
-`max_velocity`. This is what live preview runs.
+so that no coordinate changes by more than `substep_angle` in one and the feedback stays stable
+(K h <= 1); joint speed is bounded by `max_velocity`. This is what live preview runs.
 """
 
 from __future__ import annotations
@@ -100,7 +100,9 @@ def _simulation_step(scene: Scene, q, objects, bases, f: int, settings: Settings
     n_sub = settings.substeps
     if n_sub == 0:  # automatic: keep each sub-step's largest coordinate change under substep_angle
         dq, _ = step(ev, dt)
-        n_sub = int(np.clip(np.ceil(np.max(np.abs(dq)) / settings.substep_angle), 1, settings.max_substeps))
+        # ... and the feedback stable: K h <= 1 per sub-step.
+        n_sub = max(np.ceil(np.max(np.abs(dq)) / settings.substep_angle), np.ceil(settings.feedback * dt))
+        n_sub = int(np.clip(n_sub, 1, settings.max_substeps))
     h = dt / n_sub
     for k in range(n_sub):
         if k:
