@@ -1,0 +1,85 @@
+"""Bones to joints, as Blender's iTaSC maps free IK axes; rest matrices from head, tail and roll."""
+
+import numpy as np
+import pytest
+
+from solver import Bone, model_from_bones, rest_matrix, solve_animation
+from solver.examples import reach_scene, straight_chain
+from solver.rotations import axis_angle_matrix
+
+LIMITS = ((-0.5, 0.8), (-0.3, 0.3), (-0.4, 0.6))
+
+
+@pytest.mark.parametrize("lock, limited, kinds", [
+    ((True, True, True), False, []),
+    ((False, True, True), False, ["revolute:X"]),
+    ((True, False, True), False, ["revolute:Y"]),
+    ((True, True, False), False, ["revolute:Z"]),
+    ((False, False, True), False, ["revolute:X", "revolute:Y"]),
+    ((True, False, False), False, ["revolute:Z", "revolute:Y"]),
+    ((False, True, False), False, ["swing"]),
+    ((False, True, False), True, ["swing"]),
+    ((False, False, False), False, ["sphere"]),
+    ((False, False, False), True, ["swing", "revolute:Y"]),
+])
+def test_free_axes_pick_blenders_joints(lock, limited, kinds):
+    bone = Bone("b", np.eye(4), 1.0, lock=lock, limits=LIMITS if limited else (None,) * 3,
+                stiffness=(0.1, 0.2, 0.3))
+    model = model_from_bones([bone])
+    names = []
+    for j in model.joints:
+        axis = {(1.0, 0.0, 0.0): "X", (0.0, 1.0, 0.0): "Y", (0.0, 0.0, 1.0): "Z"}.get(tuple(j.axis))
+        names.append(f"{j.kind}:{axis}" if j.kind == "revolute" else j.kind)
+    assert names == kinds
+    # weights are 1 - stiffness of the matching axes; limits carried per axis
+    for j, name in zip(model.joints, names):
+        if j.kind == "revolute":
+            i = "XYZ".index(name[-1])
+            assert j.weight == (1.0 - (0.1, 0.2, 0.3)[i],)
+            assert (j.lower[0], j.upper[0]) == (LIMITS[i] if limited else (-np.inf, np.inf))
+        if j.kind == "swing":
+            assert j.weight == pytest.approx((0.9, 0.7))
+            assert j.elliptic == limited
+
+
+def test_stretch_adds_a_translation_that_reaches_further():
+    scene = reach_scene(straight_chain(3, stretch=0.5))
+    assert [j.kind for j in scene.model.joints] == ["sphere", "prismatic"] * 3
+    targets = np.broadcast_to(np.eye(4), (2, 1, 4, 4)).copy()
+    targets[:, 0, :3, 3] = [[2.0, 0.0, 3.0], [0.0, 40.0, 0.0]]     # just beyond reach; far beyond
+    result = solve_animation(scene, scene.model.neutral(2), targets)
+    assert list(result.converged) == [True, False]
+    stretch = result.q[:, [3, 7, 11]]
+    assert stretch[0].sum() > np.linalg.norm([2.0, 0.0, 3.0]) - 3.0 - 1e-9   # stretched to reach it
+    np.testing.assert_allclose(stretch[1], 9.0)                           # upper stretch limit 9 L
+    np.testing.assert_allclose(result.position_error[1, 0], 40.0 - 30.0, atol=1e-9)
+
+
+def test_rest_matrix_points_y_along_the_bone_and_rolls_about_it():
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        head, tail = rng.normal(size=3), rng.normal(size=3)
+        roll = rng.uniform(-np.pi, np.pi)
+        M = rest_matrix(head, tail, roll)
+        R = M[:3, :3]
+        np.testing.assert_allclose(R @ R.T, np.eye(3), atol=1e-12)
+        assert np.isclose(np.linalg.det(R), 1.0)
+        np.testing.assert_allclose(R[:, 1], (tail - head) / np.linalg.norm(tail - head), atol=1e-12)
+        np.testing.assert_allclose(M[:3, 3], head)
+        # roll turns the X axis about Y: compare with the roll-free matrix
+        R0 = rest_matrix(head, tail, 0.0)[:3, :3]
+        np.testing.assert_allclose(R, R0 @ axis_angle_matrix(np.array([0.0, 1.0, 0.0]), roll), atol=1e-12)
+    # Blender's conventions: a bone along +Z has X = world X; straight down turns about Z.
+    np.testing.assert_allclose(rest_matrix([0, 0, 0], [0, 0, 1])[:3, :3], [[1, 0, 0], [0, 0, -1], [0, 1, 0]], atol=1e-15)
+    np.testing.assert_allclose(rest_matrix([0, 0, 0], [0, -1, 0])[:3, :3], np.diag([-1.0, -1.0, 1.0]))
+
+
+def test_bad_bones_are_rejected_with_their_names():
+    with pytest.raises(ValueError, match="no length"):
+        rest_matrix([0, 0, 0], [0, 0, 0])
+    with pytest.raises(ValueError, match="'short'"):
+        model_from_bones([Bone("short", np.eye(4), 0.0)])
+    with pytest.raises(ValueError, match="'orphan'"):
+        model_from_bones([Bone("orphan", np.eye(4), 1.0, parent="missing")])
+    with pytest.raises(ValueError, match="limits"):
+        model_from_bones([Bone("b", np.eye(4), 1.0, lock=(False, True, True), limits=((0.5, -0.5), None, None))])
