@@ -1,18 +1,20 @@
 """Blender's own IK solvers (iTaSC and Standard/"LEGACY") on a chain tracking a moving target.
 
 A reference for our engine, not a test: a straight chain of ``n_bones`` bones, each 1 unit
-along +Z from the origin, an IK constraint on the last bone (chain over all bones) whose target
-is an empty keyframed on a Lissajous path that stays inside reach (at most ~0.82 of the chain
-length from the root). For each frame: set the frame, let Blender evaluate, measure the distance
-from the last bone's tail to the target in world space.
+along +Z from the origin (``solver.examples.straight_chain``), an IK constraint on the last bone
+(chain over all bones) whose target is an empty keyframed, frame 1..F, on
+``solver.examples.lissajous(F, n_bones)``: the very targets our engine's benchmarks use, so
+both solvers see the same path. For each frame: set the frame, let Blender evaluate, measure the
+distance from the last bone's tail to the evaluated target in world space (Blender works in
+float32: errors below ~1e-7 x the coordinates are rounding).
 
     .venv/bin/python -m tools.blender_ik --bones 6 30 --frames 1000
 
-``run_blender_ik`` runs inside Blender; ``measure`` runs it in a fresh bpy subprocess.
+``run_blender_ik`` runs inside Blender (the repository root on ``sys.path``, so ``solver``
+imports there); ``measure`` runs it in a fresh bpy subprocess.
 """
 
 import argparse
-import math
 import statistics
 
 from tools.blender_session import ROOT, run_in_blender
@@ -20,16 +22,11 @@ from tools.blender_session import ROOT, run_in_blender
 TOLERANCE = 0.01  # "off" means further than 1 cm (scene units are metres)
 
 
-def lissajous(n_bones, n_frames):
-    """Target positions (list of xyz) for frames 1..n_frames: one full loop, inside reach."""
-    reach = float(n_bones)
-    points = []
-    for i in range(n_frames):
-        t = 2.0 * math.pi * i / n_frames
-        points.append((0.35 * reach * math.sin(3 * t + 0.5),
-                       0.35 * reach * math.sin(2 * t),
-                       0.5 * reach + 0.15 * reach * math.sin(t)))
-    return points
+def target_positions(n_bones, n_frames):
+    """Target positions (list of xyz) for frames 1..n_frames: the engine's Lissajous path."""
+    from solver.examples import lissajous
+
+    return lissajous(n_frames, float(n_bones))[:, 0, :3, 3].tolist()
 
 
 def _build_scene(n_bones, n_frames, solver, itasc_settings):
@@ -55,7 +52,7 @@ def _build_scene(n_bones, n_frames, solver, itasc_settings):
 
     target = bpy.data.objects.new("target", None)
     scene.collection.objects.link(target)
-    for frame, xyz in enumerate(lissajous(n_bones, n_frames), start=1):
+    for frame, xyz in enumerate(target_positions(n_bones, n_frames), start=1):
         target.location = xyz
         target.keyframe_insert("location", frame=frame)
 
@@ -128,7 +125,7 @@ def measure(n_bones=6, n_frames=1000, solver="ITASC", python=None, **itasc_setti
 # (label, pose.ik_solver, iTaSC settings) rows of the table that main() prints.
 CONFIGS = [
     ("iTaSC animation, defaults", "ITASC", {}),
-    ("iTaSC animation, precision 1e-4", "ITASC", {"precision": 1e-4}),
+    ("iTaSC animation, 1e-4, 1000 it.", "ITASC", {"precision": 1e-4, "iterations": 1000}),
     ("iTaSC simulation, defaults", "ITASC", {"mode": "SIMULATION"}),
     ("Standard IK (LEGACY)", "LEGACY", {}),
 ]
