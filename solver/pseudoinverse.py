@@ -32,9 +32,10 @@ def solve(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-1
     """x ~ A# b for A (F, M, n) and b (F, M)."""
     if method not in METHODS:
         raise ValueError(f"unknown solver {method!r}; choose one of {METHODS}")
+    if 0 in A.shape[-2:]:  # nothing to move or nothing asked
+        return np.zeros(A.shape[:-2] + A.shape[-1:]), np.zeros(A.shape[:-2])
     U, s, Vt = np.linalg.svd(A, full_matrices=False)
-    s_max = s[..., :1]
-    s_min = s[..., -1] if A.shape[-2] <= A.shape[-1] else s[..., -1]
+    s_max, s_min = s[..., :1], s[..., -1]
     alpha = np.einsum("fmk,fm->fk", U, b)                        # b in the singular basis
     if method == "pinv":
         inv = np.where(s > rcond * s_max, 1.0 / np.maximum(s, 1e-300), 0.0)

@@ -101,7 +101,7 @@ def _simulation_step(scene: Scene, q, objects, bases, f: int, settings: Settings
     if n_sub == 0:  # automatic: keep each sub-step's largest coordinate change under substep_angle
         dq, _ = step(ev, dt)
         # ... and the feedback stable: K h <= 1 per sub-step.
-        n_sub = max(np.ceil(np.max(np.abs(dq)) / settings.substep_angle), np.ceil(settings.feedback * dt))
+        n_sub = max(np.ceil(np.max(np.abs(dq), initial=0.0) / settings.substep_angle), np.ceil(settings.feedback * dt))
         n_sub = int(np.clip(n_sub, 1, settings.max_substeps))
     h = dt / n_sub
     for k in range(n_sub):

@@ -76,12 +76,13 @@ def cost(ev: Evaluation) -> np.ndarray:
 
 def reached(scene: Scene, ev: Evaluation, precision: float) -> np.ndarray:
     """Frames where every pose and distance constraint is within precision (joint-value tasks are
-    soft and do not count)."""
+    soft, and constraints of zero weight ask nothing: neither counts)."""
     ok = np.ones(ev.y.shape[0], dtype=bool)
     for k, c in enumerate(scene.constraints):
         if hasattr(c, "Cf"):
+            ignored = np.max(ev.weight[:, scene.rows[k]:scene.rows[k + 1]], axis=1) == 0
             for err in (ev.position_error[:, k], ev.rotation_error[:, k]):
-                ok &= np.isnan(err) | (err <= precision)
+                ok &= ignored | np.isnan(err) | (err <= precision)
     return ok
 
 

@@ -249,3 +249,23 @@ def test_simulation_tracks_a_path_within_limits(method, substeps):
     unlimited = reach_scene(straight_chain(6))
     free = solve_simulation(unlimited, unlimited.model.neutral(1), targets, settings=settings)
     assert np.median(free.position_error[:, 0]) < 0.05
+
+
+def test_degenerate_scenes_answer_without_failing():
+    """No joints, no constraints, a zero-weight task: each answers sensibly, nothing moves."""
+    still = Model([Segment("a", -1, np.eye(4), (), 1.0)])
+    scene = Scene(still, [CopyPose(on_segment(0, (0, 1, 0)), on_object(0))], n_objects=1)
+    targets = lissajous(3, 1)
+    result = solve_animation(scene, np.zeros((3, 0)), targets)
+    expected = np.linalg.norm(targets[:, 0, :3, 3] - [0, 1, 0], axis=1)
+    np.testing.assert_allclose(result.position_error[:, 0], expected)
+    assert not result.converged.any()
+    simulated = solve_simulation(scene, np.zeros((1, 0)), targets)
+    np.testing.assert_allclose(simulated.position_error[:, 0], expected)
+
+    chain = model_from_bones(straight_chain(2))
+    result = solve_animation(Scene(chain, []), chain.neutral(2))
+    assert result.converged.all() and (result.iterations == 0).all()
+    ignored = Scene(chain, [CopyPose(on_segment(1, (0, 1, 0)), on_object(0), weight=0.0)], n_objects=1)
+    result = solve_animation(ignored, chain.neutral(2), lissajous(2, 2))
+    assert result.converged.all() and not result.q.any()
