@@ -42,12 +42,16 @@ def project(model: Model, q: np.ndarray) -> np.ndarray:
 
 def wrap_spheres(model: Model, q: np.ndarray) -> np.ndarray:
     """The same pose with every unlimited sphere joint turned the short way round (angle <= pi)."""
+    if not model.unlimited_spheres.size:
+        return q
+    c = model.joint_first[model.unlimited_spheres][:, None] + np.arange(3)     # (k, 3)
+    phi = q[:, c]
+    t = np.linalg.norm(phi, axis=-1, keepdims=True)
+    if not np.any(t > np.pi):
+        return q
     out = q.copy()
-    for j in model.unlimited_spheres:
-        c = model.joint_first[j] + np.arange(3)
-        phi = out[:, c]
-        t = np.linalg.norm(phi, axis=-1, keepdims=True)
-        out[:, c] = np.where(t > np.pi, phi * (1.0 - 2.0 * np.pi / np.maximum(t, 1e-300)), phi)
+    turns = np.round(t / (2.0 * np.pi))                # whole turns to take off the angle
+    out[:, c] = np.where(t > np.pi, phi * (1.0 - 2.0 * np.pi * turns / np.maximum(t, 1e-300)), phi)
     return out
 
 
