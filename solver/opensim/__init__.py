@@ -5,13 +5,22 @@ engine Model plus a Coupling from OpenSim coordinates to per-axis joint values.
 Pure numpy and the standard library; nothing here imports the `opensim` package.
 """
 
+from .coupling import Coupling
 from .errors import OpenSimFileError, OpenSimFileWarning
+from .functions import (Constant, Function, LinearFunction, MultiplierFunction, NaturalCubicSpline,
+                        PiecewiseLinearFunction, PolynomialFunction, SimmSpline)
+from .markers import marker_jacobian, marker_positions
+from .osim import MarkerSet, OpenSimModel, OsimModel, build_model, load_osim, read_osim
 from .setup import IKCoordinateTask, IKMarkerTask, IKSetup, IKTaskSet, read_ik_setup, read_ik_task_set
 from .storage import Storage, read_storage, write_storage
 from .trc import MarkerData, read_trc, write_trc
 
 __all__ = [
     "OpenSimFileError", "OpenSimFileWarning",
+    "Coupling", "MarkerSet", "OpenSimModel", "OsimModel", "build_model", "load_osim", "read_osim",
+    "marker_jacobian", "marker_positions",
+    "Constant", "Function", "LinearFunction", "MultiplierFunction", "NaturalCubicSpline",
+    "PiecewiseLinearFunction", "PolynomialFunction", "SimmSpline",
     "IKCoordinateTask", "IKMarkerTask", "IKSetup", "IKTaskSet", "read_ik_setup", "read_ik_task_set",
     "Storage", "read_storage", "write_storage",
     "MarkerData", "read_trc", "write_trc",
