@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 REQUIREMENTS := requirements.txt requirements-blender.txt
 
-.PHONY: venv test demo build bench clean
+.PHONY: venv test test-numpy-lines demo build bench clean
 
 venv: $(STAMP)
 
@@ -14,8 +14,23 @@ $(STAMP): $(REQUIREMENTS)
 	$(PY) -m pip install --quiet $(addprefix -r ,$(REQUIREMENTS))
 	touch $@
 
-test: venv
+test: venv test-numpy-lines
 	$(PY) -m pytest -q tests
+
+# The engine supports numpy 1.24 through 2.x: its tests also run on both ends, without Blender.
+NUMPY_LINES := 1.24.4 2.4.6
+ENGINE_TEST_PACKAGES := pytest==9.2.0 hypothesis==6.170.15
+
+test-numpy-lines:
+	set -e; for v in $(NUMPY_LINES); do \
+	  env=.venv-numpy-$$v; \
+	  test -x $$env/bin/python || $(PYTHON) -m venv $$env; \
+	  $$env/bin/python -c "import numpy, pytest" 2>/dev/null && \
+	    $$env/bin/python -c "import numpy, sys; sys.exit(numpy.__version__ != '$$v')" || \
+	    $$env/bin/python -m pip install --quiet numpy==$$v $(ENGINE_TEST_PACKAGES); \
+	  echo "engine tests on numpy $$v"; \
+	  $$env/bin/python -m pytest -q -p no:cacheprovider tests --ignore=tests/addon -m "not blender"; \
+	done
 
 demo: venv
 	$(PY) -m solver demo

@@ -164,11 +164,10 @@ class Model:
                                  for j, seg in zip(joints, joint_segment) for c in _coordinate_labels(j)]
 
         # Index arrays by joint kind, used by forward kinematics.
-        kinds = np.array([j.kind for j in joints])
-        self.revolute_joints = np.flatnonzero(kinds == REVOLUTE)
-        self.prismatic_joints = np.flatnonzero(kinds == PRISMATIC)
-        self.swing_joints = np.flatnonzero(kinds == SWING)
-        self.sphere_joints = np.flatnonzero(kinds == SPHERE)
+        def of_kind(kind):
+            return np.array([k for k, j in enumerate(joints) if j.kind == kind], dtype=int)
+        self.revolute_joints, self.prismatic_joints = of_kind(REVOLUTE), of_kind(PRISMATIC)
+        self.swing_joints, self.sphere_joints = of_kind(SWING), of_kind(SPHERE)
         self.joint_axis = np.array([j.axis for j in joints], dtype=float).reshape(-1, 3)
         self.elliptic_joints = np.array([k for k, j in enumerate(joints) if j.elliptic], dtype=int)
         self.unlimited_spheres = np.array(
