@@ -269,3 +269,29 @@ def test_degenerate_scenes_answer_without_failing():
     ignored = Scene(chain, [CopyPose(on_segment(1, (0, 1, 0)), on_object(0), weight=0.0)], n_objects=1)
     result = solve_animation(ignored, chain.neutral(2), lissajous(2, 2))
     assert result.converged.all() and not result.q.any()
+
+
+def test_a_tree_with_two_effectors_sharing_a_root():
+    """A trunk and two 3-bone branches; each branch tip follows its own target, all frames."""
+    trunk = Bone("trunk", rest_matrix([0, 0, 0], [0, 0, 1]), 1.0)
+    bones = [trunk]
+    for side, x in (("L", -1.0), ("R", 1.0)):
+        parent = "trunk"
+        for i in range(3):
+            head, tail = [x * i / 3, 0, 1 + i], [x * (i + 1) / 3, 0, 2 + i]
+            bones.append(Bone(f"{side}{i}", rest_matrix(head, tail), float(np.linalg.norm(np.subtract(tail, head))), parent))
+            parent = f"{side}{i}"
+    model = model_from_bones(bones)
+    left, right = model.index("L2"), model.index("R2")
+    scene = Scene(model, [CopyPose(on_segment(left, (0, model.length[left], 0)), on_object(0)),
+                          CopyPose(on_segment(right, (0, model.length[right], 0)), on_object(1))], n_objects=2)
+    # Targets from random reachable poses, so that both can be met at once.
+    rng = np.random.default_rng(8)
+    q_goal = rng.uniform(-0.5, 0.5, size=(200, scene.n_coordinates))
+    frames = forward_kinematics(model, q_goal).frames
+    targets = np.broadcast_to(np.eye(4), (200, 2, 4, 4)).copy()
+    for k, s in enumerate((left, right)):
+        targets[:, k, :3, 3] = frames[:, s, :3, :3] @ [0, model.length[s], 0] + frames[:, s, :3, 3]
+    result = solve_animation(scene, model.neutral(200), targets)
+    assert result.converged.all()
+    assert np.nanmax(result.position_error) <= 1e-6
