@@ -110,6 +110,7 @@ def test_reference_ik_result_reproduces_the_measured_markers():
     assert mot.degrees                                   # SIMM header, .mot: degrees, as OpenSim reads it
     rotational = [n for n, r in zip(om.coupling.names, om.coupling.rotational) if r]
     q = mot.in_radians(rotational).columns(om.coupling.names)
+    np.testing.assert_array_equal(om.coordinates_from(mot), q)
     trc = read_trc(DATA / "subject01_synthetic_marker_data.trc")
     np.testing.assert_allclose(trc.time, mot.time, rtol=0, atol=1e-12)
     error = np.linalg.norm(marker_positions(om, q, trc.names) - trc.positions, axis=-1)   # (73, 31)
@@ -119,3 +120,16 @@ def test_reference_ik_result_reproduces_the_measured_markers():
     # Read as radians instead, the same file would miss by decimetres: the unit matters.
     wrong = np.linalg.norm(marker_positions(om, mot.columns(om.coupling.names), trc.names) - trc.positions, axis=-1)
     assert np.sqrt(np.mean(wrong ** 2)) > 0.1
+    np.testing.assert_array_equal(om.coordinates_from(mot, degrees=False), mot.columns(om.coupling.names))
+
+
+def test_coordinates_from_a_storage_fill_missing_columns(tmp_path):
+    from solver.opensim import write_storage
+    om = load_osim(_hand(tmp_path))
+    write_storage(tmp_path / "q.mot", ["time", "qc", "qb"], [[0.0, 90.0, 0.5], [0.1, -45.0, 0.25]], in_degrees=True)
+    mot = read_storage(tmp_path / "q.mot")
+    q = om.coordinates_from(mot)
+    # qa has no column: its default 0.1; qc is rotational: degrees -> radians; qb is coupled: as is
+    np.testing.assert_allclose(q, [[0.1, 0.5, np.pi / 2], [0.1, 0.25, -np.pi / 4]], rtol=1e-15)
+    with pytest.raises(KeyError, match="'qa'"):
+        om.coordinates_from(mot, missing="error")

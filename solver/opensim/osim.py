@@ -570,6 +570,21 @@ class OpenSimModel:
     def coordinate_names(self) -> list:
         return self.coupling.names
 
+    def coordinates_from(self, storage, degrees: bool | None = None, missing: str = "default") -> np.ndarray:
+        """Coordinates q (rows, n_q) from a Storage (.mot/.sto) whose columns are named after the
+        coordinates: rotational columns converted to radians when the file is in degrees
+        (`degrees`, default `storage.degrees`). A coordinate without a column takes its default
+        value (`missing="default"`) or raises KeyError (`missing="error"`)."""
+        c = self.coupling
+        degrees = storage.degrees if degrees is None else degrees
+        q = np.tile(c.default, (storage.n_rows, 1))
+        for i, name in enumerate(c.names):
+            if name in storage:
+                q[:, i] = storage.column(name) * (np.pi / 180.0 if degrees and c.rotational[i] else 1.0)
+            elif missing == "error":
+                raise KeyError(f"{storage.path or 'the storage'} has no column for coordinate {name!r}")
+        return q
+
     def segment(self, body: str) -> int:
         return self.model.index(body)
 
