@@ -1,0 +1,87 @@
+"""Run the side-by-side benchmarks: print the tables, write JSON and one PNG per table.
+
+    python -m bench                      # everything (Blender's rows need bpy): a few minutes
+    python -m bench --quick              # a short run with fewer frames (results in bench/results/quick/)
+    python -m bench --only chains blender --markdown BENCHMARKS.md
+
+Tables: chains (ours vs IKPy), blender (ours vs Blender's iTaSC / Standard IK), scaling_frames
+and scaling_bones (our time per frame against batch size and chain length). --markdown rewrites
+the part of that file between the bench markers with the tables, the command, date and machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import shlex
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from . import blender, chains, scaling
+from .common import RESULTS
+
+# name: (run(quick) -> Table, draw(table, path))
+BENCHMARKS = {
+    "chains": (chains.run, chains.draw),
+    "blender": (blender.run, blender.draw),
+    "scaling_frames": (scaling.run_frames, scaling.draw_frames),
+    "scaling_bones": (scaling.run_bones, scaling.draw_bones),
+}
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "system": platform.platform(),
+            "python": platform.python_version(), "numpy": np.__version__}
+
+
+def write_markdown(path: Path, tables, meta: dict) -> None:
+    m = meta["machine"]
+    body = [START, "", f"Command: `{meta['command']}`  ", f"Date: {meta['date']}  ",
+            f"Machine: {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}, numpy {m['numpy']}", ""]
+    for table in tables:
+        body += [table.markdown(), "", f"![{table.title}](bench/results/{table.name}.png)", ""]
+    body.append(END)
+    text = path.read_text() if path.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
+    head, rest = text.split(START, 1)
+    path.write_text(head + "\n".join(body) + rest.split(END, 1)[1])
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer frames and repeats")
+    parser.add_argument("--only", nargs="+", choices=list(BENCHMARKS), default=list(BENCHMARKS))
+    parser.add_argument("--markdown", type=Path, help="rewrite the tables between the bench markers of this file")
+    args = parser.parse_args(argv)
+
+    out = RESULTS / "quick" if args.quick else RESULTS
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"command": "python -m bench " + shlex.join(sys.argv[1:] if argv is None else argv),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "quick": args.quick, "machine": machine()}
+    tables = []
+    for name in args.only:
+        run, draw = BENCHMARKS[name]
+        table = run(quick=args.quick)
+        tables.append(table)
+        print(table.markdown() + "\n", flush=True)
+        table.save(meta, out)
+        draw(table, out / f"{name}.png")
+    if args.markdown:
+        write_markdown(args.markdown, tables, meta)
+
+
+if __name__ == "__main__":
+    main()
