@@ -227,7 +227,7 @@ def read_osim(path) -> OsimModel:
     if model is None:
         raise OpenSimFileError(path, root.line, "no <Model> element")
     reader = _Reader(path, model)
-    if _xml.child(model, "JointSet") is not None and reader.objects(_xml.child(model, "JointSet")):
+    if _xml.child(model, "Ground") is not None or reader.objects(_xml.child(model, "JointSet")):
         bodies, joints, markers = reader.read_v4()
     else:
         bodies, joints, markers = reader.read_v3()
@@ -394,6 +394,13 @@ class _Reader:
             X_BM = offset_frame(_xml.child_floats(j, "location", self.path, 3, default=zero),
                                 _xml.child_floats(j, "orientation", self.path, 3, default=zero))
             joints.append(OsimJoint(name, joint_type, parent, body.name, X_PF, X_BM, axes, coordinates, j.line))
+        # The ground comes first: the body called "ground", else the first body without a joint.
+        moved = {j.child for j in joints}
+        ground = next((b for b in bodies if b.name == "ground"), None) or \
+            next((b for b in bodies if b.name not in moved), None)
+        if ground is None:
+            self.fail(_xml.child(self.model, "BodySet"), "no ground body (every body has a joint)")
+        bodies = [ground] + [b for b in bodies if b is not ground]
         markers = []
         for m in self.objects(_xml.child(self.model, "MarkerSet")):
             body = _xml.child_text(m, "body")
