@@ -97,8 +97,8 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
             parent_frames = frames[:, parent]
         pre[:, level] = parent_frames @ model.rest[level]
         frames[:, level] = pre[:, level] @ local[:, level]
-    if model.has_post:
-        frames = frames @ model.post
+        if model.has_post:
+            frames[:, level] = frames[:, level] @ model.post[level]
 
     joint_frames = pre[:, model.joint_segment] @ before           # (F, G, 4, 4)
     coord_frames = joint_frames[:, model.coordinate_joint]         # (F, n, 4, 4)

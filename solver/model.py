@@ -172,7 +172,8 @@ class Model:
         self.elliptic_joints = np.array([k for k, j in enumerate(joints) if j.elliptic], dtype=int)
         self.unlimited_spheres = np.array(
             [k for k, j in enumerate(joints)
-             if j.kind == SPHERE and np.all(np.isinf(j.lower)) and np.all(np.isinf(j.upper))], dtype=int)
+             if j.kind == SPHERE and np.all(np.isinf(j.lower)) and np.all(np.isinf(j.upper)) and min(j.weight) > 0],
+            dtype=int)  # wrapped the short way round (limits.wrap_spheres); frozen components stay put
 
         # Tree levels (segments whose parent lies on the previous level) for batched composition.
         depth = np.zeros(n_seg, dtype=int)
