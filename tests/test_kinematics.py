@@ -70,3 +70,22 @@ def test_post_transform_and_bases_compose_in_order():
     np.testing.assert_allclose(moved, base[:, :, None][:, 0, None] @ still if False else base[:, 0, None] @ still,
                                atol=1e-12)
     assert np.allclose(exp_map(np.zeros(3)), np.eye(3))
+
+
+def test_children_hang_from_the_frame_after_their_parents_post_transform():
+    """W_s = W_parent @ rest_s @ J(q) @ post_s, the parent's post included."""
+    from solver.model import Model, Segment, revolute
+    rng = np.random.default_rng(9)
+    rest0, post0, rest1, post1 = (random_transform(rng) for _ in range(4))
+    model = Model([Segment("a", -1, rest0, (revolute("Z"),), post=post0),
+                   Segment("b", 0, rest1, (revolute("X"),), post=post1)])
+    q = np.array([[0.4, -1.1]])
+    frames = forward_kinematics(model, q).frames[0]
+
+    def turn(axis, angle):
+        T = np.eye(4)
+        T[:3, :3] = exp_map(np.asarray(axis, float) * angle)
+        return T
+    W0 = rest0 @ turn([0, 0, 1], 0.4) @ post0
+    np.testing.assert_allclose(frames[0], W0, atol=1e-14)
+    np.testing.assert_allclose(frames[1], W0 @ rest1 @ turn([1, 0, 0], -1.1) @ post1, atol=1e-14)
