@@ -1,21 +1,24 @@
-"""The Blender side of iTaSC IK: turns bpy data into solver inputs and back."""
+"""The Blender side of iTaSC IK: turns bpy data into solver inputs and back.
+
+Modules by role: `rig` reads armatures into the engine's terms and poses back, `keys` writes
+keyframes in bulk, `solving` runs solves and bakes, `properties` holds our settings on each
+armature object, `operators` and `panels` are the UI, `live` is live preview, `api` is for scripts.
+"""
 
 import bpy
 
+from . import live, operators, panels, properties
 
-class ITASC_PG_scene(bpy.types.PropertyGroup):
-    """Per-scene settings of the iTaSC IK extension (none yet)."""
-
-
-classes = (ITASC_PG_scene,)
-_register_classes, _unregister_classes = bpy.utils.register_classes_factory(classes)
+_modules = (properties, operators, panels, live)
 
 
 def register():
-    _register_classes()
-    bpy.types.Scene.itasc_ik = bpy.props.PointerProperty(type=ITASC_PG_scene)
+    for module in _modules:
+        module.register()
+    bpy.types.Object.itasc = bpy.props.PointerProperty(type=properties.ITASC_PG_settings)
 
 
 def unregister():
-    del bpy.types.Scene.itasc_ik
-    _unregister_classes()
+    del bpy.types.Object.itasc
+    for module in reversed(_modules):
+        module.unregister()

@@ -1,0 +1,93 @@
+"""The Python API: solve or bake an armature with the iTaSC IK solver from a script.
+
+    from bl_ext.user_default.itasc_ik.itasc_addon import api
+    result = api.bake(bpy.data.objects["Armature"], 1, 250)
+    result.position_error.max(), result.converged.all()
+
+Both functions read the armature's IK constraints (those chosen in its iTaSC IK settings), hand
+the rig over to our solver (its Blender IK constraints are muted, see `properties`), solve, and
+return a `SolveResult` with numpy arrays: ``frames``, ``position_error`` (frames x constraints,
+scene units, NaN where a constraint has no position part), ``rotation_error`` (radians, likewise),
+``iterations``, ``converged``, and ``seconds``; also ``constraints`` (their names), ``bones``,
+``q`` (the solved joint values), ``sigma_min`` and ``warnings``.
+
+Options (keywords, default: the armature's settings in the iTaSC panel): mode ('ANIMATION' or
+'SIMULATION'), method ('PINV', 'DLS', 'SDLS'), precision, max_iterations, feedback, max_velocity,
+damping_max, damping_epsilon, substeps. Bad input raises `RigError` (a ValueError) with a message
+saying what to change; nothing is written then.
+"""
+
+from __future__ import annotations
+
+import bpy
+import numpy as np
+
+from . import properties, solving
+from .rig import RigError
+from .solving import SolveResult
+
+__all__ = ["RigError", "SolveResult", "bake", "clear_bake", "drive", "release", "solve_frame"]
+
+
+def _armature(obj):
+    if isinstance(obj, str):
+        obj = bpy.data.objects.get(obj)
+    if obj is None or getattr(obj, "type", None) != "ARMATURE":
+        raise RigError("expected an armature object")
+    return obj
+
+
+def solve_frame(obj, frame=None, *, key=None, **options) -> SolveResult:
+    """Solve one frame (default: the current one) and pose the driven bones. With `frame`, the
+    scene moves to that frame first (a pose belongs to its frame). `key`: also key the solved
+    channels at that frame (None: only when auto-keying is on). Keys elsewhere are untouched."""
+    obj = _armature(obj)
+    scene = bpy.context.scene
+    if frame is None:
+        frame = scene.frame_current + scene.frame_subframe
+    frame = float(frame)
+    if key is None:
+        key = bool(scene.tool_settings.use_keyframe_insert_auto)
+    job = solving.Job(obj, [frame], bake=False, key=key, **options)
+    result = job.run()
+    scene.frame_set(int(np.floor(frame)), subframe=float(frame - np.floor(frame)))
+    return result
+
+
+def bake(obj, frame_start, frame_end, *, step=1, only_selected=False, **options) -> SolveResult:
+    """Solve frames frame_start..frame_end (every `step`) and key the driven bones' rotations (in
+    each bone's rotation mode; Y scale where IK stretch is on). Keys of those channels in the
+    range are replaced; every other key stays exactly as it was. `only_selected`: key selected
+    bones only (the whole chain is still solved)."""
+    obj = _armature(obj)
+    if step < 1 or int(step) != step:
+        raise RigError(f"step must be a whole number >= 1, not {step!r}")
+    if frame_end < frame_start:
+        raise RigError(f"frame_end {frame_end} comes before frame_start {frame_start}")
+    frames = np.arange(int(frame_start), int(frame_end) + 1, int(step), dtype=float)
+    bones = None
+    if only_selected:
+        bones = {pb.name for pb in obj.pose.bones if _selected(obj, pb)}
+    return solving.Job(obj, frames, bake=True, bones=bones, **options).run()
+
+
+def clear_bake(obj) -> int:
+    """Remove what bakes of this armature wrote; returns the number of channels cleared."""
+    return solving.clear_bake(_armature(obj))
+
+
+def drive(obj):
+    """Hand the rig to our solver: its driven IK constraints are muted for Blender's own IK."""
+    properties.set_active(_armature(obj), True)
+
+
+def release(obj):
+    """Give the rig back to Blender's IK: every constraint's own mute state is restored."""
+    properties.set_active(_armature(obj), False)
+
+
+def _selected(obj, pb):
+    select = getattr(pb, "select", None)          # Blender 5.0 keeps selection on pose bones
+    if select is None:
+        select = obj.data.bones[pb.name].select
+    return bool(select)

@@ -1,0 +1,252 @@
+"""Keyframes in bulk, on Blender 4.2's actions (``Action.fcurves``) and on the slotted actions of
+4.4 and later (``action.layers[0].strips[0].channelbag(slot)``).
+
+A channel is (data_path, array_index). Writing a channel replaces its keys in a closed frame range
+[first, last] by the given keys and leaves every other key exactly as it was: the F-curve is rebuilt
+with ``keyframe_points.add`` + ``foreach_set`` from the kept keys' own attributes (position,
+handles, handle types, interpolation, easing, key type, selection) and the new keys. Blender then
+recomputes automatic handles; the kept keys get their previous handles back, so the curve outside
+the range is the same to the last bit.
+"""
+
+from __future__ import annotations
+
+import bpy
+import numpy as np
+
+# Every stored attribute of a Keyframe: (name, components, dtype).
+_ATTRIBUTES = (
+    ("co", 2, np.float32),
+    ("handle_left", 2, np.float32),
+    ("handle_right", 2, np.float32),
+    ("handle_left_type", 1, np.int32),
+    ("handle_right_type", 1, np.int32),
+    ("interpolation", 1, np.int32),
+    ("type", 1, np.int32),
+    ("easing", 1, np.int32),
+    ("back", 1, np.float32),
+    ("amplitude", 1, np.float32),
+    ("period", 1, np.float32),
+    ("select_control_point", 1, bool),
+    ("select_left_handle", 1, bool),
+    ("select_right_handle", 1, bool),
+)
+
+SLOTTED = bpy.app.version >= (4, 4, 0)
+
+
+def _slot(obj, create):
+    anim = obj.animation_data
+    action = anim.action
+    slot = anim.action_slot
+    if slot is None:
+        slot = next((s for s in action.slots if s.target_id_type in ("UNSPECIFIED", obj.id_type)), None)
+        if slot is None:
+            if not create:
+                return None
+            slot = action.slots.new(id_type=obj.id_type, name=obj.name)
+        anim.action_slot = slot
+    return slot
+
+
+class Channels:
+    """The F-curves of an object's active action, whichever way this Blender stores them."""
+
+    def __init__(self, obj, create=False):
+        self.obj = obj
+        anim = obj.animation_data
+        if anim is None or anim.action is None:
+            if not create:
+                self.fcurves = None
+                return
+            anim = anim or obj.animation_data_create()
+            anim.action = bpy.data.actions.new(f"{obj.name}Action")
+        action = anim.action
+        self.action = action
+        if SLOTTED:
+            slot = _slot(obj, create)
+            self.fcurves = None
+            if slot is None:
+                return
+            if not action.layers:
+                if not create:
+                    return
+                action.layers.new("Layer")
+            layer = action.layers[0]
+            if not layer.strips:
+                if not create:
+                    return
+                layer.strips.new(type="KEYFRAME")
+            bag = layer.strips[0].channelbag(slot, ensure=create)
+            self.fcurves = bag.fcurves if bag is not None else None
+        else:
+            self.fcurves = action.fcurves
+
+    def find(self, data_path, index):
+        if self.fcurves is None:
+            return None
+        return self.fcurves.find(data_path, index=index)
+
+    def ensure(self, data_path, index, group):
+        fc = self.find(data_path, index)
+        if fc is not None:
+            return fc
+        if SLOTTED:
+            return self.fcurves.new(data_path, index=index, group_name=group)
+        return self.fcurves.new(data_path, index=index, action_group=group)
+
+    def remove(self, fc):
+        self.fcurves.remove(fc)
+
+    def all(self):
+        return [] if self.fcurves is None else list(self.fcurves)
+
+
+def read_keys(fc):
+    """All of an F-curve's keyframe attributes as arrays (K,) or (K, 2)."""
+    kp = fc.keyframe_points
+    n = len(kp)
+    out = {}
+    for name, width, dtype in _ATTRIBUTES:
+        buf = np.empty(n * width, dtype=dtype)
+        kp.foreach_get(name, buf)
+        out[name] = buf.reshape(n, width) if width > 1 else buf
+    return out
+
+
+def _write_all(fc, keys):
+    kp = fc.keyframe_points
+    n = len(keys["co"])
+    kp.clear()
+    kp.add(n)
+    for name, width, dtype in _ATTRIBUTES:
+        kp.foreach_set(name, np.ascontiguousarray(keys[name], dtype=dtype).ravel())
+
+
+def replace_keys(fc, frames, values, first, last):
+    """Keys of `fc` in [first, last] replaced by keys at `frames` with `values` (new keys take
+    Blender's defaults: Bezier with auto-clamped handles); every other key stays as it was."""
+    frames = np.asarray(frames, dtype=np.float32)
+    values = np.asarray(values, dtype=np.float32)
+    old = read_keys(fc)
+    keep = (old["co"][:, 0] < np.float32(first)) | (old["co"][:, 0] > np.float32(last))
+    kept = {name: array[keep] for name, array in old.items()}
+    n_new = len(frames)
+    new = {}
+    for name, width, dtype in _ATTRIBUTES:
+        new[name] = np.zeros((n_new, width) if width > 1 else n_new, dtype=dtype)
+    co = np.stack([frames, values], axis=-1)
+    new["co"] = co
+    new["handle_left"] = co - np.float32([1.0 / 3.0, 0.0])
+    new["handle_right"] = co + np.float32([1.0 / 3.0, 0.0])
+    new["handle_left_type"][:] = new["handle_right_type"][:] = _enum("handle_left_type", "AUTO_CLAMPED")
+    new["interpolation"][:] = _enum("interpolation", "BEZIER")
+    new["type"][:] = _enum("type", "KEYFRAME")
+    new["easing"][:] = _enum("easing", "AUTO")
+    new["back"][:], new["amplitude"][:], new["period"][:] = 1.70158, 0.8, 4.1
+    merged = {name: np.concatenate([kept[name], new[name]]) for name in old}
+    order = np.argsort(merged["co"][:, 0], kind="stable")
+    merged = {name: array[order] for name, array in merged.items()}
+    is_old = np.concatenate([np.ones(keep.sum(), bool), np.zeros(n_new, bool)])[order]
+    _write_all(fc, merged)
+    if hasattr(fc.keyframe_points, "handles_recalc"):
+        fc.keyframe_points.handles_recalc()
+    else:
+        fc.update()
+    if is_old.any():
+        # Automatic handles of kept keys were recomputed from their new neighbours: put them back.
+        now = read_keys(fc)
+        for name in ("handle_left", "handle_right"):
+            now[name][is_old] = merged[name][is_old]
+            fc.keyframe_points.foreach_set(name, now[name].ravel())
+
+
+def remove_keys(fc, first, last):
+    """Delete the keys of `fc` in [first, last]; the others stay as they were. Returns how many
+    keys are left."""
+    old = read_keys(fc)
+    keep = (old["co"][:, 0] < np.float32(first)) | (old["co"][:, 0] > np.float32(last))
+    if keep.all():
+        return len(keep)
+    kept = {name: array[keep] for name, array in old.items()}
+    _write_all(fc, kept)
+    return int(keep.sum())
+
+
+def _enum(prop, identifier):
+    return bpy.types.Keyframe.bl_rna.properties[prop].enum_items[identifier].value
+
+
+def snapshot(obj):
+    """Every key of every F-curve of the object's action: {(data_path, index): attributes}, for
+    tests and for checking that nothing else changed."""
+    return {(fc.data_path, fc.array_index): read_keys(fc) for fc in Channels(obj).all()}
+
+
+# --- rotation channels ------------------------------------------------------------------------
+
+def quaternions(R, start=None):
+    """Unit quaternions (F, 4) (w, x, y, z) of rotation matrices (F, 3, 3), each on the same side as
+    the one before it (the first on the side of `start`), so keys interpolate the short way."""
+    R = np.asarray(R, float)
+    q = _shepperd(R)
+    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    ref = np.asarray(start, float) if start is not None else q[:1]
+    flips = np.ones(len(q))
+    flips[0] = -1.0 if np.dot(q[0], np.ravel(ref)[:4]) < 0 else 1.0
+    if len(q) > 1:
+        flips[1:] = np.where(np.sum(q[1:] * q[:-1], axis=-1) < 0, -1.0, 1.0)
+    return q * np.cumprod(flips)[:, None]
+
+
+def _shepperd(R):
+    """Shepperd's method: divide by the largest of 4w^2, 4x^2, 4y^2, 4z^2."""
+    t = np.stack([R[:, 0, 0] + R[:, 1, 1] + R[:, 2, 2], R[:, 0, 0], R[:, 1, 1], R[:, 2, 2]], axis=-1)
+    k = np.argmax(np.stack([t[:, 0], 2 * t[:, 1] - t[:, 0], 2 * t[:, 2] - t[:, 0], 2 * t[:, 3] - t[:, 0]], -1), -1)
+    out = np.empty((len(R), 4))
+    a = R
+    for case in range(4):
+        m = k == case
+        if not m.any():
+            continue
+        r = a[m]
+        if case == 0:
+            s = 2.0 * np.sqrt(1.0 + r[:, 0, 0] + r[:, 1, 1] + r[:, 2, 2])
+            out[m] = np.stack([0.25 * s, (r[:, 2, 1] - r[:, 1, 2]) / s, (r[:, 0, 2] - r[:, 2, 0]) / s,
+                               (r[:, 1, 0] - r[:, 0, 1]) / s], -1)
+        elif case == 1:
+            s = 2.0 * np.sqrt(1.0 + r[:, 0, 0] - r[:, 1, 1] - r[:, 2, 2])
+            out[m] = np.stack([(r[:, 2, 1] - r[:, 1, 2]) / s, 0.25 * s, (r[:, 0, 1] + r[:, 1, 0]) / s,
+                               (r[:, 0, 2] + r[:, 2, 0]) / s], -1)
+        elif case == 2:
+            s = 2.0 * np.sqrt(1.0 - r[:, 0, 0] + r[:, 1, 1] - r[:, 2, 2])
+            out[m] = np.stack([(r[:, 0, 2] - r[:, 2, 0]) / s, (r[:, 0, 1] + r[:, 1, 0]) / s, 0.25 * s,
+                               (r[:, 1, 2] + r[:, 2, 1]) / s], -1)
+        else:
+            s = 2.0 * np.sqrt(1.0 - r[:, 0, 0] - r[:, 1, 1] + r[:, 2, 2])
+            out[m] = np.stack([(r[:, 1, 0] - r[:, 0, 1]) / s, (r[:, 0, 2] + r[:, 2, 0]) / s,
+                               (r[:, 1, 2] + r[:, 2, 1]) / s, 0.25 * s], -1)
+    return out
+
+
+def rotation_values(R, mode, start):
+    """(data_path property, values (F, k)) of rotations (F, 3, 3) in a bone's rotation mode,
+    continuous across frames and starting next to `start` (the channel's current value)."""
+    if mode == "QUATERNION":
+        return "rotation_quaternion", quaternions(R, start)
+    if mode == "AXIS_ANGLE":
+        angle0, *axis0 = start
+        from mathutils import Quaternion
+        q0 = Quaternion(axis0, angle0) if np.linalg.norm(axis0) > 0 else Quaternion()
+        q = quaternions(R, tuple(q0))
+        half = np.arccos(np.clip(q[:, 0], -1.0, 1.0))
+        s = np.sin(half)
+        axis = np.where(s[:, None] > 1e-12, q[:, 1:] / np.maximum(s, 1e-300)[:, None], [0.0, 1.0, 0.0])
+        return "rotation_axis_angle", np.concatenate([(2.0 * half)[:, None], axis], axis=-1)
+    from mathutils import Euler, Matrix
+    previous = Euler(start, mode)
+    out = np.empty((len(R), 3))
+    for f, rot in enumerate(R):
+        previous = Matrix(rot.tolist()).to_euler(mode, previous)
+        out[f] = previous
+    return "rotation_euler", out

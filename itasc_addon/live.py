@@ -1,0 +1,209 @@
+"""Live preview: while an armature's ``itasc.live_preview`` is on, solve in simulation mode when the
+frame changes or one of its targets moves, and pose the bones (no keys).
+
+Each armature keeps its last solution (joint values, frame, targets) here, in memory. A frame one
+to a few frames after the last one advances the simulation from there; any other frame (a jump,
+going back) is solved to convergence from the last solution. Our own pose writes do not trigger
+a solve: only a change of the targets' or bases' matrices does. Live preview stands aside while a
+bake runs and while Blender renders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, replace
+
+import bpy
+import numpy as np
+from bpy.app.handlers import persistent
+
+from .. import solver
+from . import properties
+from . import rig as rig_module
+from .rig import RigError
+
+MAX_STEP_FRAMES = 4     # frame advances up to this are simulated; larger jumps are re-solved
+_state = {}             # object pointer -> State
+_flags = {"baking": 0, "rendering": False, "busy": False}
+
+
+@dataclass
+class State:
+    names: tuple        # coordinate names, to tell whether the rig changed
+    q: np.ndarray       # (1, n)
+    frame: float
+    objects: np.ndarray
+    bases: np.ndarray
+
+
+def baking():
+    return _flags["baking"] > 0
+
+
+def begin_bake():
+    _flags["baking"] += 1
+
+
+def end_bake():
+    _flags["baking"] = max(0, _flags["baking"] - 1)
+
+
+@contextlib.contextmanager
+def suspended():
+    """Live preview stands aside inside this block (a bake)."""
+    begin_bake()
+    try:
+        yield
+    finally:
+        end_bake()
+
+
+def _standing_aside():
+    if baking() or _flags["rendering"] or _flags["busy"]:
+        return True
+    is_running = getattr(bpy.app, "is_job_running", None)
+    return bool(is_running and is_running("RENDER"))
+
+
+def changed(obj):
+    """The object's live preview was switched: forget its state."""
+    _state.pop(obj.as_pointer(), None)
+
+
+def _read(obj):
+    rig = rig_module.read_rig(obj, lambda pb, con: properties.chosen(obj, pb, con))
+    scene = bpy.context.scene
+    sampler = rig_module.Sampler(rig, obj, [scene.frame_current + scene.frame_subframe])
+    sampler.read(0)
+    return rig, sampler.samples()
+
+
+def solve_now(obj, force=True):
+    """Solve the armature at the current frame and pose it. Returns the engine result, or None
+    when nothing needed solving (targets unchanged)."""
+    _flags["busy"] = True
+    try:
+        return _solve(obj, force)
+    finally:
+        _flags["busy"] = False
+
+
+def _solve(obj, force):
+    from . import solving
+
+    properties.set_active(obj, True)
+    rig, samples = _read(obj)
+    frame = float(samples.frames[0])
+    key = obj.as_pointer()
+    state = _state.get(key)
+    names = tuple(rig.model.coordinate_names)
+    if state is not None and state.names != names:
+        state = None
+    if (state is not None and not force and state.frame == frame and np.allclose(state.objects, samples.objects, atol=1e-9)
+            and np.allclose(state.bases, samples.bases, atol=1e-9)):
+        return None
+    render = bpy.context.scene.render
+    fps = render.fps / render.fps_base
+    if state is not None:
+        steps = frame - state.frame
+        if steps == 0:
+            steps = 1.0   # a target moved within the frame: one time step
+        if 0 < steps <= MAX_STEP_FRAMES:
+            mode, settings = solving.settings_for(obj, fps=fps / steps)
+            settings = replace(settings, converge_first_frame=False)
+            objects = np.concatenate([state.objects, samples.objects])
+            bases = np.concatenate([state.bases, samples.bases])
+            res = solver.solve_simulation(rig.scene, state.q, objects, bases, settings)
+            q = res.q[-1:]
+        else:
+            _, settings = solving.settings_for(obj, fps=fps)
+            res = solver.solve_animation(rig.scene, state.q, samples.objects, samples.bases, settings)
+            q = res.q
+    else:
+        _, settings = solving.settings_for(obj, fps=fps)
+        q0 = rig_module.coordinates_from_basis(rig, samples.basis)
+        res = solver.solve_animation(rig.scene, q0, samples.objects, samples.bases, settings)
+        q = res.q
+    if not np.all(np.isfinite(q)):
+        raise RigError("the solver returned non-finite joint values; the pose was left as it was")
+    R, y_scale = rig_module.pose_from_coordinates(rig, q)
+    rig_module.apply_pose(rig, obj, R[0], y_scale[0])
+    _state[key] = State(names, q, frame, samples.objects, samples.bases)
+    return res
+
+
+def _live_objects(scene):
+    return [ob for ob in scene.objects if ob.type == "ARMATURE" and ob.itasc.live_preview]
+
+
+def _run(scene, force):
+    if _standing_aside():
+        return
+    for obj in _live_objects(scene):
+        try:
+            solve_now(obj, force=force)
+        except (RigError, ValueError) as err:
+            obj.itasc.result_message = f"Live preview: {err}"
+
+
+@persistent
+def on_frame_change(scene, depsgraph=None):
+    _run(scene, force=True)
+
+
+@persistent
+def on_depsgraph_update(scene, depsgraph=None):
+    if _standing_aside() or depsgraph is None:
+        return
+    live = _live_objects(scene)
+    if not live:
+        return
+    moved = {u.id.original.name for u in depsgraph.updates if isinstance(u.id, bpy.types.Object) and u.is_updated_transform}
+    if not moved:
+        return
+    for obj in live:
+        # Targets moved (or the armature itself, or a parent): solve again if their matrices changed.
+        try:
+            solve_now(obj, force=False)
+        except (RigError, ValueError) as err:
+            obj.itasc.result_message = f"Live preview: {err}"
+
+
+@persistent
+def on_render_start(*_):
+    _flags["rendering"] = True
+
+
+@persistent
+def on_render_end(*_):
+    _flags["rendering"] = False
+
+
+@persistent
+def on_load(*_):
+    _state.clear()
+
+
+_HANDLERS = (
+    ("frame_change_post", on_frame_change),
+    ("depsgraph_update_post", on_depsgraph_update),
+    ("render_init", on_render_start),
+    ("render_complete", on_render_end),
+    ("render_cancel", on_render_end),
+    ("load_post", on_load),
+)
+
+
+def register():
+    for name, fn in _HANDLERS:
+        handlers = getattr(bpy.app.handlers, name)
+        if fn not in handlers:
+            handlers.append(fn)
+
+
+def unregister():
+    for name, fn in _HANDLERS:
+        handlers = getattr(bpy.app.handlers, name)
+        if fn in handlers:
+            handlers.remove(fn)
+    _state.clear()

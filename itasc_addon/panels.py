@@ -1,0 +1,137 @@
+"""The "iTaSC" tab in the 3D View's sidebar: settings, the constraints we drive, live preview,
+bake, and the last result. Drawing only reads data (no writes in draw)."""
+
+from __future__ import annotations
+
+import bpy
+
+from .rig import ik_constraints
+
+
+def _armature(context):
+    obj = context.object
+    return obj if obj is not None and obj.type == "ARMATURE" else None
+
+
+class ITASC_PT_main(bpy.types.Panel):
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "iTaSC"
+    bl_label = "iTaSC IK"
+
+    def draw(self, context):
+        layout = self.layout
+        obj = _armature(context)
+        if obj is None:
+            layout.label(text="Select an armature", icon="INFO")
+            return
+        constraints = ik_constraints(obj)
+        if not constraints:
+            layout.label(text="No IK constraints on this armature", icon="INFO")
+            layout.label(text="Add one in Bone Constraint properties")
+            return
+        props = obj.itasc
+        row = layout.row(align=True)
+        row.operator("itasc.drive", text="Drive Rig", icon="CON_KINEMATIC", depress=props.active).active = \
+            not props.active
+        row.operator("itasc.live_preview", text="Live", icon="PLAY" if not props.live_preview else "PAUSE",
+                     depress=props.live_preview)
+        layout.operator("itasc.solve_frame", icon="CON_KINEMATIC")
+        if props.result_message:
+            layout.label(text=props.result_message[:120], icon="ERROR")
+
+
+class _Sub:
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "iTaSC"
+    bl_parent_id = "ITASC_PT_main"
+
+    @classmethod
+    def poll(cls, context):
+        obj = _armature(context)
+        return obj is not None and bool(ik_constraints(obj))
+
+
+class ITASC_PT_settings(_Sub, bpy.types.Panel):
+    bl_label = "Solver"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        props = context.object.itasc
+        layout.prop(props, "mode")
+        layout.prop(props, "method")
+        layout.prop(props, "precision")
+        if props.mode == "ANIMATION":
+            layout.prop(props, "max_iterations")
+        else:
+            layout.prop(props, "feedback")
+            layout.prop(props, "max_velocity")
+            layout.prop(props, "substeps")
+        if props.method != "PINV":
+            layout.prop(props, "damping_max")
+            layout.prop(props, "damping_epsilon")
+
+
+class ITASC_PT_constraints(_Sub, bpy.types.Panel):
+    bl_label = "Constraints"
+
+    def draw(self, context):
+        from .properties import entry, originally_muted
+
+        layout = self.layout
+        obj = context.object
+        col = layout.column(align=True)
+        for pb, con in ik_constraints(obj):
+            item = entry(obj, pb.name, con.name)
+            use = item is None or item.use
+            row = col.row(align=True)
+            op = row.operator("itasc.toggle_constraint", text="", depress=use,
+                              icon="CHECKBOX_HLT" if use else "CHECKBOX_DEHLT", emboss=False)
+            op.bone, op.constraint = pb.name, con.name
+            target = con.target.name if con.target else "no target"
+            if con.target is not None and con.subtarget:
+                target += f":{con.subtarget}"
+            row.label(text=f"{pb.name} / {con.name}")
+            sub = row.row()
+            sub.alignment = "RIGHT"
+            label = "muted" if originally_muted(obj, pb, con) else target
+            sub.label(text=label, icon="HIDE_ON" if originally_muted(obj, pb, con) else "OBJECT_DATA")
+
+
+class ITASC_PT_bake(_Sub, bpy.types.Panel):
+    bl_label = "Bake"
+
+    def draw(self, context):
+        layout = self.layout
+        props = context.object.itasc
+        row = layout.row(align=True)
+        row.prop(props, "frame_start")
+        row.prop(props, "frame_end")
+        layout.prop(props, "frame_step")
+        layout.prop(props, "only_selected")
+        row = layout.row(align=True)
+        row.operator("itasc.bake", icon="KEYTYPE_KEYFRAME_VEC")
+        row.operator("itasc.clear_bake", text="", icon="X")
+
+
+class ITASC_PT_result(_Sub, bpy.types.Panel):
+    bl_label = "Last Result"
+
+    def draw(self, context):
+        layout = self.layout
+        props = context.object.itasc
+        if not props.has_result:
+            layout.label(text="Nothing solved yet")
+            return
+        col = layout.column(align=True)
+        col.label(text=f"{props.result_kind}: {props.result_frames} frame(s) in {props.result_seconds:.2f} s")
+        icon = "CHECKMARK" if props.result_not_converged == 0 else "ERROR"
+        col.label(text=f"Not converged: {props.result_not_converged}", icon=icon)
+        col.label(text=f"Max position error: {props.result_max_error:.3g}")
+        col.label(text=f"RMS position error: {props.result_rms_error:.3g}")
+
+
+classes = (ITASC_PT_main, ITASC_PT_settings, ITASC_PT_constraints, ITASC_PT_bake, ITASC_PT_result)
+register, unregister = bpy.utils.register_classes_factory(classes)

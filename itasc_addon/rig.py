@@ -1,0 +1,484 @@
+"""Read an armature as it is into the engine's terms, and turn solved coordinates back into poses.
+
+Everything runs in the armature object's own space: the solver sees bones at their rest matrices
+(``Bone.matrix_local``), targets as world matrices brought into that space, and the whole model
+with identity bases except where a chain hangs from a bone we do not solve.
+
+The model holds the union of all driven chains. A chain runs from the constraint's bone (its
+parent when "Use Tail" is off) up ``chain_count`` bones (0: to the root). Bones of the union whose
+parent is outside it start a *group*; each group is one "armature" of the engine, whose base
+frame is read from Blender at every frame, so a chain follows whatever moves its parent (and the
+group root's own pose location):
+
+    base = M_root @ basis_root^-1 @ T(location_root) @ rest_root^-1
+
+where M_root is the root's evaluated pose matrix. Solved bones get their rotation (and, with IK
+stretch, their Y scale) from the solver; their location stays as animated.
+
+Nothing here writes to Blender data except `apply_pose`, which sets pose bones' matrices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import solver
+from ..solver.rotations import exp_map, log_map
+
+LIMIT_MODES = {"LIMITDIST_INSIDE": "inside", "LIMITDIST_OUTSIDE": "outside", "LIMITDIST_ONSURFACE": "surface"}
+
+
+class RigError(ValueError):
+    """The rig cannot be solved as it is; the message says what to change."""
+
+
+@dataclass
+class Target:
+    """Where a constraint's target comes from: an object, or a bone of an armature object."""
+
+    object: str
+    bone: str = ""
+
+    @property
+    def label(self):
+        return f"{self.object}:{self.bone}" if self.bone else self.object
+
+
+@dataclass
+class Driven:
+    """One Blender IK constraint as the solver drives it."""
+
+    bone: str            # the bone that owns the constraint
+    name: str            # the constraint's name
+    kind: str            # 'COPY_POSE' or 'DISTANCE'
+    tip: str             # the chain's last bone (the owner, or its parent without Use Tail)
+    target: int          # index into Rig.targets
+    influence: float
+
+
+@dataclass
+class Rig:
+    """An armature read for solving: the engine scene plus how to map it back onto pose bones."""
+
+    object: str
+    scene: solver.Scene
+    bones: list                     # segment order: bone names
+    groups: list                    # per engine armature: (root bone, parent bone outside or None)
+    driven: list                    # Driven, one per engine constraint (same order)
+    targets: list                   # Target per engine object
+    stretch_coordinate: dict        # bone -> coordinate index of its stretch
+    scale: float                    # the armature object's uniform scale
+    warnings: list = field(default_factory=list)
+
+    @property
+    def model(self):
+        return self.scene.model
+
+    @property
+    def constraint_names(self):
+        return [f"{d.bone}/{d.name}" for d in self.driven]
+
+
+def ik_constraints(obj):
+    """(pose bone, constraint) for every IK constraint of the armature object, in bone order."""
+    return [(pb, con) for pb in obj.pose.bones for con in pb.constraints if con.type == "IK"]
+
+
+def _chain(obj, con, pb, warnings):
+    """The bone names of a constraint's chain, tip first, and the tip bone's name."""
+    tip = pb if con.use_tail else pb.parent
+    if tip is None:
+        raise RigError(f"IK constraint '{con.name}' on bone '{pb.name}' has no chain: "
+                       "'Use Tail' is off and the bone has no parent")
+    chain, bone = [], tip
+    limit = con.chain_count if con.chain_count > 0 else 1 << 30
+    while bone is not None and len(chain) < limit:
+        chain.append(bone.name)
+        bone = bone.parent
+    return chain, tip.name
+
+
+def _target(obj, con, bone_name):
+    target = con.target
+    if target is None:
+        return None
+    if target.type == "ARMATURE" and con.subtarget:
+        if con.subtarget not in target.pose.bones:
+            raise RigError(f"IK constraint '{con.name}' on bone '{bone_name}': target bone "
+                           f"'{con.subtarget}' is not in '{target.name}'")
+        if target == obj:
+            raise RigError(f"IK constraint '{con.name}' on bone '{bone_name}' targets a bone of its own "
+                           "armature; use an empty or another armature as target")
+        return Target(target.name, con.subtarget)
+    if target == obj:
+        raise RigError(f"IK constraint '{con.name}' on bone '{bone_name}' targets its own armature object")
+    return Target(target.name)
+
+
+def object_scale(matrix_world, what):
+    """The uniform scale of a world matrix; a non-uniform (or degenerate) one is an error."""
+    M = np.asarray(matrix_world, float)
+    s = np.linalg.norm(M[:3, :3], axis=0)
+    if not np.all(np.isfinite(M)) or s.min() < 1e-12:
+        raise RigError(f"{what} has a degenerate or non-finite transform")
+    if s.max() - s.min() > 1e-5 * s.max():
+        raise RigError(f"{what} has a non-uniform scale {tuple(round(float(v), 6) for v in s)}; "
+                       "apply the scale (Ctrl A) or make it uniform")
+    return float(s.mean())
+
+
+def engine_bone(obj, name, stretch_allowed):
+    """A solver Bone from a bone's rest data and its pose bone's IK settings."""
+    bone, pb = obj.data.bones[name], obj.pose.bones[name]
+    limits = []
+    for axis in "xyz":
+        if getattr(pb, f"use_ik_limit_{axis}"):
+            lo, hi = float(getattr(pb, f"ik_min_{axis}")), float(getattr(pb, f"ik_max_{axis}"))
+            limits.append((min(lo, 0.0), max(hi, 0.0)))
+        else:
+            limits.append(None)
+    return solver.Bone(
+        name=name,
+        matrix=np.array(bone.matrix_local, dtype=float),
+        length=float(bone.length),
+        parent=bone.parent.name if bone.parent else None,
+        lock=(pb.lock_ik_x, pb.lock_ik_y, pb.lock_ik_z),
+        limits=tuple(limits),
+        stiffness=tuple(min(max(float(getattr(pb, f"ik_stiffness_{a}")), 0.0), 1.0) for a in "xyz"),
+        stretch=float(pb.ik_stretch) if stretch_allowed else 0.0,
+    )
+
+
+def read_rig(obj, drives=None) -> Rig:
+    """The engine scene for the armature object `obj`.
+
+    drives(pose_bone, constraint) -> bool says which IK constraints the solver drives (default:
+    all that are not muted). Constraints without a target, with influence 0 or with nothing to
+    control are left out with a warning; a rig with no constraint left is an error.
+    """
+    if obj is None or obj.type != "ARMATURE":
+        raise RigError("select an armature object")
+    warnings = []
+    scale = object_scale(obj.matrix_world, f"armature '{obj.name}'")
+    drives = drives or (lambda pb, con: not con.mute)
+
+    picked = []
+    for pb, con in ik_constraints(obj):
+        if not drives(pb, con):
+            continue
+        if con.target is None:
+            warnings.append(f"'{pb.name}/{con.name}' has no target: left out")
+            continue
+        if con.influence <= 0.0:
+            warnings.append(f"'{pb.name}/{con.name}' has influence 0: left out")
+            continue
+        if con.ik_type == "COPY_POSE" and not (con.use_location or con.use_rotation):
+            warnings.append(f"'{pb.name}/{con.name}' uses neither location nor rotation: left out")
+            continue
+        if con.pole_target is not None:
+            warnings.append(f"'{pb.name}/{con.name}': pole targets are not supported yet; the pole is ignored")
+        chain, tip = _chain(obj, con, pb, warnings)
+        picked.append((pb, con, chain, tip))
+    if not picked:
+        raise RigError(f"armature '{obj.name}' has no IK constraint to drive"
+                       + (f" ({'; '.join(warnings)})" if warnings else ""))
+
+    # Union of the chains, in the armature's bone order; stretch where any chain through it allows.
+    in_model, stretchy = set(), set()
+    for pb, con, chain, tip in picked:
+        in_model.update(chain)
+        if con.use_stretch:
+            stretchy.update(chain)
+    names = [b.name for b in obj.data.bones if b.name in in_model]
+
+    groups, members = [], {}
+    for name in names:
+        bone = obj.data.bones[name]
+        root = bone
+        while root.parent is not None and root.parent.name in in_model:
+            root = root.parent
+        if root.name not in members:
+            groups.append((root.name, root.parent.name if root.parent else None))
+            members[root.name] = []
+        members[root.name].append(name)
+    bones_per_group = []
+    for root, _ in groups:
+        group = []
+        for name in members[root]:
+            b = engine_bone(obj, name, name in stretchy)
+            if name == root:
+                b = solver.Bone(b.name, b.matrix, b.length, None, b.lock, b.limits, b.stiffness, b.stretch)
+            group.append(b)
+        bones_per_group.append(group)
+    try:
+        model = solver.combine(bones_per_group, names=[root for root, _ in groups])
+    except ValueError as err:
+        raise RigError(f"armature '{obj.name}': {err}") from None
+
+    # Non-root chain bones keep their rest head: a pose location there is not modelled.
+    for name in model.names:
+        bone = obj.data.bones[name]
+        if bone.parent is not None and bone.parent.name in in_model and not bone.use_connect:
+            if any(abs(v) > 1e-9 for v in obj.pose.bones[name].location):
+                warnings.append(f"bone '{name}' has a pose location inside an IK chain; the solver keeps "
+                                "it at its rest offset")
+
+    # One engine object per constraint (targets are not shared: influence blends each on its own).
+    targets, constraints, driven = [], [], []
+    for pb, con, chain, tip in picked:
+        k = len(targets)
+        s = model.index(tip)
+        effector = solver.on_segment(s, (0.0, model.length[s], 0.0))
+        label = f"{pb.name}/{con.name}"
+        if con.ik_type == "DISTANCE":
+            task = solver.Distance(effector, solver.on_object(k), radius=float(con.distance),
+                                   mode=LIMIT_MODES.get(con.limit_mode, "inside"),
+                                   weight=float(con.weight), name=label)
+        else:
+            # Despite their names, lock_location_x / lock_rotation_x say the axis *is* constrained
+            # (RNA: "Constraint position along X axis"); Blender's default is all three on.
+            position = tuple(con.use_location and getattr(con, f"lock_location_{a}") for a in "xyz")
+            rotation = tuple(con.use_rotation and getattr(con, f"lock_rotation_{a}") for a in "xyz")
+            if not any(position + rotation):
+                warnings.append(f"'{label}' constrains no axis: left out")
+                continue
+            task = solver.CopyPose(effector, solver.on_object(k), position=position, rotation=rotation,
+                                   reference="effector" if con.reference_axis == "BONE" else "target",
+                                   weight=float(con.weight), orient_weight=float(con.orient_weight), name=label)
+        constraints.append(task)
+        targets.append(_target(obj, con, pb.name))
+        driven.append(Driven(pb.name, con.name, con.ik_type, tip, k, float(min(con.influence, 1.0))))
+    if not constraints:
+        raise RigError(f"armature '{obj.name}' has no IK constraint to drive ({'; '.join(warnings)})")
+
+    stretch_coordinate = {}
+    for j, joint in enumerate(model.joints):
+        if joint.kind == "prismatic":
+            stretch_coordinate[model.names[model.joint_segment[j]]] = int(model.joint_first[j])
+    scene = solver.Scene(model, constraints, n_objects=len(targets))
+    return Rig(obj.name, scene, list(model.names), groups, driven, targets, stretch_coordinate, scale, warnings)
+
+
+# --- per-frame samples ------------------------------------------------------------------------
+
+@dataclass
+class Samples:
+    """What Blender says at each frame: targets and bases in armature space, and the animated pose."""
+
+    frames: np.ndarray          # (F,)
+    objects: np.ndarray         # (F, K, 4, 4) targets in armature space (rotation orthonormal)
+    bases: np.ndarray           # (F, A, 4, 4)
+    basis: np.ndarray           # (F, S, 4, 4) pose bones' matrix_basis of the model's bones
+    effector_rest: np.ndarray | None = None
+
+
+def orthonormalize(M):
+    """Matrices (..., 4, 4) with their 3x3 part replaced by the nearest rotation (polar factor)."""
+    M = np.array(M, dtype=float)
+    U, _, Vt = np.linalg.svd(M[..., :3, :3])
+    R = U @ Vt
+    flip = np.linalg.det(R) < 0
+    if np.any(flip):
+        U[flip, :, -1] *= -1
+        R = U @ Vt
+    M[..., :3, :3] = R
+    M[..., 3, :] = (0.0, 0.0, 0.0, 1.0)
+    return M
+
+
+def _matrices(collection, attribute, count):
+    flat = np.empty(count * 16, dtype=np.float32)
+    collection.foreach_get(attribute, flat)
+    return np.swapaxes(flat.reshape(count, 4, 4), -1, -2).astype(float)
+
+
+class Sampler:
+    """Reads one frame at a time after the scene has been set to it (`read(frame)`), so that a
+    modal operator can spread the sampling over timer events."""
+
+    def __init__(self, rig: Rig, obj, frames):
+        import bpy
+
+        self.rig, self.obj = rig, obj
+        self.frames = np.asarray(frames, dtype=float)
+        F, K, A, S = len(self.frames), len(rig.targets), len(rig.groups), len(rig.bones)
+        self.objects = np.zeros((F, K, 4, 4))
+        self.bases = np.zeros((F, A, 4, 4))
+        self.basis = np.zeros((F, S, 4, 4))
+        self.count = 0
+        self._bpy = bpy
+        bone_order = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
+        self._index = np.array([bone_order[n] for n in rig.bones])
+        self._root_index = np.array([bone_order[root] for root, _ in rig.groups])
+        self._rest = np.stack([np.array(obj.data.bones[root].matrix_local, float) for root, _ in rig.groups])
+        for name in (t.object for t in rig.targets):
+            if name not in bpy.data.objects:
+                raise RigError(f"target object '{name}' no longer exists")
+
+    def read(self, i):
+        """Read frame i of `frames`; the scene must already be at that frame."""
+        bpy, rig = self._bpy, self.rig
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        ob = self.obj.evaluated_get(depsgraph)
+        world = np.array(ob.matrix_world, float)
+        to_arm = np.linalg.inv(world)
+        for k, t in enumerate(rig.targets):
+            tob = bpy.data.objects[t.object].evaluated_get(depsgraph)
+            M = np.array(tob.matrix_world, float)
+            if t.bone:
+                M = M @ np.array(tob.pose.bones[t.bone].matrix, float)
+            self.objects[i, k] = to_arm @ M
+        n = len(ob.pose.bones)
+        basis = _matrices(ob.pose.bones, "matrix_basis", n)
+        matrix = _matrices(ob.pose.bones, "matrix", n)
+        self.basis[i] = basis[self._index]
+        for a, (root, parent) in enumerate(rig.groups):
+            r = self._root_index[a]
+            loc = np.eye(4)
+            loc[:3, 3] = basis[r][:3, 3]
+            if parent is None:
+                base = self._rest[a] @ loc @ np.linalg.inv(self._rest[a])
+            else:
+                base = matrix[r] @ np.linalg.inv(basis[r]) @ loc @ np.linalg.inv(self._rest[a])
+            self.bases[i, a] = base
+        self.count = max(self.count, i + 1)
+
+    def samples(self) -> Samples:
+        objects = orthonormalize(self.objects)
+        bases = self.bases.copy()
+        for i in range(bases.shape[1]):
+            s = np.linalg.norm(bases[:, i, :3, :3], axis=-2)
+            if np.any(np.abs(s - 1.0) > 1e-4):
+                raise RigError(f"the bone '{self.rig.groups[i][1]}' that chain '{self.rig.groups[i][0]}' hangs from "
+                               "is scaled; the solver needs unscaled parents")
+        bases = orthonormalize(bases)
+        bad = ~np.isfinite(objects).all(axis=(1, 2, 3))
+        if bad.any():
+            raise RigError(f"targets are not finite at frame(s) {self.frames[bad][:5].tolist()}")
+        return Samples(self.frames, objects, bases, self.basis)
+
+
+def sample(rig: Rig, obj, frames, progress=None) -> Samples:
+    """Set the scene to each frame in turn and read it; the current frame is restored."""
+    import bpy
+
+    scene = bpy.context.scene
+    frame, subframe = scene.frame_current, scene.frame_subframe
+    sampler = Sampler(rig, obj, frames)
+    try:
+        for i, f in enumerate(sampler.frames):
+            scene.frame_set(int(np.floor(f)), subframe=float(f - np.floor(f)))
+            sampler.read(i)
+            if progress:
+                progress(i)
+    finally:
+        scene.frame_set(frame, subframe=subframe)
+    return sampler.samples()
+
+
+# --- coordinates from poses and poses from coordinates --------------------------------------
+
+def _twist(R, axis):
+    """Angle of R's rotation about `axis` (swing-twist decomposition)."""
+    phi = log_map(R)
+    t = np.linalg.norm(phi, axis=-1)
+    w = np.cos(0.5 * t)
+    s = np.where(t > 1e-12, np.sin(0.5 * t) / np.maximum(t, 1e-300), 0.5)
+    v = s[..., None] * phi
+    return 2.0 * np.arctan2(v @ np.asarray(axis, float), w)
+
+
+def _swing(R):
+    """(phi_x, phi_z) of the swing that turns +Y onto R's Y axis (R = Swing @ RotY(twist))."""
+    y = R[..., :, 1]
+    angle = np.arccos(np.clip(y[..., 1], -1.0, 1.0))
+    axis = np.stack([y[..., 2], np.zeros_like(angle), -y[..., 0]], axis=-1)   # +Y x y
+    norm = np.linalg.norm(axis, axis=-1)
+    scale = np.where(norm > 1e-12, angle / np.maximum(norm, 1e-300), 0.0)
+    return axis[..., 0] * scale, axis[..., 2] * scale
+
+
+def coordinates_from_basis(rig: Rig, basis):
+    """Joint coordinates (F, n) closest to the pose bones' matrix_basis (F, S, 4, 4): each bone's
+    rotation split the way its joints compose; the stretch from its Y scale. Components a
+    bone's joints cannot make (locked axes) are dropped; limits are applied by the solver."""
+    model = rig.model
+    basis = np.asarray(basis, float)
+    F = basis.shape[0]
+    q = np.zeros((F, model.n_coordinates))
+    M = basis[..., :3, :3]
+    scale = np.linalg.norm(M, axis=-2)
+    R = M / np.where(scale > 1e-12, scale, 1.0)[..., None, :]
+    for s, segment in enumerate(model.segments):
+        joints = [(j, model.joint_first[j]) for j in range(len(model.joints)) if model.joint_segment[j] == s]
+        kinds = [model.joints[j].kind for j, _ in joints]
+        Rs = R[:, s]
+        rot = [(j, c) for (j, c), k in zip(joints, kinds) if k != "prismatic"]
+        rk = [model.joints[j].kind for j, _ in rot]
+        axes = [tuple(np.round(model.joints[j].axis, 6)) for j, _ in rot]
+        if rk == ["sphere"]:
+            c = rot[0][1]
+            q[:, c:c + 3] = log_map(Rs)
+        elif rk == ["swing"]:
+            c = rot[0][1]
+            q[:, c], q[:, c + 1] = _swing(Rs)
+        elif rk == ["swing", "revolute"]:
+            c = rot[0][1]
+            q[:, c], q[:, c + 1] = _swing(Rs)
+            sw = exp_map(np.stack([q[:, c], np.zeros(F), q[:, c + 1]], axis=-1))
+            q[:, rot[1][1]] = _twist(np.swapaxes(sw, -1, -2) @ Rs, (0.0, 1.0, 0.0))
+        elif rk == ["revolute"]:
+            q[:, rot[0][1]] = _twist(Rs, model.joints[rot[0][0]].axis)
+        elif axes == [(1.0, 0.0, 0.0), (0.0, 1.0, 0.0)]:           # RotX then RotY
+            q[:, rot[0][1]] = np.arctan2(Rs[:, 2, 1], Rs[:, 1, 1])
+            q[:, rot[1][1]] = np.arctan2(Rs[:, 0, 2], Rs[:, 0, 0])
+        elif axes == [(0.0, 0.0, 1.0), (0.0, 1.0, 0.0)]:           # RotZ then RotY
+            q[:, rot[0][1]] = np.arctan2(-Rs[:, 0, 1], Rs[:, 1, 1])
+            q[:, rot[1][1]] = np.arctan2(-Rs[:, 2, 0], Rs[:, 2, 2])
+        for (j, c), k in zip(joints, kinds):
+            if k == "prismatic":
+                q[:, c] = (scale[:, s, 1] - 1.0) * model.length[s]
+    return rig.scene.project(q)
+
+
+def pose_from_coordinates(rig: Rig, q):
+    """Per model bone and frame: rotation matrices (F, S, 3, 3) and Y scales (F, S) (1 without
+    stretch) that make the pose bones' matrix_basis reproduce the solved joints."""
+    q = np.asarray(q, float)
+    pose = solver.forward_kinematics(rig.model, q)
+    local = pose.local
+    R = local[..., :3, :3]
+    y_scale = np.ones(q.shape[:1] + (len(rig.bones),))
+    for name, c in rig.stretch_coordinate.items():
+        s = rig.bones.index(name)
+        y_scale[:, s] = (rig.model.length[s] + q[:, c]) / rig.model.length[s]
+    return R, y_scale
+
+
+def apply_pose(rig: Rig, obj, R, y_scale, bones=None):
+    """Set pose bones (one frame: R (S, 3, 3), y_scale (S,)) through their own rotation mode;
+    location and the X / Z scale stay as they are. Refuses anything non-finite."""
+    from mathutils import Matrix
+
+    if not (np.all(np.isfinite(R)) and np.all(np.isfinite(y_scale))):
+        raise RigError("the solver returned a non-finite pose; nothing was written")
+    for s, name in enumerate(rig.bones):
+        if bones is not None and name not in bones:
+            continue
+        pb = obj.pose.bones[name]
+        rot = Matrix([list(row) for row in R[s]])
+        mode = pb.rotation_mode
+        if mode == "QUATERNION":
+            quat = rot.to_quaternion()
+            if quat.dot(pb.rotation_quaternion) < 0:
+                quat.negate()
+            pb.rotation_quaternion = quat
+        elif mode == "AXIS_ANGLE":
+            axis, angle = rot.to_quaternion().to_axis_angle()
+            pb.rotation_axis_angle = (angle, *axis)
+        else:
+            pb.rotation_euler = rot.to_euler(mode, pb.rotation_euler)
+        if name in rig.stretch_coordinate:
+            pb.scale[1] = float(y_scale[s])

@@ -1,0 +1,321 @@
+"""Solving a rig over frames: read targets frame by frame, solve with the engine, write poses or
+keys. Plain functions and one resumable job, shared by the API, the operators and live preview.
+
+A `Job` runs in steps (`step()` returns False when done) so that a modal operator can show
+progress and stop on Esc between them; `run()` does it all at once. Nothing is written to the
+user's data before the last step, so a cancelled job leaves the file as it was (except for the
+hand-over to our solver, which mutes the driven IK constraints).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import bpy
+import numpy as np
+
+from .. import solver
+from ..solver.rotations import exp_map, log_map
+from . import keys, live, properties
+from . import rig as rig_module
+from .rig import RigError
+
+METHODS = {"PINV": "pinv", "DLS": "dls", "SDLS": "sdls"}
+OPTION_NAMES = ("mode", "method", "precision", "max_iterations", "feedback", "max_velocity", "damping_max",
+                "damping_epsilon", "substeps")
+CHUNK = 64   # frames solved per step
+
+
+@dataclass
+class SolveResult:
+    """What a solve or bake did. Arrays per frame (and per constraint): errors in scene units
+    (position) and radians (rotation), NaN where a constraint has no such part."""
+
+    frames: np.ndarray
+    position_error: np.ndarray
+    rotation_error: np.ndarray
+    iterations: np.ndarray
+    converged: np.ndarray
+    seconds: float
+    constraints: list = field(default_factory=list)
+    bones: list = field(default_factory=list)
+    sigma_min: np.ndarray | None = None
+    mode: str = "ANIMATION"
+    warnings: list = field(default_factory=list)
+    keys_written: int = 0
+    q: np.ndarray | None = None
+
+    @property
+    def not_converged(self) -> int:
+        return int(np.count_nonzero(~self.converged))
+
+    def position_stats(self):
+        """(max, RMS) of the per-frame largest position error, in scene units (0 without any)."""
+        err = self.position_error
+        if err.size == 0 or np.all(np.isnan(err)):
+            return 0.0, 0.0
+        worst = np.nanmax(np.where(np.isnan(err), -np.inf, err), axis=1)
+        worst = worst[np.isfinite(worst)]
+        return float(worst.max()), float(np.sqrt(np.mean(worst**2)))
+
+    def summary(self) -> str:
+        worst, rms = self.position_stats()
+        text = (f"{len(self.frames)} frame(s) solved, {self.not_converged} not converged, position error "
+                f"max {worst:.3g} RMS {rms:.3g}, {self.seconds:.2f} s")
+        return text
+
+
+def settings_for(obj, fps=None, **options):
+    """The engine's Settings and the mode from the object's settings, overridden by `options`
+    (mode, method, precision, max_iterations, feedback, max_velocity, damping_max,
+    damping_epsilon, substeps). Precision is in scene units; the engine works in the armature's."""
+    unknown = set(options) - set(OPTION_NAMES)
+    if unknown:
+        raise TypeError(f"unknown option(s) {sorted(unknown)}; choose from {list(OPTION_NAMES)}")
+    props = obj.itasc
+    value = {name: options.get(name, getattr(props, name)) for name in OPTION_NAMES}
+    mode = str(value["mode"]).upper()
+    if mode not in ("ANIMATION", "SIMULATION"):
+        raise ValueError(f"mode must be 'ANIMATION' or 'SIMULATION', not {value['mode']!r}")
+    method = METHODS.get(str(value["method"]).upper())
+    if method is None:
+        raise ValueError(f"method must be one of {list(METHODS)}, not {value['method']!r}")
+    scale = rig_module.object_scale(obj.matrix_world, f"armature '{obj.name}'")
+    if fps is None:
+        render = bpy.context.scene.render
+        fps = render.fps / render.fps_base
+    try:
+        settings = solver.Settings(
+            method=method, precision=float(value["precision"]) / scale, max_iterations=int(value["max_iterations"]),
+            feedback=float(value["feedback"]), max_velocity=float(value["max_velocity"]),
+            damping_max=float(value["damping_max"]), damping_epsilon=float(value["damping_epsilon"]),
+            substeps=int(value["substeps"]), fps=float(fps))
+    except ValueError as err:
+        raise RigError(str(err)) from None
+    return mode, settings
+
+
+def blend_targets(rig, q0, samples, objects):
+    """Constraints with influence below 1 aim at a point between the effector's pose at the
+    action's pose (q0) and the target: position lerp, rotation slerp by the influence."""
+    weak = [i for i, d in enumerate(rig.driven) if d.influence < 1.0]
+    if not weak:
+        return objects
+    objects = objects.copy()
+    pose = solver.forward_kinematics(rig.model, q0, samples.bases)
+    for i in weak:
+        d = rig.driven[i]
+        s = rig.model.index(d.tip)
+        tip = pose.frames[:, s].copy()
+        tip[:, :3, 3] += tip[:, :3, :3] @ np.array([0.0, rig.model.length[s], 0.0])
+        target = objects[:, d.target]
+        t = d.influence
+        out = target.copy()
+        out[:, :3, 3] = (1 - t) * tip[:, :3, 3] + t * target[:, :3, 3]
+        relative = np.swapaxes(tip[:, :3, :3], -1, -2) @ target[:, :3, :3]
+        out[:, :3, :3] = tip[:, :3, :3] @ exp_map(t * log_map(relative))
+        objects[:, d.target] = out
+    return objects
+
+
+class Job:
+    """Solve `obj` at `frames` and write the result: keys (`bake=True`) or the pose of one frame."""
+
+    def __init__(self, obj, frames, *, bake=True, bones=None, key=False, record=True, **options):
+        frames = np.atleast_1d(np.asarray(frames, dtype=float))
+        if frames.size == 0:
+            raise RigError("no frames to solve")
+        if not np.all(np.isfinite(frames)):
+            raise RigError("frames must be finite numbers")
+        self.obj, self.frames, self.bake, self.key, self.record = obj, frames, bake, key, record
+        self.bones_filter = bones
+        properties.set_active(obj, True)
+        self.rig = rig_module.read_rig(obj, lambda pb, con: properties.chosen(obj, pb, con))
+        step = float(np.min(np.diff(frames))) if frames.size > 1 else 1.0
+        render = bpy.context.scene.render
+        self.mode, self.settings = settings_for(obj, fps=render.fps / render.fps_base / max(step, 1e-9), **options)
+        self.scene = bpy.context.scene
+        self._frame = (self.scene.frame_current, self.scene.frame_subframe)
+        self.sampler = rig_module.Sampler(self.rig, obj, frames)
+        self.start_values = self._start_values()
+        self.i = 0
+        self.phase = "sample"
+        self.pieces = []
+        self.result = None
+        self.started = time.perf_counter()
+
+    @property
+    def total(self):
+        return 2 * len(self.frames) + 1
+
+    @property
+    def done(self):
+        solved = sum(len(p.q) for p in self.pieces)
+        return {"sample": self.i, "solve": len(self.frames) + solved, "write": 2 * len(self.frames),
+                "finished": self.total}[self.phase]
+
+    def _start_values(self):
+        out = {}
+        for name in self.rig.bones:
+            pb = self.obj.pose.bones[name]
+            out[name] = {"QUATERNION": tuple(pb.rotation_quaternion), "AXIS_ANGLE": tuple(pb.rotation_axis_angle)
+                         }.get(pb.rotation_mode, tuple(pb.rotation_euler))
+        return out
+
+    def _sample(self, a, b):
+        try:
+            for i in range(a, b):
+                f = self.frames[i]
+                self.scene.frame_set(int(np.floor(f)), subframe=float(f - np.floor(f)))
+                self.sampler.read(i)
+                if i == 0:
+                    self.start_values = self._start_values()
+        except Exception:
+            self.restore_frame()
+            raise
+
+    def step(self):
+        """Advance by one piece of work; False once everything is done."""
+        if self.phase == "sample":
+            stop = min(self.i + 16, len(self.frames))
+            with live.suspended():
+                self._sample(self.i, stop)
+            self.i = stop
+            if self.i == len(self.frames):
+                self.restore_frame()
+                self.samples = self.sampler.samples()
+                self.q0 = rig_module.coordinates_from_basis(self.rig, self.samples.basis)
+                self.objects = blend_targets(self.rig, self.q0, self.samples, self.samples.objects)
+                self.phase = "solve"
+            return True
+        if self.phase == "solve":
+            a = sum(len(p.q) for p in self.pieces)
+            b = min(a + CHUNK, len(self.frames))
+            self.pieces.append(self._solve(a, b))
+            if b == len(self.frames):
+                self.phase = "write"
+            return True
+        if self.phase == "write":
+            self.result = self._finish()
+            self.phase = "finished"
+        return False
+
+    def run(self):
+        while self.step():
+            pass
+        return self.result
+
+    def restore_frame(self):
+        with live.suspended():
+            self.scene.frame_set(self._frame[0], subframe=self._frame[1])
+
+    def _solve(self, a, b):
+        scene, s = self.rig.scene, self.samples
+        if self.mode == "ANIMATION" or a == 0:
+            if self.mode == "ANIMATION":
+                return solver.solve_animation(scene, self.q0[a:b], self.objects[a:b], s.bases[a:b], self.settings)
+            return solver.solve_simulation(scene, self.q0[a], self.objects[a:b], s.bases[a:b], self.settings)
+        # Simulation continues from the last solved frame: include it, then drop it.
+        from dataclasses import replace
+        start = self.pieces[-1].q[-1]
+        res = solver.solve_simulation(scene, start, self.objects[a - 1:b], s.bases[a - 1:b],
+                                      replace(self.settings, converge_first_frame=False))
+        return solver.Result(q=res.q[1:], position_error=res.position_error[1:], rotation_error=res.rotation_error[1:],
+                             iterations=res.iterations[1:], converged=res.converged[1:], sigma_min=res.sigma_min[1:],
+                             seconds=res.seconds)
+
+    def _finish(self):
+        rig, obj = self.rig, self.obj
+        q = np.concatenate([p.q for p in self.pieces])
+        if not np.all(np.isfinite(q)):
+            raise RigError("the solver returned non-finite joint values; nothing was written")
+        R, y_scale = rig_module.pose_from_coordinates(rig, q)
+        bones = [n for n in rig.bones if self.bones_filter is None or n in self.bones_filter]
+        written = 0
+        if self.bake:
+            written = write_keys(obj, rig, self.frames, R, y_scale, bones, self.start_values, record=self.record)
+        else:
+            rig_module.apply_pose(rig, obj, R[-1], y_scale[-1], bones)
+            if self.key:
+                written = write_keys(obj, rig, self.frames[-1:], R[-1:], y_scale[-1:], bones,
+                                     self._start_values(), record=False)
+        scale = rig.scale
+        result = SolveResult(
+            frames=self.frames.copy(),
+            position_error=np.concatenate([p.position_error for p in self.pieces]) * scale,
+            rotation_error=np.concatenate([p.rotation_error for p in self.pieces]),
+            iterations=np.concatenate([p.iterations for p in self.pieces]).astype(int),
+            converged=np.concatenate([p.converged for p in self.pieces]).astype(bool),
+            seconds=time.perf_counter() - self.started,
+            constraints=rig.constraint_names, bones=list(rig.bones),
+            sigma_min=np.concatenate([p.sigma_min for p in self.pieces]),
+            mode=self.mode, warnings=list(rig.warnings), keys_written=written, q=q)
+        store_result(obj, result, "Bake" if self.bake else "Solve")
+        obj.update_tag()
+        return result
+
+
+def write_keys(obj, rig, frames, R, y_scale, bones, start_values, record=True):
+    """Key the solved rotations (in each bone's rotation mode) and stretches at `frames`; keys of
+    these channels in [frames[0], frames[-1]] are replaced, all others stay. Returns keys written."""
+    channels = keys.Channels(obj, create=True)
+    first, last = float(frames[0]), float(frames[-1])
+    written = 0
+    plan = []
+    for name in bones:
+        s = rig.bones.index(name)
+        pb = obj.pose.bones[name]
+        prop, values = keys.rotation_values(R[:, s], pb.rotation_mode, start_values[name])
+        path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].'
+        for index in range(values.shape[1]):
+            plan.append((path + prop, index, values[:, index], name))
+        if name in rig.stretch_coordinate:
+            plan.append((path + "scale", 1, y_scale[:, s], name))
+    for data_path, index, values, group in plan:
+        if not np.all(np.isfinite(values)):
+            raise RigError(f"non-finite key values for {data_path}[{index}]; nothing more was written")
+    settings = obj.itasc
+    for data_path, index, values, group in plan:
+        fc = channels.ensure(data_path, index, group)
+        keys.replace_keys(fc, frames, values, first, last)
+        written += len(values)
+        if record:
+            item = next((c for c in settings.baked if c.data_path == data_path and c.index == index
+                         and c.frame_start == first and c.frame_end == last), None)
+            if item is None:
+                item = settings.baked.add()
+                item.data_path, item.index, item.frame_start, item.frame_end = data_path, index, first, last
+    return written
+
+
+def clear_bake(obj):
+    """Remove the keys that bakes wrote (their channels, in their frame ranges); F-curves left
+    without keys are removed. Returns how many channels were cleared."""
+    settings = obj.itasc
+    channels = keys.Channels(obj)
+    cleared = 0
+    for item in settings.baked:
+        fc = channels.find(item.data_path, item.index)
+        if fc is None:
+            continue
+        left = keys.remove_keys(fc, item.frame_start, item.frame_end)
+        if left == 0:
+            channels.remove(fc)
+        cleared += 1
+    settings.baked.clear()
+    settings.has_result = False
+    return cleared
+
+
+def store_result(obj, result, kind):
+    props = obj.itasc
+    worst, rms = result.position_stats()
+    props.has_result = True
+    props.result_kind = kind
+    props.result_frames = len(result.frames)
+    props.result_not_converged = result.not_converged
+    props.result_max_error = worst
+    props.result_rms_error = rms
+    props.result_seconds = result.seconds
+    props.result_message = "; ".join(result.warnings)[:1000]
