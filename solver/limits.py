@@ -27,16 +27,26 @@ def _elliptic_groups(model: Model):
 
 
 def project(model: Model, q: np.ndarray) -> np.ndarray:
-    """The nearest allowed coordinates along the limit rules above, for q (F, n)."""
+    """The nearest allowed coordinates along the limit rules above, for q (F, n). Frozen
+    coordinates (weight 0) of an elliptic joint keep their values while they fit: the free ones
+    are scaled onto what the ellipse leaves them."""
     out = np.clip(q, model.lower, model.upper)
     for coords in _elliptic_groups(model):
         phi = q[:, coords]                                       # (F, k, d)
         semi = np.where(phi >= 0, model.upper[coords], -model.lower[coords])
         phi = np.where(semi > 0, phi, 0.0)
-        r2 = np.sum(np.where(semi > 0, phi / np.where(semi > 0, semi, 1.0), 0.0) ** 2, axis=-1)
+        term = np.where(semi > 0, phi / np.where(semi > 0, semi, 1.0), 0.0) ** 2
+        frozen = model.weight[coords] == 0                        # (k, d)
+        fixed = np.sum(np.where(frozen, term, 0.0), axis=-1)
+        free = np.sum(np.where(frozen, 0.0, term), axis=-1)
         # Points a rounding error outside (as projected ones may be) stay put: projecting is idempotent.
-        scale = np.where(r2 > 1.0 + 1e-15, 1.0 / np.sqrt(np.maximum(r2, 1.0)), 1.0)
-        out[:, coords] = phi * scale[..., None]
+        outside = fixed + free > 1.0 + 1e-15
+        fits = fixed <= 1.0
+        free_scale = np.sqrt(np.clip(1.0 - fixed, 0.0, None) / np.maximum(free, 1e-300))
+        all_scale = 1.0 / np.sqrt(np.maximum(fixed + free, 1.0))
+        scale = np.where(~outside[..., None], 1.0, np.where(fits[..., None] & ~frozen, free_scale[..., None],
+                                                 np.where(fits[..., None], 1.0, all_scale[..., None])))
+        out[:, coords] = phi * scale
     return out
 
 

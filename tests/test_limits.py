@@ -36,3 +36,15 @@ def test_projection_lands_exactly_on_the_limits_and_is_idempotent():
         if c.start == 1:
             keep &= q[:, 2] >= 0      # the zero lower swing-z limit clamps negative z to 0 first
         assert np.all(cos[keep] > 1 - 1e-12)
+
+
+def test_frozen_coordinates_of_an_elliptic_joint_keep_their_value():
+    model = Model([Segment("a", -1, np.eye(4), (
+        swing(lower=(-0.4, -0.5), upper=(0.6, 0.3), weight=(1.0, 0.0), elliptic=True),), 1.0)])
+    rng = np.random.default_rng(2)
+    q = np.stack([rng.normal(size=500) * 2.0, rng.uniform(-0.45, 0.28, 500)], axis=1)   # frozen z fits
+    p = project(model, q)
+    np.testing.assert_array_equal(p[:, 1], q[:, 1])
+    assert violation(model, p).max() <= 1e-15
+    far = np.array([[0.1, 2.0]])                     # the frozen part alone is outside: limits win
+    assert violation(model, project(model, far)).max() <= 1e-15
