@@ -83,9 +83,9 @@ class StageProblem:
 
 @dataclass
 class SequentialResult:
-    """q (F, n): all coordinates after the last stage. Per stage k (columns): the distance between
-    its keypoint and the measurement after the stage (F, S), solver iterations summed over passes
-    (F, S), the engine's converged flag (F, S; False wherever the keypoint cannot be matched
+    """q (F, n) (or (B, F, n) for B sequences): all coordinates after the last stage. Per stage k
+    (last axis): the distance between its keypoint and the measurement after the stage (F, S),
+    solver iterations summed over passes (F, S), the engine's converged flag (F, S; False wherever the keypoint cannot be matched
     exactly, which is the usual case for measured data), passes and frame-solves per stage (S,),
     and the warm start each stage used ('previous', 'sequential' or 'none')."""
 
@@ -150,57 +150,62 @@ def _targets(points: np.ndarray) -> np.ndarray:
 
 def solve_stage(problem: StageProblem, q: np.ndarray, measured: np.ndarray, bases=None,
                 settings: Settings = Settings(), warm_start: str = "auto", max_passes: int | None = None,
-                start_tolerance: float = 1e-6):
-    """Solve one stage for all frames. q (F, n) holds every frame's current coordinates (earlier
-    stages solved; the stage's own columns are the starting values), measured (F, 3). Returns the
-    new q, per-frame distance, iterations and converged flag, the number of passes and of frame
-    solves, and the warm start actually used."""
+                start_tolerance: float = 1e-6, n_sequences: int = 1):
+    """Solve one stage for all frames of `n_sequences` independent sequences stored one after the
+    other: rows b*F .. b*F + F - 1 of q (B F, n) and measured (B F, 3) are frames 0 .. F-1 of
+    sequence b. q holds every row's current coordinates (earlier stages solved; the stage's own
+    columns are frame 0's starting values). Returns the new q, per-row distance, iterations and
+    converged flag, the number of passes and of frame solves, and the warm start actually used."""
     if warm_start not in WARM_STARTS:
         raise ValueError(f"warm_start must be one of {WARM_STARTS}, not {warm_start!r}")
-    F = q.shape[0]
+    R = q.shape[0]
+    F = R // n_sequences
+    frame = np.tile(np.arange(F), n_sequences)
+    first = np.flatnonzero(frame == 0)
+    later = np.flatnonzero(frame > 0)
     cols = problem.columns
-    own = np.isin(cols, problem.solved)                       # stage columns inside the sub-model
+    own = np.flatnonzero(np.isin(cols, problem.solved))       # stage columns inside the sub-model
     objects = _targets(measured)
     arm_bases = None if bases is None else bases[:, [problem.armature]]
-    iterations = np.zeros(F, dtype=int)
-    error = np.full(F, np.nan)
-    converged = np.zeros(F, dtype=bool)
+    iterations = np.zeros(R, dtype=int)
+    error = np.full(R, np.nan)
+    converged = np.zeros(R, dtype=bool)
     x = q[:, cols].copy()
 
-    def pick(array, frames):
-        return None if array is None else array[frames]
+    def run(rows, start):
+        r = solve_animation(problem.scene, start, objects[rows],
+                            None if arm_bases is None else arm_bases[rows], settings)
+        x[rows] = r.q
+        iterations[rows] += r.iterations
+        error[rows] = r.position_error[:, 0]
+        converged[rows] = r.converged
 
-    def run(frames, start):
-        r = solve_animation(problem.scene, start, objects[frames], pick(arm_bases, frames), settings)
-        x[frames] = r.q
-        iterations[frames] += r.iterations
-        error[frames] = r.position_error[:, 0]
-        converged[frames] = r.converged
-
-    def loop(first):
-        for f in range(first, F):
-            start = x[f:f + 1].copy()
-            if f:
-                start[0, own] = x[f - 1, own]
-            run(np.array([f]), start)
+    def done(passes, solves, used):
+        out = q.copy()
+        out[:, cols[own]] = x[:, own]
+        return out, error, iterations, converged, passes, solves, used
 
     if warm_start == "none":
-        run(np.arange(F), x.copy())
-        return _stage_output(q, x, cols, own, error, iterations, converged, 1, F, "none")
-    run(np.array([0]), x[:1].copy())                          # frame 0 from q0, in every mode
+        run(np.arange(R), x.copy())
+        return done(1, R, "none")
+    run(first, x[first].copy())                               # frame 0 from q0, in every mode
     start = x.copy()
-    start[1:, own] = x[0, own]                                # every frame from frame 0's solution
+    start[np.ix_(later, own)] = x[np.ix_(later - frame[later], own)]   # each frame from its frame 0
     if warm_start == "auto":
         warm_start = "sequential" if _redundant(problem, start, objects, arm_bases, own) else "previous"
     if warm_start == "sequential":
-        loop(1)
-        return _stage_output(q, x, cols, own, error, iterations, converged, F, F, "sequential")
-    run(np.arange(1, F), start[1:])
-    passes, solves = 1, F
+        for f in range(1, F):
+            rows = first + f
+            step = x[rows].copy()
+            step[:, own] = x[np.ix_(rows - 1, own)]
+            run(rows, step)
+        return done(F, R, "sequential")
+    run(later, start[later])
+    passes, solves = 1, R
     limit = F + 1 if max_passes is None else max_passes
     while passes < limit:
         new_start = start.copy()
-        new_start[1:, own] = x[:-1, own]
+        new_start[np.ix_(later, own)] = x[np.ix_(later - 1, own)]
         changed = np.flatnonzero(np.any(np.abs(new_start - start) > start_tolerance, axis=1))
         if not changed.size:
             break
@@ -208,7 +213,7 @@ def solve_stage(problem: StageProblem, q: np.ndarray, measured: np.ndarray, base
         run(changed, start[changed])
         passes += 1
         solves += changed.size
-    return _stage_output(q, x, cols, own, error, iterations, converged, passes, solves, "previous")
+    return done(passes, solves, "previous")
 
 
 def _redundant(problem: StageProblem, configurations, objects, bases, own) -> bool:
@@ -216,43 +221,49 @@ def _redundant(problem: StageProblem, configurations, objects, bases, own) -> bo
     rank of the keypoint's Jacobian in those columns (its largest rank over the given
     configurations, one per frame) is below their number. Then the answer moves continuously with
     the start (a null space), and warm-starting is a genuinely sequential recurrence."""
-    free = own & (problem.scene.weight > 0)
-    if free.sum() > problem.scene.constraints[0].n_outputs:
+    free = own[problem.scene.weight[own] > 0]
+    if free.size > problem.scene.constraints[0].n_outputs:
         return True
     A = problem.scene.evaluate(configurations, objects, bases).A[:, :, free]
     s = np.linalg.svd(A, compute_uv=False)
     rank = np.sum(s > 1e-9 * np.maximum(s[:, :1], 1e-300), axis=-1)
-    return bool(rank.max() < free.sum())
-
-
-def _stage_output(q, x, cols, own, error, iterations, converged, passes, solves, used):
-    out = q.copy()
-    out[:, cols[own]] = x[:, own]
-    return out, error, iterations, converged, passes, solves, used
+    return bool(rank.max() < free.size)
 
 
 def sequential_ik(model: Model, stages, keypoints, q0=None, bases=None, settings: Settings = Settings(),
                   warm_start: str = "auto", max_passes: int | None = None,
                   start_tolerance: float = 1e-6) -> SequentialResult:
-    """Run the stages in order over all frames of `keypoints` (F, K, 3). `q0` (n,) or (F, n) is the
-    start (the model's neutral pose when None): frame 0 of each stage starts there, later frames from
-    the previous frame's solution (`warm_start`, see the module docstring). `bases` (F, A, 4, 4)
-    place the armatures in the world."""
+    """Run the stages in order over all frames of `keypoints`: (F, K, 3) for one sequence or
+    (B, F, K, 3) for B independent sequences solved together (each warm-started within itself).
+    `q0` broadcasts to (F, n) or (B, F, n) (the model's neutral pose when None): frame 0 of each
+    stage starts from it, later frames from the previous frame's solution (`warm_start`, see the
+    module docstring), and coordinates no stage solves keep their q0 value in every frame.
+    `bases` ((F, A, 4, 4) or (B, F, A, 4, 4)) place the armatures in the world. Result arrays have
+    the leading shape of the keypoints, (F,) or (B, F)."""
     start = time.perf_counter()
     keypoints = np.asarray(keypoints, dtype=float)
-    F = keypoints.shape[0]
-    q = model.neutral(F) if q0 is None else np.broadcast_to(np.asarray(q0, float), (F, model.n_coordinates)).copy()
+    lead = keypoints.shape[:-2]
+    if len(lead) not in (1, 2):
+        raise ValueError(f"keypoints must have shape (F, K, 3) or (B, F, K, 3), got {keypoints.shape}")
+    B, F = (1,) + lead if len(lead) == 1 else lead
+    n = model.n_coordinates
+    q = np.broadcast_to(model.neutral(1)[0] if q0 is None else np.asarray(q0, float), lead + (n,))
+    q = q.reshape(B * F, n).copy()
+    flat_keypoints = keypoints.reshape((B * F,) + keypoints.shape[-2:])
     if bases is not None:
-        bases = np.broadcast_to(np.asarray(bases, float), (F, model.n_armatures, 4, 4))
+        bases = np.broadcast_to(np.asarray(bases, float), lead + (model.n_armatures, 4, 4))
+        bases = bases.reshape(B * F, model.n_armatures, 4, 4)
     S = len(stages)
-    error, iterations = np.full((F, S), np.nan), np.zeros((F, S), dtype=int)
-    converged = np.zeros((F, S), dtype=bool)
+    error, iterations = np.full((B * F, S), np.nan), np.zeros((B * F, S), dtype=int)
+    converged = np.zeros((B * F, S), dtype=bool)
     passes, solves, used = np.zeros(S, dtype=int), np.zeros(S, dtype=int), []
     for k, stage in enumerate(stages):
         problem = stage_problem(model, stage)
         q, error[:, k], iterations[:, k], converged[:, k], passes[k], solves[k], how = solve_stage(
-            problem, q, keypoints[:, stage.keypoint], bases, settings, warm_start, max_passes, start_tolerance)
+            problem, q, flat_keypoints[:, stage.keypoint], bases, settings, warm_start, max_passes,
+            start_tolerance, n_sequences=B)
         used.append(how)
-    return SequentialResult(q=q, keypoint_error=error, iterations=iterations, converged=converged,
+    return SequentialResult(q=q.reshape(lead + (n,)), keypoint_error=error.reshape(lead + (S,)),
+                            iterations=iterations.reshape(lead + (S,)), converged=converged.reshape(lead + (S,)),
                             passes=passes, frame_solves=solves, warm_starts=used,
                             seconds=time.perf_counter() - start)

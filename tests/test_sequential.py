@@ -226,3 +226,17 @@ def test_moving_bases_carry_the_solution():
     carried = sequential_ik(arm(), STAGES, moved, q0=q_true[0], bases=bases, settings=SETTINGS)
     np.testing.assert_allclose(carried.q, still.q, atol=1e-7)
     np.testing.assert_allclose(carried.keypoint_error, still.keypoint_error, atol=1e-9)
+
+
+@pytest.mark.parametrize("warm_start", ["previous", "sequential"])
+def test_independent_sequences_solve_together_as_they_do_alone(warm_start):
+    """Keypoints (B, F, K, 3): each sequence warm-starts within itself only, so solving three
+    sequences in one call equals solving each alone (frame 0 of each from its own q0)."""
+    keypoints = np.stack([noisy(reference_keypoints(true_motion(F=15, seed=s)), seed=20 + s) for s in range(3)])
+    q0 = np.stack([true_motion(F=15, seed=s)[0] for s in range(3)])[:, None]          # (B, 1, n)
+    together = sequential_ik(arm(), STAGES, keypoints, q0=q0, settings=SETTINGS, warm_start=warm_start)
+    assert together.q.shape == (3, 15, 6) and together.keypoint_error.shape == (3, 15, 3)
+    for b in range(3):
+        alone = sequential_ik(arm(), STAGES, keypoints[b], q0=q0[b, 0], settings=SETTINGS, warm_start=warm_start)
+        np.testing.assert_allclose(together.q[b], alone.q, atol=1e-7)
+        np.testing.assert_allclose(together.keypoint_error[b], alone.keypoint_error, atol=1e-9)
