@@ -48,10 +48,9 @@ def solve_frame(obj, frame=None, *, key=None, **options) -> SolveResult:
     frame = float(frame)
     if key is None:
         key = bool(scene.tool_settings.use_keyframe_insert_auto)
-    job = solving.Job(obj, [frame], bake=False, key=key, **options)
-    result = job.run()
-    scene.frame_set(int(np.floor(frame)), subframe=float(frame - np.floor(frame)))
-    return result
+    if frame != scene.frame_current + scene.frame_subframe:
+        scene.frame_set(int(np.floor(frame)), subframe=float(frame - np.floor(frame)))
+    return solving.Job(obj, [frame], bake=False, key=key, **options).run()
 
 
 def bake(obj, frame_start, frame_end, *, step=1, only_selected=False, **options) -> SolveResult:

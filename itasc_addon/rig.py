@@ -83,6 +83,8 @@ class Rig:
 
 def ik_constraints(obj):
     """(pose bone, constraint) for every IK constraint of the armature object, in bone order."""
+    if obj is None or obj.pose is None:       # a new armature has no pose until evaluated
+        return []
     return [(pb, con) for pb in obj.pose.bones for con in pb.constraints if con.type == "IK"]
 
 
@@ -129,6 +131,13 @@ def object_scale(matrix_world, what):
     return float(s.mean())
 
 
+def evaluated_world(obj):
+    """The object's world matrix as the depsgraph has it now (after any pending edits)."""
+    import bpy
+
+    return np.array(obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).matrix_world, float)
+
+
 def engine_bone(obj, name, stretch_allowed):
     """A solver Bone from a bone's rest data and its pose bone's IK settings."""
     bone, pb = obj.data.bones[name], obj.pose.bones[name]
@@ -161,7 +170,7 @@ def read_rig(obj, drives=None) -> Rig:
     if obj is None or obj.type != "ARMATURE":
         raise RigError("select an armature object")
     warnings = []
-    scale = object_scale(obj.matrix_world, f"armature '{obj.name}'")
+    scale = object_scale(evaluated_world(obj), f"armature '{obj.name}'")
     drives = drives or (lambda pb, con: not con.mute)
 
     picked = []
@@ -271,7 +280,7 @@ class Samples:
     objects: np.ndarray         # (F, K, 4, 4) targets in armature space (rotation orthonormal)
     bases: np.ndarray           # (F, A, 4, 4)
     basis: np.ndarray           # (F, S, 4, 4) pose bones' matrix_basis of the model's bones
-    effector_rest: np.ndarray | None = None
+    scale: np.ndarray           # (F,) the armature object's uniform scale
 
 
 def orthonormalize(M):
@@ -307,6 +316,7 @@ class Sampler:
         self.objects = np.zeros((F, K, 4, 4))
         self.bases = np.zeros((F, A, 4, 4))
         self.basis = np.zeros((F, S, 4, 4))
+        self.scale = np.ones(F)
         self.count = 0
         self._bpy = bpy
         bone_order = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
@@ -323,6 +333,7 @@ class Sampler:
         depsgraph = bpy.context.evaluated_depsgraph_get()
         ob = self.obj.evaluated_get(depsgraph)
         world = np.array(ob.matrix_world, float)
+        self.scale[i] = object_scale(world, f"armature '{self.obj.name}' at frame {self.frames[i]:g}")
         to_arm = np.linalg.inv(world)
         for k, t in enumerate(rig.targets):
             tob = bpy.data.objects[t.object].evaluated_get(depsgraph)
@@ -346,6 +357,11 @@ class Sampler:
         self.count = max(self.count, i + 1)
 
     def samples(self) -> Samples:
+        for what, array in (("targets", self.objects), ("the chains' parent bones", self.bases),
+                            ("the animated pose", self.basis)):
+            bad = ~np.isfinite(array).all(axis=tuple(range(1, array.ndim)))
+            if bad.any():
+                raise RigError(f"{what} are not finite at frame(s) {self.frames[bad][:5].tolist()}")
         objects = orthonormalize(self.objects)
         bases = self.bases.copy()
         for i in range(bases.shape[1]):
@@ -354,10 +370,7 @@ class Sampler:
                 raise RigError(f"the bone '{self.rig.groups[i][1]}' that chain '{self.rig.groups[i][0]}' hangs from "
                                "is scaled; the solver needs unscaled parents")
         bases = orthonormalize(bases)
-        bad = ~np.isfinite(objects).all(axis=(1, 2, 3))
-        if bad.any():
-            raise RigError(f"targets are not finite at frame(s) {self.frames[bad][:5].tolist()}")
-        return Samples(self.frames, objects, bases, self.basis)
+        return Samples(self.frames, objects, bases, self.basis, self.scale.copy())
 
 
 def sample(rig: Rig, obj, frames, progress=None) -> Samples:

@@ -77,11 +77,11 @@ def settings_for(obj, fps=None, **options):
     value = {name: options.get(name, getattr(props, name)) for name in OPTION_NAMES}
     mode = str(value["mode"]).upper()
     if mode not in ("ANIMATION", "SIMULATION"):
-        raise ValueError(f"mode must be 'ANIMATION' or 'SIMULATION', not {value['mode']!r}")
+        raise RigError(f"mode must be 'ANIMATION' or 'SIMULATION', not {value['mode']!r}")
     method = METHODS.get(str(value["method"]).upper())
     if method is None:
-        raise ValueError(f"method must be one of {list(METHODS)}, not {value['method']!r}")
-    scale = rig_module.object_scale(obj.matrix_world, f"armature '{obj.name}'")
+        raise RigError(f"method must be one of {list(METHODS)}, not {value['method']!r}")
+    scale = rig_module.object_scale(rig_module.evaluated_world(obj), f"armature '{obj.name}'")
     if fps is None:
         render = bpy.context.scene.render
         fps = render.fps / render.fps_base
@@ -240,7 +240,7 @@ class Job:
             if self.key:
                 written = write_keys(obj, rig, self.frames[-1:], R[-1:], y_scale[-1:], bones,
                                      self._start_values(), record=False)
-        scale = rig.scale
+        scale = self.samples.scale[:, None]
         result = SolveResult(
             frames=self.frames.copy(),
             position_error=np.concatenate([p.position_error for p in self.pieces]) * scale,

@@ -16,8 +16,12 @@ def readme_snippet():
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
-def test_readme_snippet_installs_and_enables_the_extension(extension_zip, tmp_path):
+def test_readme_snippet_installs_enables_and_bakes(extension_zip, tmp_path):
     (tmp_path / "dist").mkdir()
     shutil.copy(extension_zip, tmp_path / "dist")
-    check = f"\nresult = addon_utils.check({EXTENSION_MODULE!r})\n"
-    assert run_in_blender(readme_snippet() + check, cwd=tmp_path) == [True, True]
+    check = (f"\nresult = {{'enabled': addon_utils.check({EXTENSION_MODULE!r}),"
+             " 'frames': result.frames.tolist(), 'error': float(result.position_error.max()),"
+             " 'converged': bool(result.converged.all())}\n")
+    out = run_in_blender(readme_snippet() + check, cwd=tmp_path)
+    assert out["enabled"] == [True, True]
+    assert out["frames"] == list(range(1, 25)) and out["converged"] and out["error"] <= 1e-6
