@@ -54,9 +54,10 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
     curvature = {}                       # frame -> S (n, n), for frames on secant steps
     nudged = np.zeros(F, dtype=bool)
     slow_run = np.zeros(F, dtype=int)      # consecutive update-law steps that were slow
-    # Soft tasks (joint values) have no error to reach: such scenes also wait for the steps to settle.
-    soft = any(isinstance(c, JointValue) for c in scene.constraints)
-    last_step = np.full(F, np.inf if soft else 0.0)
+    # Soft tasks (joint values) have no error to reach, and a fit's targets are not meant to be met:
+    # such solves (also) wait for the steps to settle below the precision.
+    watch_steps = settings.fit or any(isinstance(c, JointValue) for c in scene.constraints)
+    last_step = np.full(F, np.inf if watch_steps else 0.0)
 
     def pick(array, idx):
         return None if array is None else array[idx]
@@ -69,7 +70,7 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
     current = cost(ev)
     while active.size:
         position_error[active], rotation_error[active] = ev.position_error, ev.rotation_error
-        hard_ok = reached(scene, ev, settings.precision)
+        hard_ok = np.ones(active.size, bool) if settings.fit else reached(scene, ev, settings.precision)
         done = hard_ok & (last_step[active] <= settings.precision)
         converged[active[done]] = True
         keep = np.flatnonzero(~done & (iterations[active] < settings.max_iterations) & (lam[active] < _LAMBDA_GIVE_UP))
@@ -79,7 +80,7 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
         iterations[active] += 1
         secant = lam[active] > 0
         new_q, new_cost, new_ev = q[active].copy(), current.copy(), _select(ev, slice(None))
-        stuck = np.zeros(active.size, dtype=bool)
+        proposed = np.zeros(active.size)      # largest entry of each frame's full step
 
         rows = np.flatnonzero(~secant)
         if rows.size:
@@ -87,7 +88,7 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
             frames = active[rows]
             dq, _ = constrained_step(scene, q[frames], ev.A[rows], (ev.yd - ev.y)[rows], ev.weight[rows],
                                      np.full(rows.size, settings.max_step), pseudoinverse_solver(settings))
-            stuck[rows] = np.max(np.abs(dq), axis=1, initial=0.0) < 1e-14
+            proposed[rows] = np.max(np.abs(dq), axis=1, initial=0.0)
             pending, alpha = np.arange(rows.size), 1.0
             for _ in range(30):
                 trial = scene.project(q[frames[pending]] + alpha * dq[pending])
@@ -126,7 +127,7 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
                                                _select(candidates[0][2], slice(None)),
                                                np.where(use_plain, candidates[1][3], candidates[0][3]))
             _put(trial_ev, candidates[1][2], use_plain, np.flatnonzero(use_plain))
-            stuck[rows] = np.max(np.abs(dq), axis=1, initial=0.0) < 1e-14
+            proposed[rows] = np.max(np.abs(dq), axis=1, initial=0.0)
             better = trial_cost < current[rows]
             if better.any():
                 learned = _secant_update(S[better], trial[better] - q[frames[better]], _select(ev, rows[better]),
@@ -136,13 +137,17 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
             lam[frames] = np.where(better, np.maximum(lam[frames] / 3.0, 1e-12), lam[frames] * 4.0)
             # The error no longer falls measurably: this is the optimum the frame can reach.
             settled = better & (current[rows] - trial_cost <= _SETTLED * current[rows])
-            lam[frames[settled]] = _LAMBDA_GIVE_UP
+            if settings.fit:
+                proposed[rows[settled]] = 0.0         # at the optimum: that is what a fit converges to
+            else:
+                lam[frames[settled]] = _LAMBDA_GIVE_UP
             new_q[rows[better]], new_cost[rows[better]] = trial[better], trial_cost[better]
             _put(new_ev, trial_ev, better, rows[better])
 
-        if soft:
-            last_step[active] = np.max(np.abs(new_q - q[active]), axis=1, initial=0.0)
+        if watch_steps:
+            last_step[active] = proposed
         q[active], current, ev = new_q, new_cost, new_ev
+        stuck = proposed < 1e-14
 
         # Stationary: done if the targets are reached; otherwise nudge off once, else give up.
         last_step[active[stuck & hard_ok]] = 0.0

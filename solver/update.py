@@ -37,6 +37,8 @@ class Settings:
     fps: float = 24.0
     feedforward: bool = True         # simulation: use B Xu'
     converge_first_frame: bool = True  # simulation: solve the first frame in animation mode
+    fit: bool = False                # a least-squares fit (marker IK): frames converge when their
+    #                                  steps fall below precision, not when targets are met
 
     def __post_init__(self):
         if self.method not in pseudoinverse.METHODS:

@@ -295,3 +295,23 @@ def test_a_tree_with_two_effectors_sharing_a_root():
     result = solve_animation(scene, model.neutral(200), targets)
     assert result.converged.all()
     assert np.nanmax(result.position_error) <= 1e-6
+
+
+def test_fit_mode_converges_at_the_least_squares_optimum():
+    """Markers that no pose meets exactly: a fit stops where the weighted error's gradient vanishes."""
+    model = model_from_bones(straight_chain(3))
+    points = [(2, (0, 1, 0)), (1, (0.1, 0.5, 0)), (0, (0, 0.5, 0.1))]
+    tasks = [CopyPose(on_segment(s, p), on_object(k), weight=w) for k, ((s, p), w) in enumerate(zip(points, (1.0, 2.0, 0.5)))]
+    scene = Scene(model, tasks, n_objects=3)
+    rng = np.random.default_rng(4)
+    q_true = rng.uniform(-0.5, 0.5, size=(50, scene.n_coordinates))
+    frames = forward_kinematics(model, q_true).frames
+    markers = np.broadcast_to(np.eye(4), (50, 3, 4, 4)).copy()
+    for k, (s, p) in enumerate(points):
+        markers[:, k, :3, 3] = frames[:, s, :3, :3] @ p + frames[:, s, :3, 3] + rng.normal(scale=0.02, size=(50, 3))
+    result = solve_animation(scene, model.neutral(50), markers, settings=Settings(fit=True, precision=1e-10))
+    assert result.converged.all()
+    ev = scene.evaluate(result.q, markers)
+    gradient = np.einsum("fmn,fm->fn", ev.A, ev.weight * (ev.y - ev.yd))
+    assert np.abs(gradient).max() <= 1e-8
+    assert not solve_animation(scene, model.neutral(50), markers).converged.any()   # not a fit: targets unmet
