@@ -3,7 +3,8 @@ frame changes or one of its targets moves, and pose the bones (no keys).
 
 Each armature keeps its last solution (joint values, frame, targets) here, in memory. A frame one
 to a few frames after the last one advances the simulation from there; any other frame (a jump,
-going back) is solved to convergence from the last solution. Our own pose writes do not trigger
+going back) and a target moved by hand within the same frame are solved to convergence from the
+last solution, so the rig stays continuous and lands on the target when the user lets go. Our own pose writes do not trigger
 a solve: only a change of the targets' or bases' matrices does. Live preview stands aside while a
 bake runs and while Blender renders.
 """
@@ -106,8 +107,6 @@ def _solve(obj, force):
     fps = render.fps / render.fps_base
     if state is not None:
         steps = frame - state.frame
-        if steps == 0:
-            steps = 1.0   # a target moved within the frame: one time step
         if 0 < steps <= MAX_STEP_FRAMES:
             mode, settings = solving.settings_for(obj, fps=fps / steps)
             settings = replace(settings, converge_first_frame=False)

@@ -105,7 +105,7 @@ class ITASC_OT_bake(bpy.types.Operator):
         return {"FINISHED"}
 
     def invoke(self, context, event):
-        if context.window is None:
+        if context.window is None or bpy.app.background:    # no event loop: run to the end
             return self.execute(context)
         try:
             self._job = self._make_job(context)
