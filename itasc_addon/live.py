@@ -71,12 +71,11 @@ def changed(obj):
     _state.pop(obj.as_pointer(), None)
 
 
-def _read(obj):
-    rig = rig_module.read_rig(obj, lambda pb, con: properties.chosen(obj, pb, con))
+def _sample(rig, obj):
     scene = bpy.context.scene
     sampler = rig_module.Sampler(rig, obj, [scene.frame_current + scene.frame_subframe])
     sampler.read(0)
-    return rig, sampler.samples()
+    return sampler.samples()
 
 
 def solve_now(obj, force=True):
@@ -92,8 +91,9 @@ def solve_now(obj, force=True):
 def _solve(obj, force):
     from . import solving
 
+    rig = rig_module.read_rig(obj, lambda pb, con: properties.chosen(obj, pb, con))
     properties.set_active(obj, True)
-    rig, samples = _read(obj)
+    samples = _sample(rig, obj)
     frame = float(samples.frames[0])
     key = obj.as_pointer()
     state = _state.get(key)

@@ -272,6 +272,7 @@ def attempt(label, fn):
         messages[label] = str(err)
 rig.scale = (1.0, 2.0, 1.0)
 attempt("scale", lambda: api.bake(rig, 1, 10))
+untouched = [rig.itasc.active, rig.pose.bones[-1].constraints[0].mute]
 rig.scale = (2.0, 2.0, 2.0)
 attempt("uniform", lambda: api.bake(rig, 1, 10))
 rig.scale = (1.0, 1.0, 1.0)
@@ -287,7 +288,7 @@ empty = bpy.data.objects.new("lonely", None)
 attempt("not armature", lambda: api.bake(empty, 1, 10))
 after = all_keys(rig)
 # The uniform-scale bake did write (and reached its target); drop those channels to compare the rest.
-result = {"messages": messages, "location_kept": after['pose.bones["bone00"].location[0]'] == before['pose.bones["bone00"].location[0]'],
+result = {"untouched": untouched, "messages": messages, "location_kept": after['pose.bones["bone00"].location[0]'] == before['pose.bones["bone00"].location[0]'],
           "finite": all(np.isfinite(v).all() for c in after.values() for v in map(np.asarray, c.values()))}
 '''
 
@@ -296,6 +297,7 @@ def test_bad_input_gets_a_clear_message_and_writes_nothing_bad(extension_zip):
     r = run(BAD, extension_zip)
     m = r["messages"]
     assert "non-uniform scale" in m["scale"]
+    assert r["untouched"] == [False, False]              # a refused rig is not handed over
     assert m["uniform"] is None
     assert "not finite" in m["nan"]
     assert "method" in m["options"]
@@ -347,3 +349,25 @@ def test_moved_scaled_armature_with_an_animated_parent_and_a_distance_constraint
     assert max(r["errors"]) <= scene_tolerance
     # The distance constraint's radius is in the armature's own units: 2.5 x 1.3 in the world.
     assert max(abs(d - 2.5 * 1.3) for d in r["distances"]) <= scene_tolerance
+
+
+STEP = r"""
+clear_scene()
+scene, rig, target = chain_rig(4, 30)
+for pb in rig.pose.bones:
+    if hasattr(pb, "select"):
+        pb.select = pb.name in ("bone01", "bone03")
+    else:
+        pb.bone.select = pb.name in ("bone01", "bone03")
+res = api.bake(rig, 3, 20, step=4, only_selected=True)
+after = all_keys(rig)
+result = {"frames": res.frames.tolist(), "channels": sorted({c.split('"')[1] for c in after}),
+          "keyed": sorted({co[0] for c in after.values() for co in c["co"]})}
+"""
+
+
+def test_bake_with_a_step_keys_only_the_selected_bones_on_those_frames(extension_zip):
+    r = run(STEP, extension_zip)
+    assert r["frames"] == [3.0, 7.0, 11.0, 15.0, 19.0]
+    assert r["channels"] == ["bone01", "bone03"]
+    assert r["keyed"] == r["frames"]
