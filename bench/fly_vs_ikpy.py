@@ -159,7 +159,8 @@ def main(argv=None) -> dict:
     print(f"  ours  {summary(e_ours)}")
     print(f"  IKPy  {summary(e_theirs)}")
     print(f"ours - IKPy keypoint error: mean {np.mean(e_ours - e_theirs):+.2e}, "
-          f"largest where ours is worse {np.max(e_ours - e_theirs):.2e}, where IKPy is worse {np.max(e_theirs - e_ours):.2e}")
+          f"largest where ours is worse {np.max(e_ours - e_theirs):.2e}, "
+          f"where IKPy is worse {np.max(e_theirs - e_ours):.2e}")
     print(f"angles within 1e-3 rad of IKPy's in {100 * same_branch:.1f}% of leg-frames "
           f"(median |difference| {np.median(np.abs(wrapped)):.1e} rad)")
     return {"file": name, "legs": n_legs, "frames": F, "ours_ms": ours_ms, "ikpy_ms": ikpy_ms,

@@ -85,9 +85,9 @@ class StageProblem:
 class SequentialResult:
     """q (F, n) (or (B, F, n) for B sequences): all coordinates after the last stage. Per stage k
     (last axis): the distance between its keypoint and the measurement after the stage (F, S),
-    solver iterations summed over passes (F, S), the engine's converged flag (F, S; False wherever the keypoint cannot be matched
-    exactly, which is the usual case for measured data), passes and frame-solves per stage (S,),
-    and the warm start each stage used ('previous', 'sequential' or 'none')."""
+    solver iterations summed over passes (F, S), the engine's converged flag (F, S; False wherever
+    the keypoint cannot be matched exactly, the usual case for measured data); per stage (S,):
+    passes and frame solves, and the warm start used ('previous', 'sequential' or 'none')."""
 
     q: np.ndarray
     keypoint_error: np.ndarray

@@ -7,7 +7,6 @@ point of a sphere), a dense grid for the one-angle stage, and keypoints synthesi
 angles. Units of the real data are mm (NeuroMechFly template scale).
 """
 
-import io
 import os
 import pickle
 
@@ -64,7 +63,8 @@ def smooth_angles(rng, F, center, amplitude):
     t = np.linspace(0, 1, F)[:, None]
     w = rng.uniform(0.5, 2.0, size=(2, 7))
     phase = rng.uniform(0, 2 * np.pi, size=(2, 7))
-    return center + amplitude * (0.6 * np.sin(2 * np.pi * w[0] * t + phase[0]) + 0.4 * np.sin(2 * np.pi * w[1] * t + phase[1]))
+    wave = 0.6 * np.sin(2 * np.pi * w[0] * t + phase[0]) + 0.4 * np.sin(2 * np.pi * w[1] * t + phase[1])
+    return center + amplitude * wave
 
 
 WALKING_CENTER = np.array([0.2, 0.3, -0.3, -1.8, 0.2, 1.5, -0.8])     # a bent leg, away from straight

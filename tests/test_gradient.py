@@ -227,7 +227,7 @@ def test_gradient_descent_batches_frames_independently():
         assert alone.iterations[0] == together.iterations[f]
 
 
-@pytest.mark.parametrize("method", ["pinv", "sdls"])
+@pytest.mark.parametrize("method", ["dls", "pinv", "sdls"])
 def test_solve_animation_reaches_the_same_world_targets(method):
     scene = quadruped_scene()
     rng = np.random.default_rng(4)

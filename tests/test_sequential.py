@@ -73,7 +73,8 @@ def smooth_trajectory(rng, F, center, amplitude):
     t = np.linspace(0, 1, F)[:, None]
     w = rng.uniform(0.5, 2.0, size=(2, center.size))
     phase = rng.uniform(0, 2 * np.pi, size=(2, center.size))
-    return center + amplitude * (0.6 * np.sin(2 * np.pi * w[0] * t + phase[0]) + 0.4 * np.sin(2 * np.pi * w[1] * t + phase[1]))
+    wave = 0.6 * np.sin(2 * np.pi * w[0] * t + phase[0]) + 0.4 * np.sin(2 * np.pi * w[1] * t + phase[1])
+    return center + amplitude * wave
 
 
 def true_motion(F=60, seed=0):
