@@ -25,6 +25,7 @@ iterates on; the second time it stops there, reported not converged.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,126 +47,157 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
     """Solve every frame of q0 (F, n) to convergence; objects (F, K, 4, 4), bases (F, A, 4, 4)."""
     start = time.perf_counter()
     q, objects, bases = check_inputs(scene, q0, objects, bases)
-    q = scene.project(q)
-    F, n, C = q.shape[0], scene.n_coordinates, len(scene.constraints)
+    batch = _Batch(scene, settings, scene.project(q), objects, bases)
+    F, C = q.shape[0], len(scene.constraints)
     position_error, rotation_error = np.full((F, C), np.nan), np.full((F, C), np.nan)
     iterations, converged = np.zeros(F, dtype=int), np.zeros(F, dtype=bool)
-    lam = np.zeros(F)                    # 0: update-law steps; > 0: damped secant steps
-    curvature = {}                       # frame -> S (n, n), for frames on secant steps
-    nudged = np.zeros(F, dtype=bool)
-    slow_run = np.zeros(F, dtype=int)      # consecutive update-law steps that were slow
-    # Soft tasks (joint values) have no error to reach, and a fit's targets are not meant to be met:
-    # such solves (also) wait for the steps to settle below the precision.
-    watch_steps = settings.fit or any(isinstance(c, JointValue) for c in scene.constraints)
-    last_step = np.full(F, np.inf if watch_steps else 0.0)
-
-    def pick(array, idx):
-        return None if array is None else array[idx]
-
-    def evaluate(coords, idx):
-        return scene.evaluate(coords, pick(objects, idx), pick(bases, idx))
 
     active = np.flatnonzero(finite_frames(objects, bases, F))
-    ev = evaluate(q[active], active)
+    ev = batch.evaluate(batch.q[active], active)
     current = cost(ev)
     while active.size:
         position_error[active], rotation_error[active] = ev.position_error, ev.rotation_error
         hard_ok = np.ones(active.size, bool) if settings.fit else reached(scene, ev, settings.precision)
-        done = hard_ok & (last_step[active] <= settings.precision)
+        done = hard_ok & (batch.last_step[active] <= settings.precision)
         converged[active[done]] = True
-        keep = np.flatnonzero(~done & (iterations[active] < settings.max_iterations) & (lam[active] < _LAMBDA_GIVE_UP))
+        keep = np.flatnonzero(~done & (iterations[active] < settings.max_iterations)
+                              & (batch.lam[active] < _LAMBDA_GIVE_UP))
         active, current, ev, hard_ok = active[keep], current[keep], _select(ev, keep), hard_ok[keep]
         if not active.size:
             break
         iterations[active] += 1
-        secant = lam[active] > 0
-        new_q, new_cost, new_ev = q[active].copy(), current.copy(), _select(ev, slice(None))
-        proposed = np.zeros(active.size)      # largest entry of each frame's full step
+        step = _Iteration(batch.q[active].copy(), current.copy(), _select(ev, slice(None)), np.zeros(active.size))
+        secant = batch.lam[active] > 0
+        batch.update_law_steps(active, np.flatnonzero(~secant), ev, current, step)
+        batch.secant_steps(active, np.flatnonzero(secant), ev, current, step)
+        if batch.watch_steps:
+            batch.last_step[active] = step.proposed
+        batch.q[active], current, ev = step.q, step.cost, step.ev
+        batch.stationary(active, step.proposed < 1e-14, hard_ok, ev, current)
 
-        rows = np.flatnonzero(~secant)
-        if rows.size:
-            # Update-law steps, halved until the error falls.
-            frames = active[rows]
-            dq, _ = constrained_step(scene, q[frames], ev.A[rows], (ev.yd - ev.y)[rows], ev.weight[rows],
-                                     np.full(rows.size, settings.max_step), pseudoinverse_solver(settings))
-            proposed[rows] = np.max(np.abs(dq), axis=1, initial=0.0)
-            pending, alpha = np.arange(rows.size), 1.0
-            for _ in range(30):
-                trial = scene.project(q[frames[pending]] + alpha * dq[pending])
-                trial_ev = evaluate(trial, frames[pending])
-                trial_cost = cost(trial_ev)
-                better = trial_cost < current[rows[pending]]
-                done_rows = rows[pending[better]]
-                new_q[done_rows], new_cost[done_rows] = trial[better], trial_cost[better]
-                _put(new_ev, trial_ev, better, done_rows)
-                pending = pending[~better]
-                alpha *= 0.5
-                if not pending.size:
-                    break
-            # Frames where the linear model falls short (no step helps, or the error energy does
-            # not even halve) continue on secant steps.
-            slow = new_cost[rows] > _SLOW * current[rows]
-            slow_run[active[rows]] = np.where(slow, slow_run[active[rows]] + 1, 0)
-            for f in active[rows[slow_run[active[rows]] >= _SLOW_RUN]]:
-                lam[f], curvature[f] = _LAMBDA_START, np.zeros((n, n))
+    return Result(q=batch.q, position_error=position_error, rotation_error=rotation_error,
+                  iterations=iterations, converged=converged, sigma_min=_sigma_min(scene, batch.q, objects, bases),
+                  seconds=time.perf_counter() - start)
 
-        rows = np.flatnonzero(secant)
-        if rows.size:
-            # Two candidates: with the curvature estimate S and without it (plain LM); the better counts.
-            frames = active[rows]
-            S = np.stack([curvature[f] for f in frames])
-            candidates = []
-            for S_try in (S, np.zeros_like(S)):
-                dq, _ = constrained_step(scene, q[frames], ev.A[rows], (ev.yd - ev.y)[rows], ev.weight[rows],
-                                         np.full(rows.size, settings.max_step), _secant_solver(S_try, lam[frames]))
-                trial = scene.project(q[frames] + dq)
-                trial_ev = evaluate(trial, frames)
-                candidates.append((dq, trial, trial_ev, cost(trial_ev)))
-            use_plain = candidates[1][3] < candidates[0][3]
-            dq, trial, trial_ev, trial_cost = (np.where(use_plain[:, None], candidates[1][0], candidates[0][0]),
-                                               np.where(use_plain[:, None], candidates[1][1], candidates[0][1]),
-                                               _select(candidates[0][2], slice(None)),
-                                               np.where(use_plain, candidates[1][3], candidates[0][3]))
-            _put(trial_ev, candidates[1][2], use_plain, np.flatnonzero(use_plain))
-            proposed[rows] = np.max(np.abs(dq), axis=1, initial=0.0)
-            better = trial_cost < current[rows]
-            if better.any():
-                learned = _secant_update(S[better], trial[better] - q[frames[better]], _select(ev, rows[better]),
-                                         _select(trial_ev, better))
-                for f, S_f in zip(frames[better], learned):
-                    curvature[f] = S_f
-            lam[frames] = np.where(better, np.maximum(lam[frames] / 3.0, 1e-12), lam[frames] * 4.0)
-            # The error no longer falls measurably: this is the optimum the frame can reach.
-            settled = better & (current[rows] - trial_cost <= _SETTLED * current[rows])
-            if settings.fit:
-                proposed[rows[settled]] = 0.0         # at the optimum: that is what a fit converges to
-            else:
-                lam[frames[settled]] = _LAMBDA_GIVE_UP
-            new_q[rows[better]], new_cost[rows[better]] = trial[better], trial_cost[better]
-            _put(new_ev, trial_ev, better, rows[better])
 
-        if watch_steps:
-            last_step[active] = proposed
-        q[active], current, ev = new_q, new_cost, new_ev
-        stuck = proposed < 1e-14
+@dataclass
+class _Iteration:
+    """What one iteration makes of the active frames: coordinates, error, evaluation, and the
+    largest entry of each frame's full (unhalved) step."""
 
-        # Stationary: done if the targets are reached; otherwise nudge off once, else give up.
-        last_step[active[stuck & hard_ok]] = 0.0
-        stuck_frames = active[stuck & ~hard_ok]
-        lam[stuck_frames[nudged[stuck_frames]]] = _LAMBDA_GIVE_UP
-        first = stuck_frames[~nudged[stuck_frames]]
-        if first.size:
-            nudged[first] = True
-            q[first] = scene.project(q[first] + _NUDGE * scene.weight * _nudge_direction(n))
-            rows = np.flatnonzero(np.isin(active, first))
-            nudged_ev = evaluate(q[active[rows]], active[rows])
-            _put(ev, nudged_ev, np.ones(rows.size, bool), rows)
-            current[rows] = cost(nudged_ev)
-            for f in first:
-                lam[f], curvature[f] = _LAMBDA_START, np.zeros((n, n))
+    q: np.ndarray
+    cost: np.ndarray
+    ev: Evaluation
+    proposed: np.ndarray
 
-    return Result(q=q, position_error=position_error, rotation_error=rotation_error, iterations=iterations,
-                  converged=converged, sigma_min=_sigma_min(scene, q, objects, bases), seconds=time.perf_counter() - start)
+
+class _Batch:
+    """The per-frame state of an animation solve (a workspace, as Pinocchio keeps Data apart
+    from Model): coordinates, damping, curvature estimates and the counters that pick each
+    frame's kind of step."""
+
+    def __init__(self, scene: Scene, settings: Settings, q, objects, bases):
+        self.scene, self.settings, self.q = scene, settings, q
+        self.objects, self.bases = objects, bases
+        F = q.shape[0]
+        self.lam = np.zeros(F)                   # 0: update-law steps; > 0: damped secant steps
+        self.curvature = {}                      # frame -> S (n, n), for frames on secant steps
+        self.nudged = np.zeros(F, dtype=bool)
+        self.slow_run = np.zeros(F, dtype=int)   # consecutive update-law steps that were slow
+        # Soft tasks (joint values) have no error to reach, and a fit's targets are not meant to
+        # be met: such solves (also) wait for the steps to settle below the precision.
+        self.watch_steps = settings.fit or any(isinstance(c, JointValue) for c in scene.constraints)
+        self.last_step = np.full(F, np.inf if self.watch_steps else 0.0)
+
+    def evaluate(self, coords, frames):
+        pick = lambda poses: None if poses is None else poses[frames]  # noqa: E731
+        return self.scene.evaluate(coords, pick(self.objects), pick(self.bases))
+
+    def _to_secant(self, frames):
+        for f in frames:
+            self.lam[f], self.curvature[f] = _LAMBDA_START, np.zeros((self.scene.n_coordinates,) * 2)
+
+    def update_law_steps(self, active, rows, ev, current, out: _Iteration):
+        """Update-law steps for the frames active[rows], halved until the error falls."""
+        if not rows.size:
+            return
+        frames = active[rows]
+        dq, _ = constrained_step(self.scene, self.q[frames], ev.A[rows], (ev.yd - ev.y)[rows], ev.weight[rows],
+                                 np.full(rows.size, self.settings.max_step), pseudoinverse_solver(self.settings))
+        out.proposed[rows] = np.max(np.abs(dq), axis=1, initial=0.0)
+        pending, alpha = np.arange(rows.size), 1.0
+        for _ in range(30):
+            trial = self.scene.project(self.q[frames[pending]] + alpha * dq[pending])
+            trial_ev = self.evaluate(trial, frames[pending])
+            trial_cost = cost(trial_ev)
+            better = trial_cost < current[rows[pending]]
+            done = rows[pending[better]]
+            out.q[done], out.cost[done] = trial[better], trial_cost[better]
+            _put(out.ev, trial_ev, better, done)
+            pending = pending[~better]
+            alpha *= 0.5
+            if not pending.size:
+                break
+        # Frames where the linear model falls short (no step helps, or the error energy does not
+        # even halve, several times in a row) continue on secant steps.
+        slow = out.cost[rows] > _SLOW * current[rows]
+        self.slow_run[frames] = np.where(slow, self.slow_run[frames] + 1, 0)
+        self._to_secant(frames[self.slow_run[frames] >= _SLOW_RUN])
+
+    def secant_steps(self, active, rows, ev, current, out: _Iteration):
+        """Damped steps with and without the curvature estimate S; the better one counts."""
+        if not rows.size:
+            return
+        frames = active[rows]
+        S = np.stack([self.curvature[f] for f in frames])
+        candidates = []
+        for S_try in (S, np.zeros_like(S)):
+            dq, _ = constrained_step(self.scene, self.q[frames], ev.A[rows], (ev.yd - ev.y)[rows], ev.weight[rows],
+                                     np.full(rows.size, self.settings.max_step), _secant_solver(S_try, self.lam[frames]))
+            trial = self.scene.project(self.q[frames] + dq)
+            trial_ev = self.evaluate(trial, frames)
+            candidates.append((dq, trial, trial_ev, cost(trial_ev)))
+        (dq, trial, trial_ev, trial_cost), plain = candidates[0], candidates[1]
+        use_plain = plain[3] < trial_cost
+        dq, trial = np.where(use_plain[:, None], plain[0], dq), np.where(use_plain[:, None], plain[1], trial)
+        trial_cost = np.where(use_plain, plain[3], trial_cost)
+        _put(trial_ev, plain[2], use_plain, np.flatnonzero(use_plain))
+        out.proposed[rows] = np.max(np.abs(dq), axis=1, initial=0.0)
+
+        better = trial_cost < current[rows]
+        if better.any():
+            learned = _secant_update(S[better], trial[better] - self.q[frames[better]], _select(ev, rows[better]),
+                                     _select(trial_ev, better))
+            for f, S_f in zip(frames[better], learned):
+                self.curvature[f] = S_f
+        self.lam[frames] = np.where(better, np.maximum(self.lam[frames] / 3.0, 1e-12), self.lam[frames] * 4.0)
+        # The error no longer falls measurably: this is the optimum the frame can reach, where a
+        # fit has converged and an IK solve stops short of its targets.
+        settled = better & (current[rows] - trial_cost <= _SETTLED * current[rows])
+        if self.settings.fit:
+            out.proposed[rows[settled]] = 0.0
+        else:
+            self.lam[frames[settled]] = _LAMBDA_GIVE_UP
+        out.q[rows[better]], out.cost[rows[better]] = trial[better], trial_cost[better]
+        _put(out.ev, trial_ev, better, rows[better])
+
+    def stationary(self, active, stuck, hard_ok, ev, current):
+        """Frames whose full step vanished: done where the targets are reached; elsewhere they may
+        sit on a saddle, so they are nudged off once, and stop the second time."""
+        self.last_step[active[stuck & hard_ok]] = 0.0
+        frames = active[stuck & ~hard_ok]
+        self.lam[frames[self.nudged[frames]]] = _LAMBDA_GIVE_UP
+        first = frames[~self.nudged[frames]]
+        if not first.size:
+            return
+        self.nudged[first] = True
+        n = self.scene.n_coordinates
+        self.q[first] = self.scene.project(self.q[first] + _NUDGE * self.scene.weight * _nudge_direction(n))
+        rows = np.flatnonzero(np.isin(active, first))
+        nudged_ev = self.evaluate(self.q[active[rows]], active[rows])
+        _put(ev, nudged_ev, np.ones(rows.size, bool), rows)
+        current[rows] = cost(nudged_ev)
+        self._to_secant(first)
 
 
 def _secant_solver(S, lam):
