@@ -1,12 +1,12 @@
-"""Live preview: while an armature's ``itasc.live_preview`` is on, solve in simulation mode when the
-frame changes or one of its targets moves, and pose the bones (no keys).
+"""Live preview: while an armature's ``itasc.live_preview`` is on, solve whenever the frame changes
+or one of its targets moves, and pose the bones (no keys).
 
 Each armature keeps its last solution (joint values, frame, targets) here, in memory. A frame one
-to a few frames after the last one advances the simulation from there; any other frame (a jump,
-going back) and a target moved by hand within the same frame are solved to convergence from the
-last solution, so the rig stays continuous and lands on the target when the user lets go. Our own pose writes do not trigger
-a solve: only a change of the targets' or bases' matrices does. Live preview stands aside while a
-bake runs and while Blender renders.
+to a few frames after the last one advances the simulation mode from there (one time step per
+frame); any other frame (a jump, going back) and a target moved by hand within the same frame are
+solved to convergence from the last solution, so the rig stays continuous and lands on the target
+when the user lets go. Our own pose writes do not trigger a solve: only a change of the targets'
+or bases' matrices does. Live preview stands aside while a bake runs and while Blender renders.
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ def _solve(obj, force):
     names = tuple(rig.model.coordinate_names)
     if state is not None and state.names != names:
         state = None
-    if (state is not None and not force and state.frame == frame and np.allclose(state.objects, samples.objects, atol=1e-9)
+    if (state is not None and not force and state.frame == frame
+            and np.allclose(state.objects, samples.objects, atol=1e-9)
             and np.allclose(state.bases, samples.bases, atol=1e-9)):
         return None
     render = bpy.context.scene.render
@@ -108,7 +109,7 @@ def _solve(obj, force):
     if state is not None:
         steps = frame - state.frame
         if 0 < steps <= MAX_STEP_FRAMES:
-            mode, settings = solving.settings_for(obj, fps=fps / steps)
+            _, settings = solving.settings_for(obj, fps=fps / steps)
             settings = replace(settings, converge_first_frame=False)
             objects = np.concatenate([state.objects, samples.objects])
             bases = np.concatenate([state.bases, samples.bases])
@@ -157,7 +158,7 @@ def on_depsgraph_update(scene, depsgraph=None):
     live = _live_objects(scene)
     if not live:
         return
-    moved = {u.id.original.name for u in depsgraph.updates if isinstance(u.id, bpy.types.Object) and u.is_updated_transform}
+    moved = any(isinstance(u.id, bpy.types.Object) and u.is_updated_transform for u in depsgraph.updates)
     if not moved:
         return
     for obj in live:

@@ -266,6 +266,12 @@ def read_rig(obj, drives=None) -> Rig:
     for j, joint in enumerate(model.joints):
         if joint.kind == "prismatic":
             stretch_coordinate[model.names[model.joint_segment[j]]] = int(model.joint_first[j])
+    for name in stretch_coordinate:
+        children = [c.name for c in obj.data.bones[name].children if c.name in in_model]
+        if children:
+            warnings.append(f"bone '{name}' stretches (IK Stretch) and its child '{children[0]}' in the chain "
+                            "inherits the stretch as scale, which keys cannot undo: expect errors; use IK Stretch "
+                            "on the chain's last bone only")
     scene = solver.Scene(model, constraints, n_objects=len(targets))
     return Rig(obj.name, scene, list(model.names), groups, driven, targets, stretch_coordinate, scale, warnings)
 
