@@ -187,6 +187,7 @@ class Job:
                 self.samples = self.sampler.samples()
                 self.q0 = rig_module.coordinates_from_basis(self.rig, self.samples.basis)
                 self.objects = blend_targets(self.rig, self.q0, self.samples, self.samples.objects)
+                self.engine_scene = rig_module.with_joint_control(self.rig, self.obj, self.q0, self.rig.warnings)
                 self.phase = "solve"
             return True
         if self.phase == "solve":
@@ -211,7 +212,7 @@ class Job:
             self.scene.frame_set(self._frame[0], subframe=self._frame[1])
 
     def _solve(self, a, b):
-        scene, s = self.rig.scene, self.samples
+        scene, s = self.engine_scene, self.samples
         if self.mode == "ANIMATION" or a == 0:
             if self.mode == "ANIMATION":
                 return solver.solve_animation(scene, self.q0[a:b], self.objects[a:b], s.bases[a:b], self.settings)
@@ -241,10 +242,11 @@ class Job:
                 written = write_keys(obj, rig, self.frames[-1:], R[-1:], y_scale[-1:], bones,
                                      self._start_values(), record=False)
         scale = self.samples.scale[:, None]
+        C = len(rig.driven)            # joint-control tasks (after the IK constraints) are not reported
         result = SolveResult(
             frames=self.frames.copy(),
-            position_error=np.concatenate([p.position_error for p in self.pieces]) * scale,
-            rotation_error=np.concatenate([p.rotation_error for p in self.pieces]),
+            position_error=np.concatenate([p.position_error[:, :C] for p in self.pieces]) * scale,
+            rotation_error=np.concatenate([p.rotation_error[:, :C] for p in self.pieces]),
             iterations=np.concatenate([p.iterations for p in self.pieces]).astype(int),
             converged=np.concatenate([p.converged for p in self.pieces]).astype(bool),
             seconds=time.perf_counter() - self.started,
