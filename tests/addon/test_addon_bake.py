@@ -96,7 +96,8 @@ errors = tip_errors(scene, rig, target, range(10, 41), bone="bone05")
 rot = {}
 for name in ("bone00", "bone01", "bone02", "bone04"):
     b = rig.pose.bones[name]
-    path = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}.get(b.rotation_mode, "rotation_euler")
+    path = {"QUATERNION": "rotation_quaternion",
+            "AXIS_ANGLE": "rotation_axis_angle"}.get(b.rotation_mode, "rotation_euler")
     rot[name] = [after[f'pose.bones["{name}"].{path}[{i}]']["co"] for i in range(4 if "euler" not in path else 3)]
 result = {"before": before, "after": after, "errors": errors, "rot": rot, "converged": bool(res.converged.all())}
 '''
@@ -288,7 +289,8 @@ empty = bpy.data.objects.new("lonely", None)
 attempt("not armature", lambda: api.bake(empty, 1, 10))
 after = all_keys(rig)
 # The uniform-scale bake did write (and reached its target); drop those channels to compare the rest.
-result = {"untouched": untouched, "messages": messages, "location_kept": after['pose.bones["bone00"].location[0]'] == before['pose.bones["bone00"].location[0]'],
+location = 'pose.bones["bone00"].location[0]'
+result = {"untouched": untouched, "messages": messages, "location_kept": after[location] == before[location],
           "finite": all(np.isfinite(v).all() for c in after.values() for v in map(np.asarray, c.values()))}
 '''
 
@@ -325,7 +327,8 @@ anchor = bpy.data.objects.new("anchor", None)
 scene.collection.objects.link(anchor)
 anchor.location = (2.0, 0.0, 3.0)
 dist = rig.pose.bones["bone02"].constraints.new("IK")
-dist.target, dist.ik_type, dist.distance, dist.limit_mode, dist.chain_count = anchor, "DISTANCE", 2.5, "LIMITDIST_ONSURFACE", 2
+dist.target, dist.ik_type, dist.distance, dist.chain_count = anchor, "DISTANCE", 2.5, 2
+dist.limit_mode = "LIMITDIST_ONSURFACE"
 res = api.bake(rig, 1, 40)
 errors = tip_errors(scene, rig, target, range(1, 41), bone="bone05")
 distances = []
