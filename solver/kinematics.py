@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import Model
-from .rotations import axis_angle_matrix, exp_map, rotvec_jacobian
+from .rotations import axis_angle_matrix, exp_map_with_jacobian
 
 
 @dataclass
@@ -57,17 +57,14 @@ def joint_transforms(model: Model, q: np.ndarray):
         phi = np.zeros((F, s.size, 3))
         phi[..., 0] = q[:, first[s]]
         phi[..., 2] = q[:, first[s] + 1]
-        T[:, s, :3, :3] = exp_map(phi)
-        J = rotvec_jacobian(phi)
+        T[:, s, :3, :3], J = exp_map_with_jacobian(phi)
         columns[:, first[s]] = J[..., 0]
         columns[:, first[s] + 1] = J[..., 2]
     b = model.sphere_joints
     if b.size:
-        phi = np.stack([q[:, first[b] + k] for k in range(3)], axis=-1)
-        T[:, b, :3, :3] = exp_map(phi)
-        J = rotvec_jacobian(phi)
-        for k in range(3):
-            columns[:, first[b] + k] = J[..., k]
+        coords = first[b][:, None] + np.arange(3)                 # (k, 3)
+        T[:, b, :3, :3], J = exp_map_with_jacobian(q[:, coords])
+        columns[:, coords] = np.swapaxes(J, -1, -2)              # row c of J^T is column c of J
     return T, columns
 
 
@@ -81,11 +78,14 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
 
     # Compose each segment's joints slot by slot, remembering the frame before each joint.
     local = np.broadcast_to(np.eye(4), (F, S, 4, 4)).copy()
-    before = np.empty_like(T)
-    for joints in model.slots:
+    before = np.broadcast_to(np.eye(4), T.shape).copy()
+    for slot, joints in enumerate(model.slots):
         seg = model.joint_segment[joints]
-        before[:, joints] = local[:, seg]
-        local[:, seg] = local[:, seg] @ T[:, joints]
+        if slot == 0:
+            local[:, seg] = T[:, joints]
+        else:
+            before[:, joints] = local[:, seg]
+            local[:, seg] = local[:, seg] @ T[:, joints]
 
     frames = np.empty((F, S, 4, 4))
     pre = np.empty((F, S, 4, 4))
@@ -100,10 +100,12 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
         if model.has_post:
             frames[:, level] = frames[:, level] @ model.post[level]
 
-    joint_frames = pre[:, model.joint_segment] @ before           # (F, G, 4, 4)
-    coord_frames = joint_frames[:, model.coordinate_joint]         # (F, n, 4, 4)
-    direction = np.einsum("fnij,fnj->fni", coord_frames[..., :3, :3], columns)
-    pivot = coord_frames[..., :3, 3]
+    # World rotation and origin of the frame before each joint, then per coordinate.
+    pre_R = pre[:, model.joint_segment, :3, :3]
+    joint_R = pre_R @ before[..., :3, :3]                                   # (F, G, 3, 3)
+    joint_o = np.einsum("fgij,fgj->fgi", pre_R, before[..., :3, 3]) + pre[:, model.joint_segment][..., :3, 3]
+    direction = np.einsum("fnij,fnj->fni", joint_R[:, model.coordinate_joint], columns)
+    pivot = joint_o[:, model.coordinate_joint]
     return Pose(frames=frames, local=local, direction=direction, pivot=pivot)
 
 

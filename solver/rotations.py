@@ -52,10 +52,22 @@ def _series_coefficients(t2: np.ndarray):
 
 def exp_map(phi: np.ndarray) -> np.ndarray:
     """R = exp([phi]x) for rotation vectors phi (..., 3)."""
+    return exp_map_with_jacobian(phi)[0]
+
+
+def exp_map_with_jacobian(phi: np.ndarray):
+    """R = exp([phi]x) and J(phi), sharing their coefficients. With [phi]x^2 = phi phi^T - t^2 I:
+    R = cos t I + (sin t / t) [phi]x + ((1 - cos t) / t^2) phi phi^T and
+    J = (sin t / t) I + ((1 - cos t) / t^2) [phi]x + ((t - sin t) / t^3) phi phi^T."""
     phi = np.asarray(phi, dtype=float)
+    t2 = np.sum(phi * phi, axis=-1)
+    a, b, c = (x[..., None, None] for x in _series_coefficients(t2))
     k = skew(phi)
-    a, b, _ = _series_coefficients(np.sum(phi * phi, axis=-1))
-    return np.eye(3) + a[..., None, None] * k + b[..., None, None] * (k @ k)
+    outer = phi[..., :, None] * phi[..., None, :]
+    eye = np.eye(3)
+    R = (1.0 - b * t2[..., None, None]) * eye + a * k + b * outer
+    J = a * eye + b * k + c * outer
+    return R, J
 
 
 def log_map(R: np.ndarray) -> np.ndarray:
@@ -88,10 +100,7 @@ def log_map(R: np.ndarray) -> np.ndarray:
 
 def rotvec_jacobian(phi: np.ndarray) -> np.ndarray:
     """J(phi) with omega = J(phi) phi' (angular velocity in the frame exp(phi) is applied in)."""
-    phi = np.asarray(phi, dtype=float)
-    k = skew(phi)
-    _, b, c = _series_coefficients(np.sum(phi * phi, axis=-1))
-    return np.eye(3) + b[..., None, None] * k + c[..., None, None] * (k @ k)
+    return exp_map_with_jacobian(phi)[1]
 
 
 def rotvec_jacobian_inverse(phi: np.ndarray) -> np.ndarray:
