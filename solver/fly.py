@@ -184,9 +184,10 @@ def _bases(origin: np.ndarray) -> np.ndarray:
     return T
 
 
-# Stage problems of the leg are least-squares problems that rarely reach zero error; SDLS keeps
-# full steps where the plain pseudo-inverse would overshoot near the straight-leg singularity.
-FLY_SETTINGS = Settings(method="sdls", precision=1e-9, max_iterations=100)
+# Stage problems of the leg are least-squares fits that rarely reach zero error (fit mode: a frame
+# is done when its step falls below 1e-9); SDLS keeps full steps where the plain pseudo-inverse
+# would overshoot near the straight-leg singularity.
+FLY_SETTINGS = Settings(method="sdls", precision=1e-9, max_iterations=100, fit=True)
 
 
 @dataclass
