@@ -52,7 +52,8 @@ def write_markdown(path: Path, tables, meta: dict) -> None:
     body = [START, "", f"Command: `{meta['command']}`  ", f"Date: {meta['date']}  ",
             f"Machine: {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}, numpy {m['numpy']}", ""]
     for table in tables:
-        body += [table.markdown(), "", f"![{table.title}](bench/results/{table.name}.png)", ""]
+        body += [table.markdown(), "", f"Data: `bench/results/{table.name}.json`; plot: `bench/results/{table.name}.png` "
+                 "(written by the run, not committed).", ""]
     body.append(END)
     text = path.read_text() if path.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
     head, rest = text.split(START, 1)

