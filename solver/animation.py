@@ -43,11 +43,13 @@ _SLOW_RUN = 3        # after this many slow steps in a row a frame turns to seca
 _FIELDS = ("y", "yd", "weight", "position_error", "rotation_error", "A", "B")
 
 
-def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settings = Settings()) -> Result:
-    """Solve every frame of q0 (F, n) to convergence; objects (F, K, 4, 4), bases (F, A, 4, 4)."""
+def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settings = Settings(),
+                    values=None) -> Result:
+    """Solve every frame of q0 (F, n) to convergence; objects (F, K, 4, 4), bases (F, A, 4, 4),
+    values (F, joint-value tasks) as in Scene.evaluate."""
     start = time.perf_counter()
-    q, objects, bases = check_inputs(scene, q0, objects, bases)
-    batch = _Batch(scene, settings, scene.project(q), objects, bases)
+    q, objects, bases, values = check_inputs(scene, q0, objects, bases, values)
+    batch = _Batch(scene, settings, scene.project(q), objects, bases, values)
     F, C = q.shape[0], len(scene.constraints)
     position_error, rotation_error = np.full((F, C), np.nan), np.full((F, C), np.nan)
     iterations, converged = np.zeros(F, dtype=int), np.zeros(F, dtype=bool)
@@ -76,8 +78,8 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
         batch.stationary(active, step.proposed < 1e-14, hard_ok, ev, current)
 
     return Result(q=batch.q, position_error=position_error, rotation_error=rotation_error,
-                  iterations=iterations, converged=converged, sigma_min=_sigma_min(scene, batch.q, objects, bases),
-                  seconds=time.perf_counter() - start)
+                  iterations=iterations, converged=converged, sigma_min=_sigma_min(batch),
+                  seconds=time.perf_counter() - start, names=list(scene.names))
 
 
 @dataclass
@@ -96,9 +98,9 @@ class _Batch:
     from Model): coordinates, damping, curvature estimates and the counters that pick each
     frame's kind of step."""
 
-    def __init__(self, scene: Scene, settings: Settings, q, objects, bases):
+    def __init__(self, scene: Scene, settings: Settings, q, objects, bases, values):
         self.scene, self.settings, self.q = scene, settings, q
-        self.objects, self.bases = objects, bases
+        self.objects, self.bases, self.values = objects, bases, values
         F = q.shape[0]
         self.lam = np.zeros(F)                   # 0: update-law steps; > 0: damped secant steps
         self.curvature = {}                      # frame -> S (n, n), for frames on secant steps
@@ -111,7 +113,7 @@ class _Batch:
 
     def evaluate(self, coords, frames):
         pick = lambda poses: None if poses is None else poses[frames]  # noqa: E731
-        return self.scene.evaluate(coords, pick(self.objects), pick(self.bases))
+        return self.scene.evaluate(coords, pick(self.objects), pick(self.bases), values=pick(self.values))
 
     def _to_secant(self, frames):
         for f in frames:
@@ -242,13 +244,13 @@ def _nudge_direction(n: int) -> np.ndarray:
     return d / max(np.linalg.norm(d), 1e-300)
 
 
-def _sigma_min(scene: Scene, q, objects, bases) -> np.ndarray:
+def _sigma_min(batch: _Batch) -> np.ndarray:
     """Smallest singular value of the weighted A at the solution, per frame (NaN if unsolvable)."""
-    F = q.shape[0]
+    scene, F = batch.scene, batch.q.shape[0]
     out = np.full(F, np.nan)
-    ok = np.flatnonzero(finite_frames(objects, bases, F))
+    ok = np.flatnonzero(finite_frames(batch.objects, batch.bases, F))
     if ok.size and scene.n_outputs and scene.n_coordinates:
-        ev = scene.evaluate(q[ok], None if objects is None else objects[ok], None if bases is None else bases[ok])
+        ev = batch.evaluate(batch.q[ok], ok)
         Aw = np.sqrt(ev.weight)[..., None] * ev.A * scene.weight
         out[ok] = np.linalg.svd(Aw, compute_uv=False)[:, -1]
     return out

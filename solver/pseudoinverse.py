@@ -28,14 +28,19 @@ def _clamp_max_abs(x: np.ndarray, bound) -> np.ndarray:
 
 
 def solve(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-10,
-          damping_max: float = 0.5, epsilon: float = 0.1, gamma_max: float = np.pi / 4):
-    """x ~ A# b for A (F, M, n) and b (F, M)."""
+          damping_max: float = 0.5, epsilon: float = 0.1, gamma_max: float = np.pi / 4, rank=None):
+    """x ~ A# b for A (F, M, n) and b (F, M). `rank` (F,) bounds how many singular values can be
+    nonzero (rows of zero weight and frozen columns do not count): the smallest of those is the
+    s_min that DLS damps on, so that a row left out is not taken for a singularity."""
     if method not in METHODS:
         raise ValueError(f"unknown solver {method!r}; choose one of {METHODS}")
     if 0 in A.shape[-2:]:  # nothing to move or nothing asked
         return np.zeros(A.shape[:-2] + A.shape[-1:]), np.zeros(A.shape[:-2])
     U, s, Vt = np.linalg.svd(A, full_matrices=False)
     s_max, s_min = s[..., :1], s[..., -1]
+    if rank is not None:
+        last = np.clip(np.asarray(rank) - 1, 0, s.shape[-1] - 1)
+        s_min = np.take_along_axis(s, last[..., None], axis=-1)[..., 0]
     alpha = np.einsum("fmk,fm->fk", U, b)                        # b in the singular basis
     if method == "pinv":
         inv = np.where(s > rcond * s_max, 1.0 / np.maximum(s, 1e-300), 0.0)

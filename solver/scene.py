@@ -92,6 +92,8 @@ class Scene:
         self.rows = np.cumsum([0] + [c.n_outputs for c in self.constraints])
         self.n_outputs = int(self.rows[-1])
         self.looped = [i for i, c in enumerate(self.constraints) if not isinstance(c, JointValue)]
+        self.joint_tasks = [i for i, c in enumerate(self.constraints) if isinstance(c, JointValue)]
+        self.names = [c.name for c in self.constraints]
         endpoints = [e for i in self.looped for e in (self.constraints[i].base, self.constraints[i].tip)]
         self._endpoints = endpoints
         self._seg_ends = np.array([k for k, e in enumerate(endpoints) if e.segment >= 0], dtype=int)
@@ -144,9 +146,10 @@ class Scene:
                 J[:, e, :, n + 6 * k:n + 6 * k + 6] = shift_twist(r, eye6)
         return J
 
-    def evaluate(self, q, objects=None, bases=None, jacobians: bool = True) -> Evaluation:
+    def evaluate(self, q, objects=None, bases=None, jacobians: bool = True, values=None) -> Evaluation:
         """Outputs (and, with `jacobians`, A and B) at coordinates q (F, n), object poses
-        (F, K, 4, 4) and armature bases (F, A, 4, 4)."""
+        (F, K, 4, 4) and armature bases (F, A, 4, 4). `values` (F, number of JointValue tasks, in
+        their order) gives those tasks a desired value per frame; NaN leaves a task out of a frame."""
         q = np.asarray(q, dtype=float)
         F = q.shape[0]
         m = self.model
@@ -163,10 +166,13 @@ class Scene:
         for k, c in enumerate(self.constraints):
             rows = slice(self.rows[k], self.rows[k + 1])
             if isinstance(c, JointValue):
+                value = np.broadcast_to(c.value if values is None else values[:, self.joint_tasks.index(k)], (F,))
+                given = np.isfinite(value)
+                value = np.where(given, value, q[:, c.coordinate])
                 y[:, rows] = q[:, c.coordinate, None]
-                yd[:, rows] = c.value
-                weight[:, rows] = c.weight
-                err = np.abs(q[:, c.coordinate] - c.value)
+                yd[:, rows] = value[:, None]
+                weight[:, rows] = np.where(given, c.weight, 0.0)[:, None]
+                err = np.where(given, np.abs(q[:, c.coordinate] - value), np.nan)
                 (rotation_error if c.has_rotation else position_error)[:, k] = err
                 continue
             e = 2 * self.looped.index(k)

@@ -36,13 +36,16 @@ def advance(T0: np.ndarray, twist: np.ndarray, h: float) -> np.ndarray:
     return T
 
 
-def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: Settings = Settings()) -> Result:
+def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: Settings = Settings(),
+                     values=None) -> Result:
     """Advance one time step (1 / fps) per frame from the previous frame's solution. q_start (n,)
-    or (1, n); objects (F, K, 4, 4), bases (F, A, 4, 4) give the scene at every frame."""
+    or (1, n); objects (F, K, 4, 4), bases (F, A, 4, 4) and values (F, joint-value tasks) give
+    the scene at every frame."""
     start = time.perf_counter()
     q0 = np.atleast_2d(np.asarray(q_start, dtype=float))
-    F = 1 if objects is None and bases is None else (objects if objects is not None else bases).shape[0]
-    _, objects, bases = check_inputs(scene, np.repeat(q0, F, axis=0), objects, bases)
+    given = [a for a in (objects, bases, values) if a is not None]
+    F = np.shape(given[0])[0] if given else 1
+    _, objects, bases, values = check_inputs(scene, np.repeat(q0, F, axis=0), objects, bases, values)
     C = len(scene.constraints)
     out_q = np.zeros((F, scene.n_coordinates))
     position_error, rotation_error = np.full((F, C), np.nan), np.full((F, C), np.nan)
@@ -60,19 +63,20 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
             continue
         if f == 0 or not finite[f - 1]:
             if settings.converge_first_frame:
-                first = solve_animation(scene, q, at(objects, f), at(bases, f), settings)
+                first = solve_animation(scene, q, at(objects, f), at(bases, f), settings, at(values, f))
                 q, iterations[f] = first.q, first.iterations[0]
         else:
-            q, iterations[f], sigma_min[f] = _simulation_step(scene, q, objects, bases, f, settings)
-        ev = scene.evaluate(q, at(objects, f), at(bases, f), jacobians=False)
+            q, iterations[f], sigma_min[f] = _simulation_step(scene, q, objects, bases, at(values, f), f, settings)
+        ev = scene.evaluate(q, at(objects, f), at(bases, f), jacobians=False, values=at(values, f))
         out_q[f] = q[0]
         position_error[f], rotation_error[f] = ev.position_error[0], ev.rotation_error[0]
         converged[f] = reached(scene, ev, settings.precision)[0]
     return Result(q=out_q, position_error=position_error, rotation_error=rotation_error, iterations=iterations,
-                  converged=converged, sigma_min=sigma_min, seconds=time.perf_counter() - start)
+                  converged=converged, sigma_min=sigma_min, seconds=time.perf_counter() - start,
+                  names=list(scene.names))
 
 
-def _simulation_step(scene: Scene, q, objects, bases, f: int, settings: Settings):
+def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: Settings):
     """Integrate q from frame f-1 to frame f; objects and bases move at constant velocity between
     their poses at the two frames. Returns q, the number of sub-steps and the last s_min."""
     dt = 1.0 / settings.fps
@@ -87,7 +91,7 @@ def _simulation_step(scene: Scene, q, objects, bases, f: int, settings: Settings
     def evaluate(elapsed):
         obj = None if objects is None else advance(objects[f - 1:f], twist_obj, elapsed)
         base = None if bases is None else advance(bases[f - 1:f], twist_base, elapsed)
-        return scene.evaluate(q, obj, base)
+        return scene.evaluate(q, obj, base, values=values)
 
     def step(ev, h):
         y_dot = settings.feedback * (ev.yd - ev.y)

@@ -65,6 +65,7 @@ class Result:
     sigma_min: np.ndarray
     seconds: float
     frames: np.ndarray = field(default=None)
+    names: list = field(default_factory=list)     # the constraints' names, in column order
 
     def __post_init__(self):
         if self.frames is None:
@@ -94,8 +95,9 @@ def pseudoinverse_solver(settings: Settings):
         rows = np.sqrt(weight)
         Aw = rows[..., None] * A * cols[:, None, :]
         bw = rows * (b - np.einsum("fmn,fn->fm", A, locked_step))
+        rank = np.minimum(np.sum(weight > 0, axis=-1), np.sum(cols > 0, axis=-1))
         return pseudoinverse.solve(Aw, bw, settings.method, damping_max=settings.damping_max,
-                                   epsilon=settings.damping_epsilon, gamma_max=settings.max_step)
+                                   epsilon=settings.damping_epsilon, gamma_max=settings.max_step, rank=rank)
     return solve
 
 
@@ -120,8 +122,9 @@ def constrained_step(scene: Scene, q, A, rhs, weight, max_step, solve):
     return scene.project(q + dq) - q, s_min
 
 
-def check_inputs(scene: Scene, q, objects, bases):
-    """Validated float arrays: q (F, n), objects (F, K, 4, 4) or None, bases (F, A, 4, 4) or None."""
+def check_inputs(scene: Scene, q, objects, bases, values=None):
+    """Validated float arrays: q (F, n), objects (F, K, 4, 4), bases (F, A, 4, 4) and values
+    (F, number of joint-value tasks), the last three None when not given."""
     q = np.asarray(q, dtype=float)
     if q.ndim != 2 or q.shape[1] != scene.n_coordinates:
         raise ValueError(f"coordinates must have shape (frames, {scene.n_coordinates}), got {q.shape}")
@@ -137,7 +140,9 @@ def check_inputs(scene: Scene, q, objects, bases):
         objects = None
     if bases is not None:
         bases = np.broadcast_to(np.asarray(bases, float), (F, scene.model.n_armatures, 4, 4))
-    return q, objects, bases
+    if values is not None:
+        values = np.broadcast_to(np.asarray(values, float), (F, len(scene.joint_tasks)))
+    return q, objects, bases, values
 
 
 def finite_frames(objects, bases, F: int) -> np.ndarray:

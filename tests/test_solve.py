@@ -315,3 +315,18 @@ def test_fit_mode_converges_at_the_least_squares_optimum():
     gradient = np.einsum("fmn,fm->fn", ev.A, ev.weight * (ev.y - ev.yd))
     assert np.abs(gradient).max() <= 1e-8
     assert not solve_animation(scene, model.neutral(50), markers).converged.any()   # not a fit: targets unmet
+
+
+def test_joint_values_per_frame_and_missing_ones():
+    """A joint-value task may ask a different value each frame; NaN leaves it out of that frame."""
+    model = model_from_bones(straight_chain(2))
+    scene = Scene(model, [JointValue(1, weight=1.0, name="hold"), JointValue(4, weight=1.0, name="other")])
+    values = np.array([[0.1, 0.2], [-0.3, np.nan], [0.5, 0.0]])
+    result = solve_animation(scene, model.neutral(3), values=values)
+    np.testing.assert_allclose(result.q[:, 1], values[:, 0], atol=1e-12)
+    np.testing.assert_allclose(result.q[[0, 2], 4], values[[0, 2], 1], atol=1e-12)
+    assert result.q[1, 4] == 0.0 and np.isnan(result.rotation_error[1, 1])
+    assert result.names == ["hold", "other"]
+    simulated = solve_simulation(scene, model.neutral(1), values=values, settings=Settings(substeps=20))
+    assert np.isfinite(simulated.q).all()
+    np.testing.assert_allclose(simulated.q[0, 1], 0.1, atol=1e-9)      # the first frame is converged
