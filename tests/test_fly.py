@@ -12,11 +12,25 @@ import pickle
 
 import numpy as np
 import pytest
-from scipy.spatial.transform import Rotation
+
+# scipy's Euler angles are the independent forward kinematics these tests check against.
+Rotation = pytest.importorskip("scipy.spatial.transform", reason="scipy is the reference here").Rotation
 
 from solver import fly
-from solver.fly import (ANGLES, KEYPOINTS, LEGS, antenna_angles, head_angles, head_rotation, leg_keypoints, load_legs,
-                        load_pickle, segment_lengths, solve_leg, solve_legs)
+from solver.fly import (
+    ANGLES,
+    KEYPOINTS,
+    LEGS,
+    antenna_angles,
+    head_angles,
+    head_rotation,
+    leg_keypoints,
+    load_legs,
+    load_pickle,
+    segment_lengths,
+    solve_leg,
+    solve_legs,
+)
 
 SMALL = fly.data_path("pose3d_aligned.pkl")
 LARGE = fly.data_path("pose_result__210902_PR_Fly1_aligned.pkl")
