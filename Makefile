@@ -4,14 +4,17 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 REQUIREMENTS := requirements.txt requirements-blender.txt
+# Installed without their declared dependencies (see each file): opensim asks for numpy>=2.1, bpy for <2.
+NO_DEPS_REQUIREMENTS := requirements-opensim.txt
 
 .PHONY: venv test test-numpy-lines demo build bench clean
 
 venv: $(STAMP)
 
-$(STAMP): $(REQUIREMENTS)
+$(STAMP): $(REQUIREMENTS) $(NO_DEPS_REQUIREMENTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet $(addprefix -r ,$(REQUIREMENTS))
+	$(PY) -m pip install --quiet --no-deps $(addprefix -r ,$(NO_DEPS_REQUIREMENTS))
 	touch $@
 
 test: venv test-numpy-lines

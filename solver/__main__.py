@@ -1,4 +1,5 @@
-"""Command line: `python -m solver demo` (see solver.demo)."""
+"""Command line: `python -m solver demo` (see solver.demo) and `python -m solver ik SETUP.xml`
+(marker IK from an OpenSim InverseKinematicsTool setup, see solver.opensim.ik)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,21 @@ def main(argv=None) -> int:
     demo = commands.add_parser("demo", help="a chain following a moving target, both solver modes")
     demo.add_argument("--bones", type=int, default=6)
     demo.add_argument("--frames", type=int, default=240)
+    ik = commands.add_parser("ik", help="run an OpenSim InverseKinematicsTool setup file (marker IK): "
+                                        "writes the .mot and the error reports it names")
+    ik.add_argument("setup", help="the setup .xml (InverseKinematicsTool)")
+    ik.add_argument("--output-dir", help="write every output here instead of where the setup says")
+    ik.add_argument("--warm-start", choices=("previous", "none"), default="previous",
+                    help="start frame f from frame f-1's solution as OpenSim does (default), or every frame "
+                         "from the default pose")
+    ik.add_argument("-v", "--verbose", action="store_true", help="one line per frame")
     args = parser.parse_args(argv)
     if args.command == "demo":
         from .demo import run
         run(args.bones, args.frames)
+    elif args.command == "ik":
+        from .opensim.ik import cli
+        return cli(args.setup, args.output_dir, args.warm_start, args.verbose)
     return 0
 
 

@@ -1,12 +1,15 @@
 """OpenSim file formats and models for the numpy engine: .trc markers, .mot/.sto storage,
-InverseKinematicsTool setups and IK task sets, OpenSim functions, and .osim models turned into an
-engine Model plus a Coupling from OpenSim coordinates to per-axis joint values.
+InverseKinematicsTool setups and IK task sets, OpenSim functions, .osim models turned into an
+engine Model plus a Coupling from OpenSim coordinates to per-axis joint values, and marker IK as
+OpenSim's InverseKinematicsTool defines it, solved by the engine (ik.py).
 
 Pure numpy and the standard library; nothing here imports the `opensim` package.
 """
 
 from .coupling import Coupling
 from .errors import OpenSimFileError, OpenSimFileWarning
+from .ik import (IKResult, IKRun, MarkerIK, MarkerScene, frame_range, output_paths, run_ik_setup, solve_marker_ik,
+                 write_marker_errors, write_marker_locations, write_motion)
 from .functions import (Constant, Function, LinearFunction, MultiplierFunction, NaturalCubicSpline,
                         PiecewiseLinearFunction, PolynomialFunction, SimmSpline)
 from .markers import marker_jacobian, marker_positions
@@ -24,4 +27,6 @@ __all__ = [
     "IKCoordinateTask", "IKMarkerTask", "IKSetup", "IKTaskSet", "read_ik_setup", "read_ik_task_set",
     "Storage", "read_storage", "write_storage",
     "MarkerData", "read_trc", "write_trc",
+    "IKResult", "IKRun", "MarkerIK", "MarkerScene", "frame_range", "output_paths", "run_ik_setup", "solve_marker_ik",
+    "write_marker_errors", "write_marker_locations", "write_motion",
 ]

@@ -1,0 +1,536 @@
+"""Marker IK as OpenSim's InverseKinematicsTool defines it, solved by the engine.
+
+Per frame f, over the unprescribed coordinates q (metres and radians),
+
+    min_q  sum_i w_i |x_i^exp(f) - x_i(q)|^2  +  sum_j w_j (q_j^exp(f) - q_j)^2
+
+with the prescribed coordinates held at their values (OpenSim's "locked" coordinates: at their
+default value, as OpenSim 4.6 does even when a coordinate file gives them other values) and
+clamped coordinates kept inside their range. The marker weights w_i come from the IKMarkerTasks,
+the coordinate weights w_j and targets q_j^exp from the IKCoordinateTasks: the model's default
+value, a manual value, or the coordinate file's column interpolated at the frame's time
+(linearly, in radians; OpenSim fits a smoothing spline through the file instead, which agrees to
+~1e-4 degrees on the gait data).
+
+Markers in use, as OpenSim picks them: the markers of the marker file, in its order, that have an
+applied marker task (any weight, 0 included) and exist in the model. A marker missing in a frame
+(NaN) has weight 0 in that frame.
+
+On the engine. The problem is a Scene over the OpenSim coordinates (`coupling`): one CopyPose
+position task per marker, from the model marker (`on_segment`) to the measured marker
+(`on_object`), weight w_i, whose output y is the world vector between the two points, so the
+engine's cost sum_rows w (yd - y)^2 is the marker term; one JointValue task per coordinate task.
+`MarkerScene.evaluate` computes that same system for all markers at once (one forward kinematics
+pass, one point Jacobian; equal to the generic `Scene.evaluate` to rounding, which a test
+checks) and reads each frame's data off the object poses: the measured markers, which of them are
+missing, and the coordinate targets. `solve_animation` in fit mode then solves every frame: a
+frame has converged when its full Gauss-Newton step (method 'pinv') is below the accuracy, in
+radians or metres (OpenSim's default accuracy 1e-5 and 1000 iterations; a setup's accuracy wins).
+
+Warm start. OpenSim solves frame 0 from the default pose and frame f from frame f-1's solution.
+warm_start='previous' (the default) reaches that recurrence's result with batched passes: pass 1
+solves frame 0 from the start pose and, in a second call, every other frame from frame 0's
+solution; each further pass solves frame f from the last pass's solution of frame f-1, for the
+frames whose start moved by more than the accuracy, until no start moves (a fixed point of the
+recurrence) or `max_passes`. warm_start='none' solves every frame from the start pose in one call.
+
+Error reports follow OpenSim's marker-error storage: total_squared_error = sum_i |e_i|^2 over the
+markers present in the frame (not weighted), marker_error_RMS = sqrt(total / M) with M the number
+of markers in use (missing ones included, as OpenSim counts them), marker_error_max the largest
+|e_i|; plus the worst marker's name. Outputs: the .mot (rotational coordinates in degrees,
+inDegrees=yes), `<tool name>_ik_marker_errors.sto` and `<tool name>_ik_model_marker_locations.sto`
+(model markers in ground, `<marker>_tx/_ty/_tz`, metres) in the results directory.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..animation import solve_animation
+from ..constraints import CopyPose, JointValue, on_object, on_segment
+from ..kinematics import forward_kinematics, point_jacobian
+from ..scene import Evaluation, Scene
+from ..update import Settings
+from .errors import OpenSimFileError
+from .osim import OpenSimModel, load_osim
+from .setup import IKSetup, IKTaskSet, read_ik_setup
+from .storage import Storage, read_storage, write_storage
+from .trc import MarkerData, read_trc
+
+DEFAULT_ACCURACY = 1e-5
+DEFAULT_MAX_ITERATIONS = 1000
+WARM_STARTS = ("previous", "none")
+
+
+# ------------------------------------------------------------------------------------- scene
+
+class MarkerScene(Scene):
+    """The marker IK system of one model: CopyPose tasks from model markers to measured markers
+    (objects 0 .. M-1) and JointValue tasks on coordinates (targets in objects M .. M+T-1).
+
+    Per-frame data rides in the object poses that solve_animation hands to `evaluate`
+    (`objects(...)` packs them): marker k's pose is the identity moved to the measured position,
+    or all zeros where the marker is missing (weight 0 in that frame); coordinate task j's pose
+    carries its target value in the x translation. Coordinates in `frozen` (and locked ones) have
+    weight 0 and no limits: they keep the values they start with.
+
+    `evaluate` returns y = x_exp - x_model per marker (3 rows) and q_c per coordinate task,
+    yd = 0 and the targets, A = dy/dq through the coupling, per-row weights, and per task the
+    position error |e| (NaN where missing) or |q_c - target|. B has no columns: animation mode
+    never uses it (the measured markers are data, not moving objects to feed forward)."""
+
+    def __init__(self, om: OpenSimModel, marker_names, marker_weights, coordinate_tasks=(), frozen=(),
+                 normalize: bool = True):
+        self.om = om
+        self.normalize = bool(normalize)
+        c = om.coupling
+        self.marker_names = list(marker_names)
+        weights = np.asarray(marker_weights, dtype=float).reshape(-1)
+        if weights.size != len(self.marker_names):
+            raise ValueError(f"{len(self.marker_names)} markers but {weights.size} weights")
+        index = om.markers.index(self.marker_names)
+        self.segments = om.markers.segments[index]
+        self.locations = om.markers.locations[index]
+        self.marker_weights = weights
+        self.task_names = [name for name, _ in coordinate_tasks]
+        self.task_coordinates = np.array([int(c.index(name)) for name in self.task_names], dtype=int)
+        self.task_weights = np.array([float(w) for _, w in coordinate_tasks], dtype=float)
+        M, T = len(self.marker_names), len(self.task_names)
+        constraints = [CopyPose(on_segment(int(s), loc), on_object(k), weight=float(w), name=name)
+                       for k, (s, loc, w, name) in enumerate(zip(self.segments, self.locations, weights,
+                                                                  self.marker_names))]
+        constraints += [JointValue(int(i), 0.0, float(w), rotational=bool(c.rotational[i]), name=name)
+                        for name, i, w in zip(self.task_names, self.task_coordinates, self.task_weights)]
+        super().__init__(om.model, constraints, n_objects=M + T, coupling=c)
+        frozen_mask = np.asarray(c.locked, bool).copy()
+        frozen_mask[np.asarray(c.index(list(frozen)), dtype=int).reshape(-1)] = True
+        self.frozen = frozen_mask
+        self.weight = np.where(frozen_mask, 0.0, 1.0)
+        self.lower = np.where(frozen_mask, -np.inf, self.lower)
+        self.upper = np.where(frozen_mask, np.inf, self.upper)
+        self._row_weights = np.concatenate([np.repeat(weights, 3), self.task_weights])
+        self._task_rotational = np.asarray(c.rotational, bool)[self.task_coordinates]
+
+    @property
+    def n_markers(self) -> int:
+        return len(self.marker_names)
+
+    def marker_scale(self, present) -> np.ndarray:
+        """Per frame and marker (F, M), the factor on the marker weight: 0 where the marker is
+        missing, and with `normalize` 1 / (sum of the weights of the markers present)."""
+        present = np.asarray(present, bool)
+        if not self.normalize:
+            return present.astype(float)
+        total = present @ self.marker_weights
+        return present * np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0)[:, None]
+
+    def objects(self, positions, targets=None) -> np.ndarray:
+        """Object poses (F, M + T, 4, 4) for measured marker positions (F, M, 3), NaN where
+        missing, and coordinate targets (F, T)."""
+        positions = np.asarray(positions, dtype=float)
+        F, M, T = positions.shape[0], self.n_markers, len(self.task_names)
+        if positions.shape != (F, M, 3):
+            raise ValueError(f"marker positions must have shape (frames, {M}, 3), got {positions.shape}")
+        out = np.zeros((F, M + T, 4, 4))
+        present = np.all(np.isfinite(positions), axis=-1)
+        out[:, :M] = np.where(present[..., None, None], np.eye(4), 0.0)
+        out[:, :M, :3, 3] = np.where(present[..., None], positions, 0.0)
+        if T:
+            targets = np.broadcast_to(np.asarray(targets, dtype=float), (F, T))
+            out[:, M:] = np.eye(4)
+            out[:, M:, 0, 3] = targets
+        return out
+
+    def evaluate(self, q, objects=None, bases=None, jacobians: bool = True, values=None) -> Evaluation:
+        q = np.asarray(q, dtype=float)
+        F, M, T = q.shape[0], self.n_markers, len(self.task_names)
+        c = self.coupling
+        pose = forward_kinematics(self.model, c.dofs(q), bases)
+        frames = pose.frames[:, self.segments]
+        x = np.einsum("fmij,mj->fmi", frames[..., :3, :3], self.locations) + frames[..., :3, 3]
+        measured = objects[:, :M, :3, 3]
+        present = objects[:, :M, 3, 3] != 0.0
+        e = np.where(present[..., None], measured - x, 0.0)
+        targets = objects[:, M:, 0, 3] if values is None else np.broadcast_to(np.asarray(values, float), (F, T))
+        y = np.concatenate([e.reshape(F, 3 * M), q[:, self.task_coordinates]], axis=1)
+        yd = np.concatenate([np.zeros((F, 3 * M)), targets], axis=1)
+        weight = np.broadcast_to(self._row_weights, y.shape).copy()
+        weight[:, :3 * M] *= np.repeat(self.marker_scale(present), 3, axis=1)
+        position_error = np.full((F, M + T), np.nan)
+        rotation_error = np.full((F, M + T), np.nan)
+        position_error[:, :M] = np.where(present, np.linalg.norm(e, axis=-1), np.nan)
+        task_error = np.abs(q[:, self.task_coordinates] - targets)
+        rotation_error[:, M:] = np.where(self._task_rotational, task_error, np.nan)
+        position_error[:, M:] = np.where(self._task_rotational, np.nan, task_error)
+        A = None
+        if jacobians:
+            J = point_jacobian(self.model, pose, self.segments, x)[:, :, :3, :]     # (F, M, 3, n_dof)
+            A = np.zeros((F, 3 * M + T, self.n_coordinates))
+            A[:, :3 * M] = -(J.reshape(F, 3 * M, -1) @ c.jacobian(q)) * np.repeat(present, 3, axis=1)[..., None]
+            A[:, 3 * M + np.arange(T), self.task_coordinates] = 1.0
+        B = np.zeros((F, 3 * M + T, 0)) if jacobians else None
+        return Evaluation(y, yd, weight, position_error, rotation_error, pose, A, B)
+
+
+# ----------------------------------------------------------------------------------- results
+
+@dataclass
+class IKResult:
+    """A solved trial. Coordinates `q` (F, n) in metres and radians, model order; per frame the
+    OpenSim error report (see the module docstring) and the worst marker; per marker and frame
+    `marker_errors` (F, M) in metres, NaN where the marker is missing; per coordinate task the
+    signed error q - target (F, T). `objective` is the minimised cost, sum_i w_i |e_i|^2 +
+    sum_j w_j (q_j - target_j)^2. `passes` counts warm-start passes, `iterations` sums the
+    engine's iterations per frame over them."""
+
+    time: np.ndarray
+    q: np.ndarray
+    coordinate_names: list
+    rotational: np.ndarray
+    marker_names: list
+    marker_weights: np.ndarray
+    measured: np.ndarray
+    model_markers: np.ndarray
+    marker_errors: np.ndarray
+    total_squared_error: np.ndarray
+    marker_error_rms: np.ndarray
+    marker_error_max: np.ndarray
+    worst_marker: list
+    weighted_squared_error: np.ndarray
+    task_names: list = field(default_factory=list)
+    coordinate_errors: np.ndarray | None = None
+    objective: np.ndarray | None = None
+    iterations: np.ndarray | None = None
+    converged: np.ndarray | None = None
+    passes: int = 1
+    seconds: float = 0.0
+
+    @property
+    def n_frames(self) -> int:
+        return self.q.shape[0]
+
+    def coordinates(self, degrees: bool = True) -> np.ndarray:
+        """q with rotational coordinates in degrees (as a .mot stores them) when `degrees`."""
+        out = self.q.copy()
+        if degrees:
+            out[:, self.rotational] *= 180.0 / np.pi
+        return out
+
+    def coordinate(self, name: str, degrees: bool = True) -> np.ndarray:
+        return self.coordinates(degrees)[:, self.coordinate_names.index(name)]
+
+
+# ----------------------------------------------------------------------------------- problem
+
+def frame_range(time, start: float = -np.inf, end: float = np.inf) -> np.ndarray:
+    """Indices of the frames OpenSim's IK tool solves for time_range (start, end): from the frame
+    nearest to start to the frame nearest to end (a tie goes to the later frame), as opensim 4.6
+    picks them."""
+    time = np.asarray(time, dtype=float)
+    if not time.size:
+        return np.arange(0)
+
+    def nearest(t):
+        if not np.isfinite(t):
+            return 0 if t < 0 else time.size - 1
+        j = int(np.searchsorted(time, t, side="left"))
+        if j == 0:
+            return 0
+        if j == time.size:
+            return time.size - 1
+        return j - 1 if t - time[j - 1] < time[j] - t else j
+
+    first, last = nearest(start), nearest(end)
+    return np.arange(first, last + 1)
+
+
+class MarkerIK:
+    """One marker IK problem: a model, the measured markers of the frames to solve, the marker
+    and coordinate tasks, and the prescribed coordinates.
+
+    `markers` is a MarkerData (metres), `tasks` an IKTaskSet, `coordinate_data` the Storage of the
+    coordinate file (needed by from_file tasks; rotational columns in degrees when the file says
+    so). `prescribed` maps coordinate names to values (a number or one per frame, radians or
+    metres) to hold them at; locked coordinates not named there are held at their default value.
+    Coordinate tasks on prescribed coordinates are dropped (OpenSim excludes them too)."""
+
+    def __init__(self, om: OpenSimModel, markers: MarkerData, tasks: IKTaskSet, coordinate_data: Storage | None = None,
+                 time_range=(-np.inf, np.inf), prescribed: dict | None = None, normalize: bool = True):
+        self.om = om
+        c = om.coupling
+        frames = frame_range(markers.time, *time_range)
+        if not frames.size:
+            raise ValueError(f"{markers.path or 'the marker data'} has no frames")
+        self.frames = frames
+        self.time = markers.time[frames]
+        F = frames.size
+
+        applied = {t.name: t.weight for t in tasks.marker_tasks if t.apply}
+        model_markers = set(om.markers.names)
+        self.marker_names = [n for n in markers.names if n in applied and n in model_markers]
+        self.ignored_markers = sorted(n for n in applied if n not in self.marker_names)
+        self.marker_weights = np.array([applied[n] for n in self.marker_names], dtype=float)
+        self.measured = markers.select(self.marker_names)[frames] if self.marker_names else np.zeros((F, 0, 3))
+
+        prescribed = dict(prescribed or {})
+        for name in prescribed:
+            c.index(name)                                  # KeyError for an unknown coordinate
+        held = set(prescribed) | {n for n, locked in zip(c.names, c.locked) if locked}
+        self.q_start = c.default_coordinates(F)
+        for name, value in prescribed.items():
+            self.q_start[:, int(c.index(name))] = np.broadcast_to(np.asarray(value, dtype=float), (F,))
+        self.prescribed = sorted(held, key=c.names.index)
+
+        task_list, targets = [], []
+        for t in tasks.coordinate_tasks:
+            if not t.apply:
+                continue
+            if t.name not in c.names:
+                raise KeyError(f"IKCoordinateTask {t.name!r}: the model has no coordinate of that name")
+            if t.name in held:
+                continue
+            i = int(c.index(t.name))
+            if t.value_type == "manual_value":
+                target = np.full(F, t.value)
+            elif t.value_type == "from_file":
+                target = self._from_file(coordinate_data, t.name, bool(c.rotational[i]))
+            else:
+                target = np.full(F, c.default[i])
+            task_list.append((t.name, t.weight))
+            targets.append(target)
+        self.coordinate_targets = np.stack(targets, axis=1) if targets else np.zeros((F, 0))
+        self.scene = MarkerScene(om, self.marker_names, self.marker_weights, task_list, frozen=sorted(prescribed),
+                                 normalize=normalize)
+        self.q_start = self.scene.project(self.q_start)
+        self.object_poses = self.scene.objects(self.measured, self.coordinate_targets)
+
+    def _from_file(self, data: Storage | None, name: str, rotational: bool) -> np.ndarray:
+        if data is None:
+            raise ValueError(f"IKCoordinateTask {name!r} takes its values from_file, but no coordinate_file is given")
+        if name not in data:
+            raise KeyError(f"IKCoordinateTask {name!r}: the coordinate file {data.path or ''} has no column {name!r}")
+        values = data.column(name) * (np.pi / 180.0 if rotational and data.degrees else 1.0)
+        return np.interp(self.time, data.time, values)
+
+    @classmethod
+    def from_setup(cls, setup: IKSetup, om: OpenSimModel | None = None, prescribed: dict | None = None,
+                   normalize: bool = True) -> "MarkerIK":
+        """The problem an InverseKinematicsTool setup describes (its model unless `om` is given)."""
+        if om is None:
+            if setup.model_file is None:
+                raise OpenSimFileError(setup.path, None, "the setup names no model_file")
+            om = load_osim(setup.model_file)
+        if setup.marker_file is None:
+            raise OpenSimFileError(setup.path, None, "the setup names no marker_file")
+        coordinate_data = read_storage(setup.coordinate_file) if setup.coordinate_file is not None else None
+        return cls(om, read_trc(setup.marker_file), setup.tasks, coordinate_data, setup.time_range, prescribed,
+                   normalize)
+
+    # --------------------------------------------------------------------------------- solve
+
+    def settings(self, accuracy: float = DEFAULT_ACCURACY, max_iterations: int = DEFAULT_MAX_ITERATIONS,
+                 method: str = "pinv") -> Settings:
+        return Settings(method=method, precision=accuracy, max_iterations=max_iterations, fit=True)
+
+    def solve(self, accuracy: float = DEFAULT_ACCURACY, max_iterations: int = DEFAULT_MAX_ITERATIONS,
+              warm_start: str = "previous", max_passes: int | None = None, method: str = "pinv",
+              q0=None) -> IKResult:
+        """Solve every frame (module docstring). q0 (n,) or (F, n) replaces the start pose (the
+        model's default pose with the prescribed values); prescribed coordinates keep theirs."""
+        if warm_start not in WARM_STARTS:
+            raise ValueError(f"warm_start must be one of {WARM_STARTS}, not {warm_start!r}")
+        started = _time.perf_counter()
+        settings = self.settings(accuracy, max_iterations, method)
+        F = self.time.size
+        start = self.q_start.copy()
+        if q0 is not None:
+            q0 = np.broadcast_to(np.asarray(q0, dtype=float), start.shape)
+            free = ~self.scene.frozen
+            start[:, free] = q0[:, free]
+            start = self.scene.project(start)
+        q = start.copy()
+        iterations = np.zeros(F, dtype=int)
+        converged = np.zeros(F, dtype=bool)
+
+        def run(rows, begin):
+            r = solve_animation(self.scene, begin, self.object_poses[rows], settings=settings)
+            q[rows] = r.q
+            iterations[rows] += r.iterations
+            converged[rows] = r.converged
+
+        if warm_start == "none" or F == 1:
+            run(np.arange(F), start)
+            passes = 1
+        else:
+            run(np.arange(1), start[:1])
+            later = np.arange(1, F)
+            begin = self._carry(start, np.repeat(q[:1], F, axis=0))
+            run(later, begin[later])
+            passes = 1
+            limit = np.inf if max_passes is None else max_passes
+            while passes < limit:
+                new_begin = self._carry(start, np.vstack([q[:1], q[:-1]]))
+                moved = later[np.max(np.abs(new_begin[later] - begin[later]), axis=1) > accuracy]
+                if not moved.size:
+                    break
+                begin[moved] = new_begin[moved]
+                run(moved, begin[moved])
+                passes += 1
+        result = self.report(q)
+        result.iterations, result.converged, result.passes = iterations, converged, passes
+        result.seconds = _time.perf_counter() - started
+        return result
+
+    def _carry(self, start, previous):
+        """Starts from the previous frames' solutions, with each frame's own prescribed values."""
+        begin = previous.copy()
+        begin[:, self.scene.frozen] = start[:, self.scene.frozen]
+        return self.scene.project(begin)
+
+    # -------------------------------------------------------------------------------- report
+
+    def report(self, q) -> IKResult:
+        """The error report (IKResult without solver counters) for coordinates q (F, n), e.g. to
+        score another tool's solution of the same problem."""
+        q = np.asarray(q, dtype=float)
+        F, M = q.shape[0], len(self.marker_names)
+        if q.shape != self.q_start.shape:
+            raise ValueError(f"q must have shape {self.q_start.shape}, got {q.shape}")
+        model_markers = self.om.marker_positions(q, self.marker_names) if M else np.zeros((F, 0, 3))
+        errors = np.linalg.norm(self.measured - model_markers, axis=-1)         # NaN where missing
+        squared = np.where(np.isnan(errors), 0.0, errors ** 2)
+        total = squared.sum(axis=1)
+        rms = np.sqrt(total / M) if M else np.zeros(F)
+        worst = np.argmax(squared, axis=1) if M else np.zeros(F, dtype=int)
+        largest = np.sqrt(squared.max(axis=1, initial=0.0))
+        any_present = np.any(~np.isnan(errors), axis=1)
+        worst_names = [self.marker_names[k] if ok else "" for k, ok in zip(worst, any_present)]
+        weighted = squared @ self.marker_weights
+        cols = self.scene.task_coordinates
+        coordinate_errors = q[:, cols] - self.coordinate_targets
+        marker_term = np.sum(squared * self.scene.marker_scale(~np.isnan(errors)) * self.marker_weights, axis=1)
+        objective = marker_term + (coordinate_errors ** 2) @ self.scene.task_weights
+        c = self.om.coupling
+        return IKResult(time=self.time.copy(), q=q.copy(), coordinate_names=list(c.names),
+                        rotational=np.asarray(c.rotational, bool).copy(), marker_names=list(self.marker_names),
+                        marker_weights=self.marker_weights.copy(), measured=self.measured.copy(),
+                        model_markers=model_markers, marker_errors=errors, total_squared_error=total,
+                        marker_error_rms=rms, marker_error_max=largest, worst_marker=worst_names,
+                        weighted_squared_error=weighted, task_names=list(self.scene.task_names),
+                        coordinate_errors=coordinate_errors, objective=objective)
+
+
+def solve_marker_ik(om: OpenSimModel, markers: MarkerData, tasks: IKTaskSet, coordinate_data: Storage | None = None,
+                    time_range=(-np.inf, np.inf), prescribed: dict | None = None, **solve_options) -> IKResult:
+    """MarkerIK(om, markers, tasks, coordinate_data, time_range, prescribed).solve(**solve_options)."""
+    return MarkerIK(om, markers, tasks, coordinate_data, time_range, prescribed).solve(**solve_options)
+
+
+# ------------------------------------------------------------------------------------- files
+
+def write_motion(path, result: IKResult, name: str = "Coordinates") -> None:
+    """The coordinates as OpenSim's IK tool writes them: a .mot with rotational coordinates in
+    degrees (inDegrees=yes), translations in metres, columns in model order after time."""
+    data = np.column_stack([result.time, result.coordinates(degrees=True)])
+    write_storage(path, ["time"] + result.coordinate_names, data, name=name, in_degrees=True)
+
+
+def write_marker_errors(path, result: IKResult, name: str = "Model Marker Errors from IK") -> None:
+    """time, total_squared_error, marker_error_RMS, marker_error_max (metres, squared metres)."""
+    data = np.column_stack([result.time, result.total_squared_error, result.marker_error_rms, result.marker_error_max])
+    write_storage(path, ["time", "total_squared_error", "marker_error_RMS", "marker_error_max"], data,
+                  name=name, in_degrees=False)
+
+
+def write_marker_locations(path, result: IKResult, name: str = "Model Marker Locations from IK") -> None:
+    """The model markers in ground (metres): <marker>_tx, _ty, _tz per marker in use."""
+    labels = ["time"] + [f"{m}_{axis}" for m in result.marker_names for axis in ("tx", "ty", "tz")]
+    data = np.column_stack([result.time, result.model_markers.reshape(result.n_frames, -1)])
+    write_storage(path, labels, data, name=name, in_degrees=False)
+
+
+@dataclass
+class IKRun:
+    """What `run_ik_setup` did: the setup, the solved result and the files written by kind
+    ('motion', 'marker_errors', 'marker_locations')."""
+
+    setup: IKSetup
+    result: IKResult
+    files: dict
+
+
+def output_paths(setup: IKSetup, output_dir=None) -> dict:
+    """Where OpenSim's tool writes a setup's outputs: output_motion_file as named (relative to the
+    setup file's folder; none when empty), the reports `<tool name>_ik_marker_errors.sto` and
+    `<tool name>_ik_model_marker_locations.sto` in results_directory when asked for.
+    `output_dir` puts them all there instead (the .mot keeps its file name)."""
+    paths = {}
+    results = Path(output_dir) if output_dir is not None else Path(setup.results_directory or setup.path.parent)
+    if setup.output_motion_file is not None:
+        paths["motion"] = (results / setup.output_motion_file.name) if output_dir is not None else setup.output_motion_file
+    if setup.report_errors:
+        paths["marker_errors"] = results / f"{setup.name}_ik_marker_errors.sto"
+    if setup.report_marker_locations:
+        paths["marker_locations"] = results / f"{setup.name}_ik_model_marker_locations.sto"
+    return paths
+
+
+def run_ik_setup(path, output_dir=None, om: OpenSimModel | None = None, **solve_options) -> IKRun:
+    """Run an InverseKinematicsTool setup file as `opensim-cmd run-tool` does: solve its trial and
+    write the .mot it names and the reports it asks for (see `output_paths`). `solve_options` go
+    to MarkerIK.solve; the setup's accuracy is used unless they give one."""
+    setup = read_ik_setup(path)
+    problem = MarkerIK.from_setup(setup, om)
+    solve_options.setdefault("accuracy", setup.accuracy)
+    result = problem.solve(**solve_options)
+    files = output_paths(setup, output_dir)
+    writers = {"motion": write_motion, "marker_errors": write_marker_errors, "marker_locations": write_marker_locations}
+    for kind, target in files.items():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        writers[kind](target, result)
+    return IKRun(setup, result, files)
+
+
+# --------------------------------------------------------------------------------- command line
+
+def frame_lines(result: IKResult) -> list:
+    """One line per frame, as OpenSim's IK tool logs them."""
+    return [f"Frame {f} (t = {result.time[f]:g}): total squared error = {result.total_squared_error[f]:.6g}, "
+            f"marker error: RMS = {result.marker_error_rms[f]:.6g}, max = {result.marker_error_max[f]:.6g} "
+            f"({result.worst_marker[f] or '-'})" for f in range(result.n_frames)]
+
+
+def summary_lines(run: IKRun) -> list:
+    """What `python -m solver ik` prints after a run."""
+    r, setup = run.result, run.setup
+    F = r.n_frames
+    worst = int(np.argmax(r.marker_error_max)) if F else 0
+    lines = [f"{setup.name or setup.path.name}: {F} frames ({r.time[0]:g} to {r.time[-1]:g} s), "
+             f"{len(r.marker_names)} markers, {len(r.task_names)} coordinate tasks, "
+             f"{len(r.coordinate_names)} coordinates",
+             f"solved in {r.seconds:.3f} s ({1e3 * r.seconds / max(F, 1):.2f} ms/frame), "
+             f"{r.passes} warm-start pass(es), converged {int(np.sum(r.converged))}/{F}",
+             f"marker error RMS: mean {np.mean(r.marker_error_rms):.3g} m, largest {np.max(r.marker_error_rms):.3g} m; "
+             f"largest marker error {r.marker_error_max[worst]:.3g} m ({r.worst_marker[worst] or '-'} at t = {r.time[worst]:g} s)"]
+    lines += [f"wrote {path}" for path in run.files.values()]
+    return lines
+
+
+def cli(setup_path, output_dir=None, warm_start: str = "previous", verbose: bool = False, out=None) -> int:
+    """`python -m solver ik SETUP.xml [--output-dir DIR]`: run the setup, print a summary (and one
+    line per frame with `verbose`). Returns the exit status: 1 when the inputs are unusable."""
+    import sys
+    out = out or sys.stdout
+    try:
+        run = run_ik_setup(setup_path, output_dir, warm_start=warm_start)
+    except (OpenSimFileError, KeyError, ValueError, OSError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"error: {message}", file=sys.stderr)
+        return 1
+    lines = (frame_lines(run.result) if verbose else []) + summary_lines(run)
+    print("\n".join(lines), file=out)
+    return 0
