@@ -103,8 +103,10 @@ def test_marker_scene_is_the_generic_scene(gait):
                         [("knee_angle_r", 5.0), ("pelvis_ty", 2.0)], normalize=False)
     rng = np.random.default_rng(3)
     q = gait.coupling.default_coordinates(5) + rng.normal(0.0, 0.3, (5, gait.coupling.n_coordinates))
-    objects = scene.objects(rng.normal(0.0, 1.0, (5, len(names), 3)), np.zeros((5, 2)))
-    ours, generic = scene.evaluate(q, objects), Scene.evaluate(scene, q, objects)
+    objects = scene.objects(rng.normal(0.0, 1.0, (5, len(names), 3)))
+    targets = rng.normal(0.0, 0.5, (5, 2))
+    targets[3, 1] = np.nan                                            # a task left out of a frame
+    ours, generic = scene.evaluate(q, objects, values=targets), Scene.evaluate(scene, q, objects, values=targets)
     for field in ("y", "yd", "weight", "A"):
         np.testing.assert_allclose(getattr(ours, field), getattr(generic, field), rtol=0, atol=1e-12, err_msg=field)
     np.testing.assert_allclose(ours.position_error, generic.position_error, rtol=0, atol=1e-12)
@@ -122,9 +124,9 @@ def test_marker_scene_jacobian_missing_markers_and_normalised_weights(gait):
     q = gait.coupling.default_coordinates(3) + rng.normal(0.0, 0.2, (3, gait.coupling.n_coordinates))
     measured = rng.normal(0.0, 1.0, (3, 4, 3))
     measured[1, 2] = np.nan
-    objects = scene.objects(measured, [[0.1], [0.2], [0.3]])
-    ev = scene.evaluate(q, objects)
-    fd = numerical_jacobian(lambda qq: scene.evaluate(qq, objects, jacobians=False).y, q)
+    objects, targets = scene.objects(measured), np.array([[0.1], [0.2], [0.3]])
+    ev = scene.evaluate(q, objects, values=targets)
+    fd = numerical_jacobian(lambda qq: scene.evaluate(qq, objects, jacobians=False, values=targets).y, q)
     assert relative_difference(ev.A, fd) <= 1e-7
     marker_weights = ev.weight[:, :12].reshape(3, 4, 3)[..., 0]
     np.testing.assert_allclose(marker_weights[0], weights / 15.0)
@@ -182,7 +184,8 @@ def test_warm_start_passes_reach_the_frame_by_frame_recurrence(gait):
     q = problem.q_start[:1]
     loop = []
     for f in range(problem.time.size):
-        q = solve_animation(problem.scene, q, problem.object_poses[f:f + 1], settings=settings).q
+        q = solve_animation(problem.scene, q, problem.object_poses[f:f + 1], settings=settings,
+                            values=problem.coordinate_targets[f:f + 1]).q
         loop.append(q[0])
     assert batched.passes >= 2 and np.all(batched.converged)
     assert np.max(np.abs(batched.q - np.array(loop))) < 1e-5

@@ -2,15 +2,23 @@
 
 Per frame f, over the unprescribed coordinates q (metres and radians),
 
-    min_q  sum_i w_i |x_i^exp(f) - x_i(q)|^2  +  sum_j w_j (q_j^exp(f) - q_j)^2
+    min_q  sum_i w_i |x_i^exp(f) - x_i(q)|^2 / sum_i w_i  +  sum_j w_j (q_j^exp(f) - q_j)^2
 
-with the prescribed coordinates held at their values (OpenSim's "locked" coordinates: at their
+(the first sums over the markers present in the frame) with the prescribed coordinates held at their values (OpenSim's "locked" coordinates: at their
 default value, as OpenSim 4.6 does even when a coordinate file gives them other values) and
 clamped coordinates kept inside their range. The marker weights w_i come from the IKMarkerTasks,
 the coordinate weights w_j and targets q_j^exp from the IKCoordinateTasks: the model's default
 value, a manual value, or the coordinate file's column interpolated at the frame's time
 (linearly, in radians; OpenSim fits a smoothing spline through the file instead, which agrees to
 ~1e-4 degrees on the gait data).
+
+The division of the marker term by the sum of the marker weights is OpenSim's (Simbody's marker
+assembly condition); OpenSim's documentation writes the objective without it. It changes nothing
+without coordinate tasks; with them it sets how much the markers weigh against the coordinates.
+Measured with opensim 4.6: at OpenSim's solutions the gradient of the marker term balances the
+coordinate tasks' gradient scaled by exactly that sum (31.0 for 31 markers of weight 1, 62.0 with
+weights 2, 61.0 for gait2354_IK_Tasks.xml, 30 and 29 in frames with one and two markers missing).
+`normalize=False` solves the documented formula instead.
 
 Markers in use, as OpenSim picks them: the markers of the marker file, in its order, that have an
 applied marker task (any weight, 0 included) and exist in the model. A marker missing in a frame
@@ -19,11 +27,12 @@ applied marker task (any weight, 0 included) and exist in the model. A marker mi
 On the engine. The problem is a Scene over the OpenSim coordinates (`coupling`): one CopyPose
 position task per marker, from the model marker (`on_segment`) to the measured marker
 (`on_object`), weight w_i, whose output y is the world vector between the two points, so the
-engine's cost sum_rows w (yd - y)^2 is the marker term; one JointValue task per coordinate task.
-`MarkerScene.evaluate` computes that same system for all markers at once (one forward kinematics
-pass, one point Jacobian; equal to the generic `Scene.evaluate` to rounding, which a test
-checks) and reads each frame's data off the object poses: the measured markers, which of them are
-missing, and the coordinate targets. `solve_animation` in fit mode then solves every frame: a
+engine's cost sum_rows w (yd - y)^2 is the marker term; one JointValue task per coordinate task,
+its target per frame in solve_animation's `values`. `MarkerScene.evaluate` computes that same
+system for all markers at once (one forward kinematics pass, one point Jacobian; equal to the
+generic `Scene.evaluate` to rounding, which a test checks; about 7 times faster on the gait
+model) and scales each frame's marker weights: 0 for a missing marker (its object pose is all
+zeros), and the division above. `solve_animation` in fit mode then solves every frame: a
 frame has converged when its full Gauss-Newton step (method 'pinv') is below the accuracy, in
 radians or metres (OpenSim's default accuracy 1e-5 and 1000 iterations; a setup's accuracy wins).
 
@@ -52,7 +61,7 @@ import numpy as np
 
 from ..animation import solve_animation
 from ..constraints import CopyPose, JointValue, on_object, on_segment
-from ..kinematics import forward_kinematics, point_jacobian
+from ..kinematics import forward_kinematics
 from ..scene import Evaluation, Scene
 from ..update import Settings
 from .errors import OpenSimFileError
@@ -70,13 +79,14 @@ WARM_STARTS = ("previous", "none")
 
 class MarkerScene(Scene):
     """The marker IK system of one model: CopyPose tasks from model markers to measured markers
-    (objects 0 .. M-1) and JointValue tasks on coordinates (targets in objects M .. M+T-1).
+    (objects 0 .. M-1) and JointValue tasks on coordinates (targets per frame in `values`, NaN
+    leaving a task out of a frame, as in Scene.evaluate; 0 when no values are given).
 
-    Per-frame data rides in the object poses that solve_animation hands to `evaluate`
-    (`objects(...)` packs them): marker k's pose is the identity moved to the measured position,
-    or all zeros where the marker is missing (weight 0 in that frame); coordinate task j's pose
-    carries its target value in the x translation. Coordinates in `frozen` (and locked ones) have
-    weight 0 and no limits: they keep the values they start with.
+    Marker k's object pose (`objects(...)` packs them) is the identity moved to the measured
+    position, or all zeros where the marker is missing: weight 0 in that frame. With `normalize`
+    the marker weights of a frame are divided by their sum over the markers present (OpenSim's
+    objective). Coordinates in `frozen` (and locked ones) have weight 0 and no limits: they keep
+    the values they start with.
 
     `evaluate` returns y = x_exp - x_model per marker (3 rows) and q_c per coordinate task,
     yd = 0 and the targets, A = dy/dq through the coupling, per-row weights, and per task the
@@ -105,7 +115,7 @@ class MarkerScene(Scene):
                                                                   self.marker_names))]
         constraints += [JointValue(int(i), 0.0, float(w), rotational=bool(c.rotational[i]), name=name)
                         for name, i, w in zip(self.task_names, self.task_coordinates, self.task_weights)]
-        super().__init__(om.model, constraints, n_objects=M + T, coupling=c)
+        super().__init__(om.model, constraints, n_objects=M, coupling=c)
         frozen_mask = np.asarray(c.locked, bool).copy()
         frozen_mask[np.asarray(c.index(list(frozen)), dtype=int).reshape(-1)] = True
         self.frozen = frozen_mask
@@ -114,6 +124,20 @@ class MarkerScene(Scene):
         self.upper = np.where(frozen_mask, np.inf, self.upper)
         self._row_weights = np.concatenate([np.repeat(weights, 3), self.task_weights])
         self._task_rotational = np.asarray(c.rotational, bool)[self.task_coordinates]
+        self._rotational_dof = om.model.rotational[None, None, None, :]                  # (1, 1, 1, n_dof)
+        self._moves = om.model.moves[:, self.segments].T[None, :, None, :]               # (1, M, 1, n_dof)
+
+    def _linear_jacobian(self, pose, x) -> np.ndarray:
+        """d x / d theta (F, M, 3, n_dof): the linear rows of the engine's point Jacobian
+        (kinematics.point_jacobian), w x (x - o) for a rotation about w through o and u for a
+        translation along u, without the angular rows marker tasks do not use."""
+        w = pose.direction[:, None]                                   # (F, 1, n, 3)
+        r = x[:, :, None, :] - pose.pivot[:, None]                    # (F, M, n, 3)
+        turn = np.stack([w[..., 1] * r[..., 2] - w[..., 2] * r[..., 1],
+                         w[..., 2] * r[..., 0] - w[..., 0] * r[..., 2],
+                         w[..., 0] * r[..., 1] - w[..., 1] * r[..., 0]], axis=-2)   # (F, M, 3, n)
+        slide = np.swapaxes(np.broadcast_to(w, r.shape), -1, -2)
+        return np.where(self._rotational_dof, turn, slide) * self._moves
 
     @property
     def n_markers(self) -> int:
@@ -128,21 +152,15 @@ class MarkerScene(Scene):
         total = present @ self.marker_weights
         return present * np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0)[:, None]
 
-    def objects(self, positions, targets=None) -> np.ndarray:
-        """Object poses (F, M + T, 4, 4) for measured marker positions (F, M, 3), NaN where
-        missing, and coordinate targets (F, T)."""
+    def objects(self, positions) -> np.ndarray:
+        """Object poses (F, M, 4, 4) for measured marker positions (F, M, 3), NaN where missing."""
         positions = np.asarray(positions, dtype=float)
-        F, M, T = positions.shape[0], self.n_markers, len(self.task_names)
+        F, M = positions.shape[0], self.n_markers
         if positions.shape != (F, M, 3):
             raise ValueError(f"marker positions must have shape (frames, {M}, 3), got {positions.shape}")
-        out = np.zeros((F, M + T, 4, 4))
         present = np.all(np.isfinite(positions), axis=-1)
-        out[:, :M] = np.where(present[..., None, None], np.eye(4), 0.0)
-        out[:, :M, :3, 3] = np.where(present[..., None], positions, 0.0)
-        if T:
-            targets = np.broadcast_to(np.asarray(targets, dtype=float), (F, T))
-            out[:, M:] = np.eye(4)
-            out[:, M:, 0, 3] = targets
+        out = np.where(present[..., None, None], np.eye(4), 0.0)
+        out[..., :3, 3] = np.where(present[..., None], positions, 0.0)
         return out
 
     def evaluate(self, q, objects=None, bases=None, jacobians: bool = True, values=None) -> Evaluation:
@@ -155,20 +173,24 @@ class MarkerScene(Scene):
         measured = objects[:, :M, :3, 3]
         present = objects[:, :M, 3, 3] != 0.0
         e = np.where(present[..., None], measured - x, 0.0)
-        targets = objects[:, M:, 0, 3] if values is None else np.broadcast_to(np.asarray(values, float), (F, T))
-        y = np.concatenate([e.reshape(F, 3 * M), q[:, self.task_coordinates]], axis=1)
+        q_tasks = q[:, self.task_coordinates]
+        targets = np.zeros((F, T)) if values is None else np.broadcast_to(np.asarray(values, float), (F, T))
+        given = np.isfinite(targets)
+        targets = np.where(given, targets, q_tasks)
+        y = np.concatenate([e.reshape(F, 3 * M), q_tasks], axis=1)
         yd = np.concatenate([np.zeros((F, 3 * M)), targets], axis=1)
         weight = np.broadcast_to(self._row_weights, y.shape).copy()
         weight[:, :3 * M] *= np.repeat(self.marker_scale(present), 3, axis=1)
+        weight[:, 3 * M:] *= given
         position_error = np.full((F, M + T), np.nan)
         rotation_error = np.full((F, M + T), np.nan)
         position_error[:, :M] = np.where(present, np.linalg.norm(e, axis=-1), np.nan)
-        task_error = np.abs(q[:, self.task_coordinates] - targets)
+        task_error = np.where(given, np.abs(q_tasks - targets), np.nan)
         rotation_error[:, M:] = np.where(self._task_rotational, task_error, np.nan)
         position_error[:, M:] = np.where(self._task_rotational, np.nan, task_error)
         A = None
         if jacobians:
-            J = point_jacobian(self.model, pose, self.segments, x)[:, :, :3, :]     # (F, M, 3, n_dof)
+            J = self._linear_jacobian(pose, x)                                        # (F, M, 3, n_dof)
             A = np.zeros((F, 3 * M + T, self.n_coordinates))
             A[:, :3 * M] = -(J.reshape(F, 3 * M, -1) @ c.jacobian(q)) * np.repeat(present, 3, axis=1)[..., None]
             A[:, 3 * M + np.arange(T), self.task_coordinates] = 1.0
@@ -306,7 +328,7 @@ class MarkerIK:
         self.scene = MarkerScene(om, self.marker_names, self.marker_weights, task_list, frozen=sorted(prescribed),
                                  normalize=normalize)
         self.q_start = self.scene.project(self.q_start)
-        self.object_poses = self.scene.objects(self.measured, self.coordinate_targets)
+        self.object_poses = self.scene.objects(self.measured)
 
     def _from_file(self, data: Storage | None, name: str, rotational: bool) -> np.ndarray:
         if data is None:
@@ -357,7 +379,8 @@ class MarkerIK:
         converged = np.zeros(F, dtype=bool)
 
         def run(rows, begin):
-            r = solve_animation(self.scene, begin, self.object_poses[rows], settings=settings)
+            r = solve_animation(self.scene, begin, self.object_poses[rows], settings=settings,
+                                values=self.coordinate_targets[rows])
             q[rows] = r.q
             iterations[rows] += r.iterations
             converged[rows] = r.converged
