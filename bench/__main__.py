@@ -16,6 +16,7 @@ import datetime
 import os
 import platform
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -47,9 +48,18 @@ def machine() -> dict:
             "python": platform.python_version(), "numpy": np.__version__}
 
 
+def revision() -> str:
+    """The commit measured, with "+ local changes" when the engine's files differ from it."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=Path(__file__).resolve().parent.parent,
+                              capture_output=True, text=True).stdout.strip()
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + (" + local changes to solver/" if git("status", "--porcelain", "--", "solver") else "")
+
+
 def write_markdown(path: Path, tables, meta: dict) -> None:
     m = meta["machine"]
-    body = [START, "", f"Command: `{meta['command']}`  ", f"Date: {meta['date']}  ",
+    body = [START, "", f"Command: `{meta['command']}`  ", f"Date: {meta['date']}  ", f"Commit: {meta['commit']}  ",
             f"Machine: {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}, numpy {m['numpy']}", ""]
     for table in tables:
         body += [table.markdown(), "", f"Data: `bench/results/{table.name}.json`; plot: `bench/results/{table.name}.png` "
@@ -71,7 +81,7 @@ def main(argv=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     meta = {"command": "python -m bench " + shlex.join(sys.argv[1:] if argv is None else argv),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "quick": args.quick, "machine": machine()}
+            "quick": args.quick, "commit": revision(), "machine": machine()}
     tables = []
     for name in args.only:
         run, draw = BENCHMARKS[name]
