@@ -124,20 +124,24 @@ class MarkerScene(Scene):
         self.upper = np.where(frozen_mask, np.inf, self.upper)
         self._row_weights = np.concatenate([np.repeat(weights, 3), self.task_weights])
         self._task_rotational = np.asarray(c.rotational, bool)[self.task_coordinates]
-        self._rotational_dof = om.model.rotational[None, None, None, :]                  # (1, 1, 1, n_dof)
-        self._moves = om.model.moves[:, self.segments].T[None, :, None, :]               # (1, M, 1, n_dof)
+        self._pairs = np.nonzero(om.model.moves[:, self.segments].T)                     # (marker, axis) pairs
+        self._pair_rotational = om.model.rotational[self._pairs[1]]
 
     def _linear_jacobian(self, pose, x) -> np.ndarray:
         """d x / d theta (F, M, 3, n_dof): the linear rows of the engine's point Jacobian
         (kinematics.point_jacobian), w x (x - o) for a rotation about w through o and u for a
-        translation along u, without the angular rows marker tasks do not use."""
-        w = pose.direction[:, None]                                   # (F, 1, n, 3)
-        r = x[:, :, None, :] - pose.pivot[:, None]                    # (F, M, n, 3)
+        translation along u, computed only for the (marker, axis) pairs where the axis moves the
+        marker, and without the angular rows marker tasks do not use."""
+        F = x.shape[0]
+        marker, dof = self._pairs
+        w = pose.direction[:, dof]                                    # (F, P, 3)
+        r = x[:, marker] - pose.pivot[:, dof]
         turn = np.stack([w[..., 1] * r[..., 2] - w[..., 2] * r[..., 1],
                          w[..., 2] * r[..., 0] - w[..., 0] * r[..., 2],
-                         w[..., 0] * r[..., 1] - w[..., 1] * r[..., 0]], axis=-2)   # (F, M, 3, n)
-        slide = np.swapaxes(np.broadcast_to(w, r.shape), -1, -2)
-        return np.where(self._rotational_dof, turn, slide) * self._moves
+                         w[..., 0] * r[..., 1] - w[..., 1] * r[..., 0]], axis=-1)
+        J = np.zeros((F, self.n_markers, self.model.n_coordinates, 3))
+        J[:, marker, dof] = np.where(self._pair_rotational[:, None], turn, w)
+        return np.swapaxes(J, -1, -2)
 
     @property
     def n_markers(self) -> int:
