@@ -101,7 +101,8 @@ def prepare(folder: Path) -> dict:
     setups = {}
     for case in CASES:
         text = template.replace('name="subject01"', f'name="{case}"')
-        text = text.replace("subject01_walk1_ik_test.mot", f"{case}_ik.mot").replace("<report_errors> false", "<report_errors> true")
+        text = text.replace("subject01_walk1_ik_test.mot", f"{case}_ik.mot")
+        text = text.replace("<report_errors> false", "<report_errors> true")
         if case == "weighted":
             text = text.replace("gait2354_IK_Tasks_uniform.xml", "gait2354_IK_Tasks.xml")
         if case == "noisy":
@@ -125,7 +126,8 @@ def _solver_loop(osim, setup_path: Path):
             weights.cloneAndAppend(osim.MarkerWeight(task.name, task.weight))
     for task in setup.tasks.coordinate_tasks:
         if task.apply:
-            value = task.value if task.value_type == "manual_value" else model.getCoordinateSet().get(task.name).getDefaultValue()
+            value = (task.value if task.value_type == "manual_value"
+                     else model.getCoordinateSet().get(task.name).getDefaultValue())
             reference = osim.CoordinateReference(task.name, osim.Constant(value))
             reference.setWeight(task.weight)
             coordinates.push_back(reference)

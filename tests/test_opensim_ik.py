@@ -225,8 +225,8 @@ def test_missing_markers_leave_their_frames(gait, tmp_path):
 def test_uniform_trial_against_opensims_tool(tmp_path, monkeypatch):
     """The upstream setup (uniform weights) run by OpenSim's InverseKinematicsTool and by us: the
     coordinates agree within 0.1 deg / 0.1 mm RMS (measured: 0.033 deg, 0.037 mm), and our marker
-    errors are no larger in any frame (measured: our total squared error is 3 to 97 percent of
-    OpenSim's, whose own accuracy criterion stops it earlier)."""
+    errors are no larger in any frame (measured: our total squared error is 3 to 75 percent of
+    OpenSim's, whose own convergence criterion stops it earlier)."""
     osim = _opensim()
     folder = tmp_path / "trial"
     folder.mkdir()
@@ -401,10 +401,17 @@ def test_outputs_go_where_opensim_puts_them(tmp_path):
 
 
 @needs_data
-def test_command_reports_bad_input(tmp_path, capsys):
+def test_command_summary_and_bad_input(tmp_path, capsys):
     folder = tmp_path / "trial"
     folder.mkdir()
     _copy_trial(folder)
+    tasks = (folder / "gait2354_IK_Tasks_uniform.xml").read_text().replace(
+        "</objects>", '<IKMarkerTask name="NotThere"><apply>true</apply><weight>1</weight></IKMarkerTask></objects>')
+    (folder / "extra.xml").write_text(tasks)
+    assert main(["ik", str(_setup_variant(folder, "extra", tasks="extra.xml", time_range="0.4 0.5")), "-v"]) == 0
+    printed = capsys.readouterr().out
+    assert "Frame 6 (t = 0.5): total squared error = " in printed and "converged 7/7" in printed
+    assert "ignored marker tasks (marker not in the model or the marker file): NotThere" in printed
     assert main(["ik", str(tmp_path / "missing.xml")]) == 1
     assert "cannot read file" in capsys.readouterr().err
     tasks = (folder / "gait2354_IK_Tasks_uniform.xml").read_text().replace(

@@ -4,20 +4,20 @@ Per frame f, over the unprescribed coordinates q (metres and radians),
 
     min_q  sum_i w_i |x_i^exp(f) - x_i(q)|^2 / sum_i w_i  +  sum_j w_j (q_j^exp(f) - q_j)^2
 
-(the first sums over the markers present in the frame) with the prescribed coordinates held at their values (OpenSim's "locked" coordinates: at their
-default value, as OpenSim 4.6 does even when a coordinate file gives them other values) and
-clamped coordinates kept inside their range. The marker weights w_i come from the IKMarkerTasks,
-the coordinate weights w_j and targets q_j^exp from the IKCoordinateTasks: the model's default
-value, a manual value, or the coordinate file's column interpolated at the frame's time
-(linearly, in radians; OpenSim fits a smoothing spline through the file instead, which agrees to
-~1e-4 degrees on the gait data).
+(the first sum runs over the markers present in the frame) with the prescribed coordinates held
+at their values (OpenSim's "locked" coordinates: at their default value, as OpenSim 4.6 does even
+when a coordinate file gives them other values) and clamped coordinates kept inside their range.
+The marker weights w_i come from the IKMarkerTasks, the coordinate weights w_j and targets
+q_j^exp from the IKCoordinateTasks: the model's default value, a manual value, or the coordinate
+file's column interpolated linearly at the frame's time, in radians (OpenSim fits a spline
+through the file instead; with a task of weight 1000 the two follow the file to 1e-4 degrees).
 
-The division of the marker term by the sum of the marker weights is OpenSim's (Simbody's marker
-assembly condition); OpenSim's documentation writes the objective without it. It changes nothing
-without coordinate tasks; with them it sets how much the markers weigh against the coordinates.
-Measured with opensim 4.6: at OpenSim's solutions the gradient of the marker term balances the
-coordinate tasks' gradient scaled by exactly that sum (31.0 for 31 markers of weight 1, 62.0 with
-weights 2, 61.0 for gait2354_IK_Tasks.xml, 30 and 29 in frames with one and two markers missing).
+Dividing the marker term by the sum of the marker weights is what OpenSim 4.6 minimises, though
+its documentation writes the objective without it. It changes nothing without coordinate tasks;
+with them it sets how much the markers weigh against the coordinates. Measured with opensim 4.6:
+at OpenSim's solutions the gradient of the marker term balances the coordinate tasks' gradient
+scaled by exactly that sum (31.0 for 31 markers of weight 1, 62.0 with weights 2, 61.0 for
+gait2354_IK_Tasks.xml, 30 and 29 in frames with one and two markers missing).
 `normalize=False` solves the documented formula instead.
 
 Markers in use, as OpenSim picks them: the markers of the marker file, in its order, that have an
@@ -482,12 +482,14 @@ def write_marker_locations(path, result: IKResult, name: str = "Model Marker Loc
 
 @dataclass
 class IKRun:
-    """What `run_ik_setup` did: the setup, the solved result and the files written by kind
-    ('motion', 'marker_errors', 'marker_locations')."""
+    """What `run_ik_setup` did: the setup, the solved result, the files written by kind
+    ('motion', 'marker_errors', 'marker_locations') and the applied marker tasks left out because
+    the model or the marker file lacks their marker (OpenSim leaves them out silently)."""
 
     setup: IKSetup
     result: IKResult
     files: dict
+    ignored_markers: list = field(default_factory=list)
 
 
 def output_paths(setup: IKSetup, output_dir=None) -> dict:
@@ -498,7 +500,7 @@ def output_paths(setup: IKSetup, output_dir=None) -> dict:
     paths = {}
     results = Path(output_dir) if output_dir is not None else Path(setup.results_directory or setup.path.parent)
     if setup.output_motion_file is not None:
-        paths["motion"] = (results / setup.output_motion_file.name) if output_dir is not None else setup.output_motion_file
+        paths["motion"] = setup.output_motion_file if output_dir is None else results / setup.output_motion_file.name
     if setup.report_errors:
         paths["marker_errors"] = results / f"{setup.name}_ik_marker_errors.sto"
     if setup.report_marker_locations:
@@ -519,7 +521,7 @@ def run_ik_setup(path, output_dir=None, om: OpenSimModel | None = None, **solve_
     for kind, target in files.items():
         target.parent.mkdir(parents=True, exist_ok=True)
         writers[kind](target, result)
-    return IKRun(setup, result, files)
+    return IKRun(setup, result, files, list(problem.ignored_markers))
 
 
 # --------------------------------------------------------------------------------- command line
@@ -542,7 +544,11 @@ def summary_lines(run: IKRun) -> list:
              f"solved in {r.seconds:.3f} s ({1e3 * r.seconds / max(F, 1):.2f} ms/frame), "
              f"{r.passes} warm-start pass(es), converged {int(np.sum(r.converged))}/{F}",
              f"marker error RMS: mean {np.mean(r.marker_error_rms):.3g} m, largest {np.max(r.marker_error_rms):.3g} m; "
-             f"largest marker error {r.marker_error_max[worst]:.3g} m ({r.worst_marker[worst] or '-'} at t = {r.time[worst]:g} s)"]
+             f"largest marker error {r.marker_error_max[worst]:.3g} m "
+             f"({r.worst_marker[worst] or '-'} at t = {r.time[worst]:g} s)"]
+    if run.ignored_markers:
+        lines.append("ignored marker tasks (marker not in the model or the marker file): "
+                     + ", ".join(run.ignored_markers))
     lines += [f"wrote {path}" for path in run.files.values()]
     return lines
 
