@@ -79,7 +79,11 @@ def _cwd(folder: Path):
 
 
 def _opensim():
-    import opensim
+    try:
+        import opensim
+    except ImportError:
+        raise ImportError("bench.opensim_ik needs the opensim package: "
+                          "pip install --no-deps -r requirements-opensim.txt (make venv does)") from None
 
     opensim.Logger.removeFileSink()
     opensim.Logger.setLevelString("error")
