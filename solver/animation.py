@@ -53,6 +53,7 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
     F, C = q.shape[0], len(scene.constraints)
     position_error, rotation_error = np.full((F, C), np.nan), np.full((F, C), np.nan)
     iterations, converged = np.zeros(F, dtype=int), np.zeros(F, dtype=bool)
+    sigma_min = np.full(F, np.nan)
 
     active = np.flatnonzero(finite_frames(objects, bases, F))
     ev = batch.evaluate(batch.q[active], active)
@@ -62,8 +63,9 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
         hard_ok = np.ones(active.size, bool) if settings.fit else reached(scene, ev, settings.precision)
         done = hard_ok & (batch.last_step[active] <= settings.precision)
         converged[active[done]] = True
-        keep = np.flatnonzero(~done & (iterations[active] < settings.max_iterations)
-                              & (batch.lam[active] < _LAMBDA_GIVE_UP))
+        going_on = ~done & (iterations[active] < settings.max_iterations) & (batch.lam[active] < _LAMBDA_GIVE_UP)
+        sigma_min[active[~going_on]] = _sigma_min(scene, _select(ev, ~going_on))
+        keep = np.flatnonzero(going_on)
         active, current, ev, hard_ok = active[keep], current[keep], _select(ev, keep), hard_ok[keep]
         if not active.size:
             break
@@ -78,7 +80,7 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
         batch.stationary(active, step.proposed < 1e-14, hard_ok, ev, current)
 
     return Result(q=batch.q, position_error=position_error, rotation_error=rotation_error,
-                  iterations=iterations, converged=converged, sigma_min=_sigma_min(batch),
+                  iterations=iterations, converged=converged, sigma_min=sigma_min,
                   seconds=time.perf_counter() - start, names=list(scene.names))
 
 
@@ -244,16 +246,12 @@ def _nudge_direction(n: int) -> np.ndarray:
     return d / max(np.linalg.norm(d), 1e-300)
 
 
-def _sigma_min(batch: _Batch) -> np.ndarray:
-    """Smallest singular value of the weighted A at the solution, per frame (NaN if unsolvable)."""
-    scene, F = batch.scene, batch.q.shape[0]
-    out = np.full(F, np.nan)
-    ok = np.flatnonzero(finite_frames(batch.objects, batch.bases, F))
-    if ok.size and scene.n_outputs and scene.n_coordinates:
-        ev = batch.evaluate(batch.q[ok], ok)
-        Aw = np.sqrt(ev.weight)[..., None] * ev.A * scene.weight
-        out[ok] = np.linalg.svd(Aw, compute_uv=False)[:, -1]
-    return out
+def _sigma_min(scene: Scene, ev: Evaluation) -> np.ndarray:
+    """Smallest singular value of the weighted A of each frame of an evaluation."""
+    if not (ev.y.shape[0] and scene.n_outputs and scene.n_coordinates):
+        return np.full(ev.y.shape[0], np.nan)
+    Aw = np.sqrt(ev.weight)[..., None] * ev.A * scene.weight
+    return np.linalg.svd(Aw, compute_uv=False)[:, -1]
 
 
 def _select(ev: Evaluation, idx) -> Evaluation:

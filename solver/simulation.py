@@ -101,9 +101,10 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
                                 pseudoinverse_solver(settings))
 
     ev = evaluate(0.0)
-    n_sub = settings.substeps
+    n_sub, probe = settings.substeps, None
     if n_sub == 0:  # automatic: keep each sub-step's largest coordinate change under substep_angle
-        dq, _ = step(ev, dt)
+        probe = step(ev, dt)
+        dq = probe[0]
         # ... and the feedback stable: K h <= 1 per sub-step.
         n_sub = max(np.ceil(np.max(np.abs(dq), initial=0.0) / settings.substep_angle), np.ceil(settings.feedback * dt))
         n_sub = int(np.clip(n_sub, 1, settings.max_substeps))
@@ -111,6 +112,6 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
     for k in range(n_sub):
         if k:
             ev = evaluate(k * h)
-        dq, s_min = step(ev, h)
+        dq, s_min = probe if (k == 0 and n_sub == 1 and probe is not None) else step(ev, h)
         q = scene.project(q + dq)
     return q, n_sub, s_min[0]
