@@ -9,7 +9,10 @@ the rig over to our solver (its Blender IK constraints are muted, see `propertie
 return a `SolveResult` with numpy arrays: ``frames``, ``position_error`` (frames x constraints,
 scene units, NaN where a constraint has no position part), ``rotation_error`` (radians, likewise),
 ``iterations``, ``converged``, and ``seconds``; also ``constraints`` (their names), ``bones``,
-``q`` (the solved joint values), ``sigma_min`` and ``warnings``.
+``q`` (the solved joint values), ``sigma_min`` and ``warnings``; ``method`` says which solver ran:
+"analytic two-bone" (the exact closed form, for a two-bone chain under one location-only IK
+constraint with nothing else acting on it; see `two_bone`) or "iterative <update law>", and
+``fallback_reason`` why the closed form did not apply.
 
 Options (keywords, default: the armature's settings in the iTaSC panel): mode ('ANIMATION' or
 'SIMULATION'), method ('PINV', 'DLS', 'SDLS'), precision, max_iterations, feedback, max_velocity,

@@ -121,6 +121,7 @@ class ITASC_PG_settings(bpy.types.PropertyGroup):
     result_rms_error: FloatProperty(default=0.0, precision=9)
     result_seconds: FloatProperty(default=0.0)
     result_message: StringProperty(default="")
+    result_method: StringProperty(default="")       # which solver ran, e.g. "analytic two-bone"
 
 
 # --- which constraints we drive, and muting Blender's IK while we do ---------------------------

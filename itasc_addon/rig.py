@@ -27,6 +27,8 @@ import numpy as np
 from .. import solver
 from ..solver.rotations import exp_map, log_map
 
+# Only the two-bone fast path (two_bone.py) follows pole targets; it drops this warning when it runs.
+POLE_IGNORED = "pole targets are only followed by the two-bone fast path; the pole is ignored"
 LIMIT_MODES = {"LIMITDIST_INSIDE": "inside", "LIMITDIST_OUTSIDE": "outside", "LIMITDIST_ONSURFACE": "surface"}
 
 
@@ -187,7 +189,7 @@ def read_rig(obj, drives=None) -> Rig:
             warnings.append(f"'{pb.name}/{con.name}' uses neither location nor rotation: left out")
             continue
         if con.pole_target is not None:
-            warnings.append(f"'{pb.name}/{con.name}': pole targets are not supported yet; the pole is ignored")
+            warnings.append(f"'{pb.name}/{con.name}': {POLE_IGNORED}")
         chain, tip = _chain(obj, con, pb, warnings)
         picked.append((pb, con, chain, tip))
     if not picked:

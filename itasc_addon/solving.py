@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import solver
 from ..solver.rotations import exp_map, log_map
-from . import keys, live, properties
+from . import keys, live, properties, two_bone
 from . import rig as rig_module
 from .rig import RigError
 
@@ -45,6 +45,8 @@ class SolveResult:
     warnings: list = field(default_factory=list)
     keys_written: int = 0
     q: np.ndarray | None = None
+    method: str = ""              # which solver ran: two_bone.METHOD or "iterative <update law>"
+    fallback_reason: str = ""     # why the two-bone fast path did not run ('' when it did)
 
     @property
     def not_converged(self) -> int:
@@ -63,6 +65,8 @@ class SolveResult:
         worst, rms = self.position_stats()
         text = (f"{len(self.frames)} frame(s) solved, {self.not_converged} not converged, position error "
                 f"max {worst:.3g} RMS {rms:.3g}, {self.seconds:.2f} s")
+        if self.method:
+            text += f" ({self.method})"
         return text
 
 
@@ -137,7 +141,10 @@ class Job:
         self.mode, self.settings = settings_for(obj, fps=render.fps / render.fps_base / max(step, 1e-9), **options)
         self.scene = bpy.context.scene
         self._frame = (self.scene.frame_current, self.scene.frame_subframe)
-        self.sampler = rig_module.Sampler(self.rig, obj, frames)
+        self.plan, self.fallback_reason = two_bone.plan_for(self.rig, obj, self.mode)
+        self.rotations = None        # the fast path's pose rotations (F, S, 3, 3)
+        self.sampler = (two_bone.Sampler(self.rig, obj, frames, self.plan) if self.plan is not None
+                        else rig_module.Sampler(self.rig, obj, frames))
         self.start_values = self._start_values()
         self.i = 0
         self.phase = "sample"
@@ -188,7 +195,17 @@ class Job:
                 self.q0 = rig_module.coordinates_from_basis(self.rig, self.samples.basis)
                 self.objects = blend_targets(self.rig, self.q0, self.samples, self.samples.objects)
                 self.engine_scene = rig_module.with_joint_control(self.rig, self.obj, self.q0, self.rig.warnings)
+                if self.plan is not None:
+                    reason = two_bone.pose_reason(self.samples.basis, self.rig.bones)
+                    if reason:
+                        self.plan, self.fallback_reason = None, reason
                 self.phase = "solve"
+            return True
+        if self.phase == "solve" and self.plan is not None:      # all frames in one closed-form batch
+            piece, self.rotations = two_bone.solve(self.rig, self.plan, self.samples, self.q0, self.objects,
+                                                   self.sampler.poles, self.engine_scene, self.settings)
+            self.pieces.append(piece)
+            self.phase = "write"
             return True
         if self.phase == "solve":
             a = sum(len(p.q) for p in self.pieces)
@@ -231,7 +248,10 @@ class Job:
         q = np.concatenate([p.q for p in self.pieces])
         if not np.all(np.isfinite(q)):
             raise RigError("the solver returned non-finite joint values; nothing was written")
-        R, y_scale = rig_module.pose_from_coordinates(rig, q)
+        if self.rotations is not None:
+            R, y_scale = self.rotations, np.ones(self.rotations.shape[:2])
+        else:
+            R, y_scale = rig_module.pose_from_coordinates(rig, q)
         bones = [n for n in rig.bones if self.bones_filter is None or n in self.bones_filter]
         written = 0
         if self.bake:
@@ -252,10 +272,17 @@ class Job:
             seconds=time.perf_counter() - self.started,
             constraints=rig.constraint_names, bones=list(rig.bones),
             sigma_min=np.concatenate([p.sigma_min for p in self.pieces]),
-            mode=self.mode, warnings=list(rig.warnings), keys_written=written, q=q)
+            mode=self.mode, warnings=self._warnings(), keys_written=written, q=q,
+            method=two_bone.METHOD if self.plan is not None else f"iterative {self.settings.method.upper()}",
+            fallback_reason="" if self.plan is not None else self.fallback_reason)
         store_result(obj, result, "Bake" if self.bake else "Solve")
         obj.update_tag()
         return result
+
+    def _warnings(self):
+        if self.plan is None:
+            return list(self.rig.warnings)
+        return [w for w in self.rig.warnings if rig_module.POLE_IGNORED not in w]    # the pole is followed
 
 
 def write_keys(obj, rig, frames, R, y_scale, bones, start_values, record=True):
@@ -321,3 +348,4 @@ def store_result(obj, result, kind):
     props.result_rms_error = rms
     props.result_seconds = result.seconds
     props.result_message = "; ".join(result.warnings)[:1000]
+    props.result_method = result.method
