@@ -31,7 +31,7 @@ import numpy as np
 
 from .constraints import JointValue
 from .scene import Evaluation, Scene
-from .update import (Result, Settings, check_inputs, constrained_step, cost, finite_frames,
+from .update import (Result, Settings, check_inputs, complete_frames, constrained_step, cost, finite_frames,
                      pseudoinverse_solver, reached)
 
 _LAMBDA_START = 1e-3
@@ -79,6 +79,8 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
         batch.q[active], current, ev = step.q, step.cost, step.ev
         batch.stationary(active, step.proposed < 1e-14, hard_ok, ev, current)
 
+    if not settings.fit:
+        converged &= complete_frames(objects, F)      # a missing target: the frame is not done
     return Result(q=batch.q, position_error=position_error, rotation_error=rotation_error,
                   iterations=iterations, converged=converged, sigma_min=sigma_min,
                   seconds=time.perf_counter() - start, names=list(scene.names))

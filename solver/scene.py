@@ -155,6 +155,15 @@ class Scene:
         m = self.model
         theta = q if self.coupling is None else self.coupling.dofs(q)
         pose = forward_kinematics(m, theta, bases)
+        missing = None
+        if objects is not None:
+            # An object without a finite pose in a frame (a marker out of view, a deleted target)
+            # leaves its constraints out of that frame: weight 0, errors NaN.
+            missing = ~np.all(np.isfinite(objects), axis=(-2, -1))                  # (F, K)
+            if missing.any():
+                objects = np.where(missing[..., None, None], np.eye(4), objects)
+            else:
+                missing = None
         frames = self._endpoint_frames(pose, objects)
         C, M, n = len(self.constraints), self.n_outputs, m.n_coordinates
         y, yd, weight = np.zeros((F, M)), np.zeros((F, M)), np.zeros((F, M))
@@ -184,6 +193,13 @@ class Scene:
                     Jb, Jt = _without_turning(Jb), _without_turning(Jt)
             Xf, Jinv = c.loop(Tb, Tt)
             y[:, rows], yd[:, rows], weight[:, rows], position_error[:, k], rotation_error[:, k] = c.outputs(Xf)
+            if missing is not None:
+                gone = np.zeros(F, dtype=bool)
+                for end in (c.base, c.tip):
+                    if end.obj >= 0:
+                        gone |= missing[:, end.obj]
+                weight[gone, rows] = 0.0
+                position_error[gone, k] = rotation_error[gone, k] = np.nan
             if jacobians:
                 Rb_t = np.swapaxes(Tb[:, :3, :3], -1, -2)
                 to_base = np.zeros((F, 6, 6))

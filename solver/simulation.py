@@ -17,7 +17,8 @@ import numpy as np
 from .animation import solve_animation
 from .rotations import exp_map, log_map
 from .scene import Scene
-from .update import Result, Settings, check_inputs, constrained_step, finite_frames, pseudoinverse_solver, reached
+from .update import (Result, Settings, check_inputs, complete_frames, constrained_step, finite_frames,
+                     pseudoinverse_solver, reached)
 
 
 def twist_between(T0: np.ndarray, T1: np.ndarray, dt: float) -> np.ndarray:
@@ -51,7 +52,7 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
     position_error, rotation_error = np.full((F, C), np.nan), np.full((F, C), np.nan)
     iterations, sigma_min = np.zeros(F, dtype=int), np.full(F, np.nan)
     converged = np.zeros(F, dtype=bool)
-    finite = finite_frames(objects, bases, F)
+    finite, complete = finite_frames(objects, bases, F), complete_frames(objects, F)
     q = scene.project(q0)
 
     def at(array, f):
@@ -70,7 +71,7 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
         ev = scene.evaluate(q, at(objects, f), at(bases, f), jacobians=False, values=at(values, f))
         out_q[f] = q[0]
         position_error[f], rotation_error[f] = ev.position_error[0], ev.rotation_error[0]
-        converged[f] = reached(scene, ev, settings.precision)[0]
+        converged[f] = reached(scene, ev, settings.precision)[0] and (settings.fit or complete[f])
     return Result(q=out_q, position_error=position_error, rotation_error=rotation_error, iterations=iterations,
                   converged=converged, sigma_min=sigma_min, seconds=time.perf_counter() - start,
                   names=list(scene.names))
@@ -80,7 +81,12 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
     """Integrate q from frame f-1 to frame f; objects and bases move at constant velocity between
     their poses at the two frames. Returns q, the number of sub-steps and the last s_min."""
     dt = 1.0 / settings.fps
-    twist_obj = twist_between(objects[f - 1:f], objects[f:f + 1], dt) if objects is not None else None
+    twist_obj = None
+    if objects is not None:  # objects missing at either end hold still (and count as missing at f)
+        with np.errstate(invalid="ignore"):
+            twist_obj = twist_between(objects[f - 1:f], objects[f:f + 1], dt)
+        twist_obj = np.nan_to_num(twist_obj, nan=0.0, posinf=0.0, neginf=0.0)
+        gone = ~np.all(np.isfinite(objects[f]), axis=(-2, -1))
     twist_base = twist_between(bases[f - 1:f], bases[f:f + 1], dt) if bases is not None else None
     Xu_dot = np.zeros((1, scene.n_u))
     if twist_obj is not None:
@@ -89,7 +95,11 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
         Xu_dot[:, 6 * scene.n_objects:] = twist_base.reshape(1, -1)
 
     def evaluate(elapsed):
-        obj = None if objects is None else advance(objects[f - 1:f], twist_obj, elapsed)
+        obj = None
+        if objects is not None:
+            with np.errstate(invalid="ignore"):
+                obj = advance(objects[f - 1:f], twist_obj, elapsed)
+            obj[:, gone] = np.nan
         base = None if bases is None else advance(bases[f - 1:f], twist_base, elapsed)
         return scene.evaluate(q, obj, base, values=values)
 

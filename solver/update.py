@@ -146,9 +146,16 @@ def check_inputs(scene: Scene, q, objects, bases, values=None):
 
 
 def finite_frames(objects, bases, F: int) -> np.ndarray:
-    """Frames whose object and base poses are all finite: the others are reported, not solved."""
+    """Frames that can be solved: armature bases finite. (Objects without a finite pose only
+    leave their own constraints out of a frame; see Scene.evaluate.)"""
     ok = np.ones(F, dtype=bool)
-    for poses in (objects, bases):
-        if poses is not None:
-            ok &= np.all(np.isfinite(poses), axis=(1, 2, 3))
+    if bases is not None:
+        ok &= np.all(np.isfinite(bases), axis=(1, 2, 3))
     return ok
+
+
+def complete_frames(objects, F: int) -> np.ndarray:
+    """Frames where every object has a finite pose: only these can count as converged."""
+    if objects is None:
+        return np.ones(F, dtype=bool)
+    return np.all(np.isfinite(objects), axis=(1, 2, 3))

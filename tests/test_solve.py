@@ -330,3 +330,26 @@ def test_joint_values_per_frame_and_missing_ones():
     simulated = solve_simulation(scene, model.neutral(1), values=values, settings=Settings(substeps=20))
     assert np.isfinite(simulated.q).all()
     np.testing.assert_allclose(simulated.q[0, 1], 0.1, atol=1e-9)      # the first frame is converged
+
+
+def test_a_missing_target_leaves_out_only_its_own_constraint():
+    """Two branches of a tree, one target lost in frame 1: the other is still reached there, the
+    lost one reports NaN, and the frame is not converged (a fit counts it as done)."""
+    model = model_from_bones(straight_chain(4))
+    scene = Scene(model, [CopyPose(on_segment(3, (0, 1, 0)), on_object(0)),
+                          CopyPose(on_segment(1, (0, 1, 0)), on_object(1), weight=0.1)], n_objects=2)
+    q_goal = np.random.default_rng(3).uniform(-0.4, 0.4, size=(3, scene.n_coordinates))
+    frames = forward_kinematics(model, q_goal).frames
+    targets = np.broadcast_to(np.eye(4), (3, 2, 4, 4)).copy()
+    for k, s in enumerate((3, 1)):
+        targets[:, k, :3, 3] = frames[:, s, :3, :3] @ [0, 1, 0] + frames[:, s, :3, 3]
+    targets[1, 1, 0, 3] = np.nan
+    for run in (solve_animation, solve_simulation):
+        result = run(scene, model.neutral(3 if run is solve_animation else 1), targets)
+        assert np.isfinite(result.q).all()
+        assert np.isnan(result.position_error[1, 1]) and np.isfinite(result.position_error[1, 0])
+        assert not result.converged[1]
+        if run is solve_animation:
+            assert result.position_error[1, 0] <= 1e-6
+    fitted = solve_animation(scene, model.neutral(3), targets, settings=Settings(fit=True))
+    assert fitted.converged.all()
