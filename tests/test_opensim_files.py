@@ -1,25 +1,25 @@
 """Readers and writers for .trc and .mot/.sto files, checked against the OpenSim regression data
 (read in place from shared/data) and, when installed, the `opensim` package's own readers."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from solver.opensim import OpenSimFileError, read_storage, read_trc, write_storage, write_trc
+from solver.opensim import (
+    OpenSimFileError,
+    read_storage,
+    read_trc,
+    write_storage,
+    write_trc,
+)
+from tests.opensim_reference import DATA, needs_data
+from tests.opensim_reference import opensim as _opensim
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "opensim_gait2354"
 TRC = DATA / "subject01_synthetic_marker_data.trc"
 MOT = DATA / "std_subject01_walk1_ik.mot"
 
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared/data/opensim_gait2354 is not beside the repository")
 
 
-def _opensim():
-    osim = pytest.importorskip("opensim", reason="the opensim package (pip install opensim) is the reference reader")
-    osim.Logger.removeFileSink()          # no opensim.log in the working directory
-    osim.Logger.setLevelString("warn")
-    return osim
 
 
 # ----------------------------------------------------------------------------------------- .trc

@@ -1,15 +1,23 @@
 """OpenSim functions: values against the `opensim` package's own evaluation (calcValue /
 calcDerivative), natural splines against scipy, derivatives against finite differences."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from solver.opensim import OpenSimFileError, _xml
-from solver.opensim.functions import (Constant, LinearFunction, MultiplierFunction, NaturalCubicSpline,
-                                      PiecewiseLinearFunction, PolynomialFunction, SimmSpline, function_from_xml,
-                                      function_in)
+from solver.opensim.functions import (
+    Constant,
+    LinearFunction,
+    MultiplierFunction,
+    NaturalCubicSpline,
+    PiecewiseLinearFunction,
+    PolynomialFunction,
+    SimmSpline,
+    function_from_xml,
+    function_in,
+)
+from tests.opensim_reference import opensim as _opensim
 
 # The two knee splines of subject01_simbody.osim (tibia_r translation1 / translation2).
 KNEE_X = ([-2.0944, -1.74533, -1.39626, -1.0472, -0.698132, -0.349066, -0.174533, 0.197344, 0.337395, 0.490178,
@@ -30,11 +38,6 @@ POINT_SETS = [KNEE_X, KNEE_Y, ([0.0, 1.0], [1.0, 3.0]), ([0.0, 1.0, 3.0], [1.0, 
              [_random_points(n, seed) for seed, n in enumerate([4, 5, 6, 9, 15])]
 
 
-def _opensim():
-    osim = pytest.importorskip("opensim", reason="the opensim package (pip install opensim) is the reference")
-    osim.Logger.removeFileSink()
-    osim.Logger.setLevelString("warn")
-    return osim
 
 
 def _owned_by_opensim(f):

@@ -16,22 +16,32 @@ import pytest
 from solver import Scene, solve_animation
 from solver.__main__ import main
 from solver.finite_differences import numerical_jacobian, relative_difference
-from solver.opensim import (IKCoordinateTask, IKTaskSet, MarkerData, MarkerIK, MarkerScene, OpenSimFileWarning,
-                            frame_range, load_osim, read_ik_setup, read_ik_task_set, read_storage, read_trc,
-                            run_ik_setup, solve_marker_ik, write_storage, write_trc)
+from solver.opensim import (
+    IKCoordinateTask,
+    IKTaskSet,
+    MarkerData,
+    MarkerIK,
+    MarkerScene,
+    OpenSimFileWarning,
+    frame_range,
+    load_osim,
+    read_ik_setup,
+    read_ik_task_set,
+    read_storage,
+    read_trc,
+    run_ik_setup,
+    solve_marker_ik,
+    write_storage,
+    write_trc,
+)
 from solver.opensim.ik import cli
+from tests.opensim_reference import DATA, needs_data
+from tests.opensim_reference import opensim as _opensim
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "opensim_gait2354"
 SETUP = DATA / "subject01_Setup_InverseKinematics.xml"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared/data/opensim_gait2354 is not beside the repository")
 DEG = 180.0 / np.pi
 
 
-def _opensim():
-    osim = pytest.importorskip("opensim", reason="the opensim package (pip install opensim) is the reference")
-    osim.Logger.removeFileSink()
-    osim.Logger.setLevelString("error")
-    return osim
 
 
 def _quiet_tasks(path):

@@ -9,18 +9,15 @@ import numpy as np
 import pytest
 
 from solver.finite_differences import numerical_jacobian, relative_difference
-from solver.opensim import load_osim, marker_jacobian, marker_positions, read_storage, read_trc
-
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "opensim_gait2354"
-GAIT = DATA / "subject01_simbody.osim"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared/data/opensim_gait2354 is not beside the repository")
-
-
-def _opensim():
-    osim = pytest.importorskip("opensim", reason="the opensim package (pip install opensim) is the reference")
-    osim.Logger.removeFileSink()
-    osim.Logger.setLevelString("error")
-    return osim
+from solver.opensim import (
+    load_osim,
+    marker_jacobian,
+    marker_positions,
+    read_storage,
+    read_trc,
+)
+from tests.opensim_reference import DATA, GAIT, needs_data
+from tests.opensim_reference import opensim as _opensim
 
 
 def _hand(tmp_path):

@@ -12,10 +12,8 @@ from solver.kinematics import forward_kinematics
 from solver.opensim import OpenSimFileError
 from solver.opensim.functions import MultiplierFunction, SimmSpline
 from solver.opensim.osim import euler_xyz, load_osim, read_osim
-
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "opensim_gait2354"
-GAIT = DATA / "subject01_simbody.osim"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared/data/opensim_gait2354 is not beside the repository")
+from tests.opensim_reference import DATA, GAIT, needs_data
+from tests.opensim_reference import opensim as _opensim
 
 HERE = Path(__file__).resolve().parent
 HAND = """<?xml version="1.0" encoding="UTF-8" ?>
@@ -130,11 +128,6 @@ HAND = """<?xml version="1.0" encoding="UTF-8" ?>
 # an offset frame attached to a body.
 
 
-def _opensim():
-    osim = pytest.importorskip("opensim", reason="the opensim package (pip install opensim) is the reference")
-    osim.Logger.removeFileSink()
-    osim.Logger.setLevelString("error")
-    return osim
 
 
 @pytest.fixture

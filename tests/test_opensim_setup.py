@@ -2,23 +2,14 @@
 small hand-written ones, checked against the `opensim` package's own reader when installed."""
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from solver.opensim import OpenSimFileError, OpenSimFileWarning
 from solver.opensim.setup import read_ik_setup, read_ik_task_set
-
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "opensim_gait2354"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared/data/opensim_gait2354 is not beside the repository")
-
-
-def _opensim():
-    osim = pytest.importorskip("opensim", reason="the opensim package (pip install opensim) is the reference reader")
-    osim.Logger.removeFileSink()
-    osim.Logger.setLevelString("warn")
-    return osim
+from tests.opensim_reference import DATA, needs_data
+from tests.opensim_reference import opensim as _opensim
 
 
 @needs_data
