@@ -69,7 +69,7 @@ class ITASC_PT_settings(_Sub, bpy.types.Panel):
             layout.prop(props, "feedback")
             layout.prop(props, "max_velocity")
             layout.prop(props, "substeps")
-        if props.method != "PINV":
+        if props.method == "DLS":          # the only solver that damps on these
             layout.prop(props, "damping_max")
             layout.prop(props, "damping_epsilon")
 

@@ -89,7 +89,8 @@ class ITASC_PG_settings(bpy.types.PropertyGroup):
         name="Solver", default="SDLS",
         items=(("PINV", "Pseudo-inverse", "SVD pseudo-inverse"),
                ("DLS", "DLS", "Damped least squares: damping grows near singular poses"),
-               ("SDLS", "SDLS", "Selectively damped least squares: damping per singular direction")))
+               ("SDLS", "SDLS", "Selectively damped least squares: damping per singular direction"),
+               ("GRADIENT", "Gradient descent", "Baseline: steepest descent with the best step along the gradient")))
     precision: FloatProperty(name="Precision", default=1e-6, min=1e-12, soft_max=0.01, precision=8,
                              description="Position (scene units) and rotation (radians) error to stop at")
     max_iterations: IntProperty(name="Max Iterations", default=300, min=1, soft_max=5000,

@@ -21,7 +21,7 @@ from . import keys, live, properties, two_bone
 from . import rig as rig_module
 from .rig import RigError
 
-METHODS = {"PINV": "pinv", "DLS": "dls", "SDLS": "sdls"}
+METHODS = {"PINV": "pinv", "DLS": "dls", "SDLS": "sdls", "GRADIENT": "gradient"}
 OPTION_NAMES = ("mode", "method", "precision", "max_iterations", "feedback", "max_velocity", "damping_max",
                 "damping_epsilon", "substeps")
 CHUNK = 256  # frames solved per step (the engine is batched: larger chunks are faster)

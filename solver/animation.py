@@ -146,7 +146,7 @@ class _Batch:
                 break
         # Frames where the linear model falls short (no step helps, or the error energy does not
         # even halve, several times in a row) continue on secant steps.
-        slow = out.cost[rows] > _SLOW * current[rows]
+        slow = (out.cost[rows] > _SLOW * current[rows]) & (self.settings.method != "gradient")  # a baseline stays plain
         self.slow_run[frames] = np.where(slow, self.slow_run[frames] + 1, 0)
         self._to_secant(frames[self.slow_run[frames] >= _SLOW_RUN])
 

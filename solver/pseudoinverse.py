@@ -1,4 +1,5 @@
-"""Three ways to apply A# to a right-hand side, batched over frames, all from one SVD A = U S V^T.
+"""Ways to apply A# to a right-hand side, batched over frames: three from one SVD A = U S V^T,
+and the gradient baseline.
 
     pseudo-inverse   A# = V S^-1 U^T, directions with s_i <= rcond * s_max dropped
     damped (DLS)     A# = V diag(s_i / (s_i^2 + l^2)) U^T, where the damping l^2 grows from 0 to
@@ -9,6 +10,10 @@
                      rows and M_i = (1 / s_i) sum_j |v_ij| sum_rows |A_rj| estimates how far the
                      outputs would move; each direction's step is clamped to gamma_i, the sum to
                      gamma_max (Buss and Kim, 2005).
+    gradient         x = alpha A^T b, the steepest descent of |A x - b|^2 / 2 with the step that
+                     minimises it along that direction, alpha = |A^T b|^2 / |A A^T b|^2 (the
+                     lecture's gradient descent with the analytic Jacobian; the animation mode's
+                     backtracking then only halves it). A baseline: no pseudo-inverse at all.
 
 Each returns the step (F, n) and the smallest singular value (F,) for diagnostics.
 """
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-METHODS = ("pinv", "dls", "sdls")
+METHODS = ("pinv", "dls", "sdls", "gradient")
 
 
 def _clamp_max_abs(x: np.ndarray, bound) -> np.ndarray:
@@ -36,6 +41,11 @@ def solve(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-1
         raise ValueError(f"unknown solver {method!r}; choose one of {METHODS}")
     if 0 in A.shape[-2:]:  # nothing to move or nothing asked
         return np.zeros(A.shape[:-2] + A.shape[-1:]), np.zeros(A.shape[:-2])
+    if method == "gradient":
+        g = np.einsum("fmn,fm->fn", A, b)
+        Ag = np.einsum("fmn,fn->fm", A, g)
+        alpha = np.sum(g * g, axis=-1) / np.maximum(np.sum(Ag * Ag, axis=-1), 1e-300)
+        return alpha[..., None] * g, np.full(A.shape[:-2], np.nan)
     U, s, Vt = np.linalg.svd(A, full_matrices=False)
     s_max, s_min = s[..., :1], s[..., -1]
     if rank is not None:

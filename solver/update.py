@@ -23,7 +23,7 @@ from .scene import Evaluation, Scene
 
 @dataclass(frozen=True)
 class Settings:
-    method: str = "dls"              # A#: 'pinv', 'dls' or 'sdls'
+    method: str = "dls"              # A#: 'pinv', 'dls', 'sdls' or the 'gradient' baseline
     precision: float = 1e-6          # position (scene units) and rotation (radians) error to stop at
     max_iterations: int = 300        # animation mode, per frame
     max_step: float = 0.5            # largest coordinate change of one update (radians or units)

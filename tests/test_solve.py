@@ -353,3 +353,23 @@ def test_a_missing_target_leaves_out_only_its_own_constraint():
             assert result.position_error[1, 0] <= 1e-6
     fitted = solve_animation(scene, model.neutral(3), targets, settings=Settings(fit=True))
     assert fitted.converged.all()
+
+
+def test_gradient_baseline_takes_the_best_step_along_the_gradient_and_converges():
+    from solver import pseudoinverse
+    rng = np.random.default_rng(6)
+    A, b = rng.normal(size=(20, 3, 7)), rng.normal(size=(20, 3))
+    x, _ = pseudoinverse.solve(A, b, "gradient")
+    g = np.einsum("fmn,fm->fn", A, b)
+    np.testing.assert_allclose(x / np.linalg.norm(x, axis=1, keepdims=True),
+                               g / np.linalg.norm(g, axis=1, keepdims=True), atol=1e-12)   # along the gradient ...
+    residual = np.einsum("fmn,fn->fm", A, x) - b
+    np.testing.assert_allclose(np.einsum("fmn,fm,fn->f", A, residual, g), 0.0, atol=1e-10)   # ... to its minimum
+    scene = planar_two_bone()
+    targets = np.broadcast_to(np.eye(4), (20, 1, 4, 4)).copy()
+    targets[:, 0, 1:3, 3] = rng.uniform(0.6, 1.1, size=(20, 2)) * [-1, 1]
+    result = solve_animation(scene, np.tile([0.1, 0.3], (20, 1)), targets,
+                             settings=Settings(method="gradient", max_iterations=5000))
+    assert result.converged.all() and np.nanmax(result.position_error) <= 1e-6
+    newton = solve_animation(scene, np.tile([0.1, 0.3], (20, 1)), targets)
+    assert result.iterations.mean() > 3 * newton.iterations.mean()     # why it is only a baseline

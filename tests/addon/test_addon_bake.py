@@ -404,3 +404,19 @@ def test_rotation_control_keeps_a_bone_near_its_pose_while_the_target_is_reached
     assert held["shape"] == [12, 1] and held["error"] <= 6e-6
     print(f"\nbone00 drift from its pose: free {free['drift']:.3f} rad, with rotation control {held['drift']:.3f} rad")
     assert held["drift"] < free["drift"]
+
+
+BASELINE = r'''
+clear_scene()
+scene, rig, target = chain_rig(3, 10)
+res = api.bake(rig, 1, 10, method="GRADIENT", max_iterations=5000)
+result = {"method": res.method, "errors": tip_errors(scene, rig, target, range(1, 11)),
+          "converged": res.converged.tolist(), "iterations": res.iterations.tolist()}
+'''
+
+
+def test_gradient_descent_is_selectable_as_a_baseline(extension_zip):
+    r = run(BASELINE, extension_zip)
+    assert "GRADIENT" in r["method"].upper()
+    assert all(r["converged"]) and max(r["errors"]) <= 3e-6
+    print(f"\ngradient descent baseline: {sum(r['iterations']) / 10:.0f} iterations per frame")
