@@ -30,14 +30,28 @@ class BlenderSessionError(RuntimeError):
     """The Blender subprocess failed; the message carries the end of its output."""
 
 
-def run_in_blender(snippet, *, extension_zip=None, python=None, sys_path=(), cwd=None, timeout=1800):
+def blender_python():
+    """The interpreter that runs Blender for these sessions: ``$ITASC_TEST_PYTHON`` when set (how
+    `make test` runs the add-on tests a second time on Blender 4.2, ``.venv-blender-4.2``), else
+    the current one. Relative paths are taken from the current directory; symlinks are kept (a
+    venv's python is one)."""
+    return os.path.abspath(os.environ.get("ITASC_TEST_PYTHON") or sys.executable)
+
+
+def run_in_blender(snippet, *, extension_zip=None, python=None, sys_path=(), cwd=None, timeout=1800,
+                   exit_at_once=False):
     """Exec ``snippet`` in a fresh bpy process and return the JSON-decoded value of its ``result``.
 
     extension_zip: install and enable this extension zip first.
-    python: interpreter with bpy installed (default: the current one).
+    python: interpreter with bpy installed (default: `blender_python()`, i.e. $ITASC_TEST_PYTHON
+    or the current one).
     sys_path: directories put in front of ``sys.path`` inside Blender (e.g. the repository root
     so that ``tools.blender_ik`` imports); by default nothing is, so the extension is only
     reachable as ``bl_ext.user_default.itasc_ik``.
+    exit_at_once: once the result is written, end the process with ``os._exit(0)``, skipping
+    Blender's exit handlers. Blender 4.2's bpy module crashes in them (SIGSEGV: it frees Python
+    UI classes after Python is gone) in any session that has enabled the bundled Rigify add-on,
+    even after disabling it again; nothing of ours is involved. Only for sessions that need Rigify.
     """
     with tempfile.TemporaryDirectory(prefix="itasc_blender_") as tmp:
         tmp = Path(tmp)
@@ -45,10 +59,13 @@ def run_in_blender(snippet, *, extension_zip=None, python=None, sys_path=(), cwd
         (tmp / "snippet.py").write_text(textwrap.dedent(snippet))
         env = {k: v for k, v in os.environ.items() if k not in _USER_PATH_VARS}
         env.update(BLENDER_USER_RESOURCES=str(tmp / "resources"), HOME=str(tmp))
-        cmd = [python or sys.executable, str(Path(__file__).resolve()),
+        python = os.path.abspath(python) if python else blender_python()
+        cmd = [python, str(Path(__file__).resolve()),
                "--snippet", str(tmp / "snippet.py"), "--result", str(tmp / "result.json")]
         if extension_zip:
             cmd += ["--install", str(Path(extension_zip).resolve())]
+        if exit_at_once:
+            cmd += ["--exit-at-once"]
         for path in sys_path:
             cmd += ["--sys-path", str(path)]
         proc = subprocess.run(cmd, cwd=cwd or tmp, env=env, capture_output=True, text=True,
@@ -79,6 +96,7 @@ def _blender_main(argv):
     parser.add_argument("--result", required=True)
     parser.add_argument("--install")
     parser.add_argument("--sys-path", action="append", default=[])
+    parser.add_argument("--exit-at-once", action="store_true")
     args = parser.parse_args(argv)
 
     # Only the requested paths, not this script's own folder, so the snippet sees no repo code.
@@ -91,6 +109,10 @@ def _blender_main(argv):
     code = Path(args.snippet).read_text()
     exec(compile(code, args.snippet, "exec"), namespace)
     Path(args.result).write_text(json.dumps(namespace.get("result")))
+    if args.exit_at_once:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
