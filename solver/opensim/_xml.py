@@ -26,7 +26,11 @@ class Element(ET.Element):
     line: int | None = None
 
 
-_STRAY_TAIL = re.compile(rb"^\s*</[A-Za-z_][\w.:-]*\s*>((?:\s|<!--.*?-->|</[A-Za-z_][\w.:-]*\s*>)*)$", re.S)
+# What may follow the document element's end: white space, comments and stray closing tags. A comment
+# is matched one way only ("<!--", characters that do not start "-->", "-->"), so a long run of
+# comments followed by junk fails in linear time (".*?" there backtracked exponentially).
+_STRAY_TAIL = re.compile(rb"(?:\s|<!--(?:[^-]|-(?!->))*-->|</[A-Za-z_][\w.:-]*\s*>)*", re.S)
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
 
 def parse(path) -> Element:
@@ -77,16 +81,23 @@ def parse_bytes(data: bytes, path=None) -> Element:
     except expat.ExpatError as exc:
         root, root_end = state["root"], state["root_end"]
         if root is not None and root_end is not None:
-            tail = _STRAY_TAIL.match(data[root_end:])
-            if tail and tail.group(1).strip():
-                stray = tail.group(1)
-                stray_at = root_end + tail.start(1) + len(stray) - len(stray.lstrip())
-                stray_line = data[:stray_at].count(b"\n") + 1
+            # past the document element's own end tag (there is none after a self-closing <root/>)
+            own = re.match(rb"</" + re.escape(root.tag.encode()) + rb"\s*>", data[root_end:])
+            after = root_end + (own.end() if own else 0)
+            tail = _STRAY_TAIL.fullmatch(data, after)
+            if tail and tail.group().strip():
+                stray = tail.group()
+                stray_at = after + len(stray) - len(stray.lstrip())
+                stray_line = len(_LINE_BREAK.findall(data, 0, stray_at)) + 1
                 warnings.warn(f"{path}, line {stray_line}: ignored stray closing tag "
-                              f"{tail.group(1).strip().decode(errors='replace')!r} after the document element",
+                              f"{stray.strip().decode(errors='replace')!r} after the document element",
                               OpenSimFileWarning, stacklevel=3)
                 return root
         raise OpenSimFileError(path, exc.lineno, f"not well-formed XML: {expat.ErrorString(exc.code)}") from None
+    except (LookupError, ValueError, UnicodeError) as exc:
+        # pyexpat decodes an encoding it does not know itself with Python's codecs, and lets their
+        # errors out: an unknown name, a multi-byte or non-text codec (encoding="utf-7", "base64")
+        raise OpenSimFileError(path, 1, f"the XML declaration names an encoding that cannot be read: {exc}") from None
     if state["root"] is None:
         raise OpenSimFileError(path, None, "no XML element in the file")
     return state["root"]
@@ -117,31 +128,39 @@ def child_text(elem: Element, *tags: str) -> str | None:
     return text_of(child(elem, *tags))
 
 
-def floats(elem: Element, path, n: int | None = None, what: str | None = None) -> np.ndarray:
-    """Whitespace-separated numbers in `elem` (OpenSim's Infinity/NaN spellings accepted)."""
+def quoted(text: str, limit: int = 60) -> str:
+    """repr(text), cut to about `limit` characters (messages quote what the file says)."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
+
+
+def floats(elem: Element, path, n: int | None = None, what: str | None = None, finite: bool = False) -> np.ndarray:
+    """Whitespace-separated numbers in `elem` (OpenSim's Infinity/NaN spellings accepted, unless
+    `finite`: then infinity and NaN are errors)."""
     what = what or local(elem.tag)
     s = (elem.text or "").split()
     try:
         values = np.array([_float(v) for v in s], dtype=float)
     except ValueError:
-        raise OpenSimFileError(path, elem.line, f"<{what}> must hold numbers, got {elem.text.strip()!r}") from None
+        raise OpenSimFileError(path, elem.line, f"<{what}> must hold numbers, got {quoted(elem.text.strip())}") from None
     if n is not None and values.size != n:
         raise OpenSimFileError(path, elem.line, f"<{what}> needs {n} numbers, got {values.size}")
+    if finite and not np.all(np.isfinite(values)):
+        raise OpenSimFileError(path, elem.line, f"<{what}> must hold finite numbers, got {quoted(elem.text.strip())}")
     return values
 
 
-def child_floats(elem: Element, tag: str, path, n: int | None = None, default=None):
+def child_floats(elem: Element, tag: str, path, n: int | None = None, default=None, finite: bool = False):
     c = child(elem, tag)
     if c is None or text_of(c) is None:
         return None if default is None else np.array(default, dtype=float)
-    return floats(c, path, n)
+    return floats(c, path, n, finite=finite)
 
 
-def child_float(elem: Element, tag: str, path, default: float | None = None) -> float | None:
+def child_float(elem: Element, tag: str, path, default: float | None = None, finite: bool = False) -> float | None:
     c = child(elem, tag)
     if c is None or text_of(c) is None:
         return default
-    return float(floats(c, path, 1)[0])
+    return float(floats(c, path, 1, finite=finite)[0])
 
 
 def _float(s: str) -> float:
@@ -163,4 +182,4 @@ def child_bool(elem: Element, tag: str, path, default: bool) -> bool:
         return True
     if low in ("false", "no", "0"):
         return False
-    raise OpenSimFileError(path, c.line, f"<{tag}> must be true or false, got {s!r}")
+    raise OpenSimFileError(path, c.line, f"<{tag}> must be true or false, got {quoted(s)}")

@@ -160,14 +160,22 @@ def _points(x, y, what):
     return x, y
 
 
+def _computable(what, *coefficients):
+    """Finite points can still be too large (or too close together) for the coefficients to be."""
+    if not all(np.all(np.isfinite(c)) for c in coefficients):
+        raise ValueError(f"{what}: the points are too large or too close together to compute with")
+
+
 class PiecewiseLinearFunction(Function):
     """Straight lines between the points; the end segments' lines continue outside them."""
 
     def __init__(self, x, y):
         self.x, self.y = _points(x, y, "PiecewiseLinearFunction")
-        self.slopes = np.diff(self.y) / np.diff(self.x)
-        if self.x.size == 2:
-            self.affine = (float(self.slopes[0]), float(self.y[0] - self.slopes[0] * self.x[0]))
+        with np.errstate(all="ignore"):
+            self.slopes = np.diff(self.y) / np.diff(self.x)
+            if self.x.size == 2:
+                self.affine = (float(self.slopes[0]), float(self.y[0] - self.slopes[0] * self.x[0]))
+        _computable("PiecewiseLinearFunction", self.slopes, self.affine or ())
 
     def _segment(self, x):
         return np.clip(np.searchsorted(self.x, x, side="right") - 1, 0, self.x.size - 2)
@@ -189,17 +197,19 @@ class _CubicSpline(Function):
 
     def __init__(self, x, y):
         self.x, self.y = _points(x, y, type(self).__name__)
-        M = self._second_derivatives()
-        h = np.diff(self.x)
-        D = np.diff(self.y) / h
-        self.c = M[:-1] / 2.0
-        self.d = np.diff(M) / (6.0 * h)
-        self.b = D - h * (2.0 * M[:-1] + M[1:]) / 6.0
-        self.slope_left = float(self.b[0])
-        hl = h[-1]
-        self.slope_right = float(self.b[-1] + 2.0 * self.c[-1] * hl + 3.0 * self.d[-1] * hl * hl)
-        if np.all(M == 0.0) and np.allclose(D, D[0], rtol=0, atol=0):
-            self.affine = (float(D[0]), float(self.y[0] - D[0] * self.x[0]))
+        with np.errstate(all="ignore"):
+            M = self._second_derivatives()
+            h = np.diff(self.x)
+            D = np.diff(self.y) / h
+            self.c = M[:-1] / 2.0
+            self.d = np.diff(M) / (6.0 * h)
+            self.b = D - h * (2.0 * M[:-1] + M[1:]) / 6.0
+            self.slope_left = float(self.b[0])
+            hl = h[-1]
+            self.slope_right = float(self.b[-1] + 2.0 * self.c[-1] * hl + 3.0 * self.d[-1] * hl * hl)
+            if np.all(M == 0.0) and np.allclose(D, D[0], rtol=0, atol=0):
+                self.affine = (float(D[0]), float(self.y[0] - D[0] * self.x[0]))
+        _computable(type(self).__name__, self.b, self.c, self.d, (self.slope_right,), self.affine or ())
 
     def _interior_rows(self):
         """The continuity equations at interior knots: (A, r) with rows 1 .. n-2 filled."""
@@ -284,7 +294,10 @@ FUNCTION_TAGS = ("Constant", "LinearFunction", "PolynomialFunction", "Multiplier
                  "PiecewiseLinearFunction", "SimmSpline", "NaturalCubicSpline")
 
 
-def function_from_xml(elem, path=None, natural_spline: str = "opensim") -> Function:
+MAX_NESTING = 100        # MultiplierFunctions inside MultiplierFunctions, at most
+
+
+def function_from_xml(elem, path=None, natural_spline: str = "opensim", _depth: int = 0) -> Function:
     """The Function an OpenSim function element (<SimmSpline>, <LinearFunction>, ...) describes.
     `natural_spline` is "opensim" (read <NaturalCubicSpline> as OpenSim 4 does: a SimmSpline) or
     "natural" (natural end conditions)."""
@@ -295,20 +308,22 @@ def function_from_xml(elem, path=None, natural_spline: str = "opensim") -> Funct
 
     try:
         if tag == "Constant":
-            return Constant(_xml.child_float(elem, "value", path, 0.0))
+            return Constant(_xml.child_float(elem, "value", path, 0.0, finite=True))
         if tag == "LinearFunction":
-            c = _xml.child_floats(elem, "coefficients", path, 2, default=[1.0, 0.0])
+            c = _xml.child_floats(elem, "coefficients", path, 2, default=[1.0, 0.0], finite=True)
             return LinearFunction(c[0], c[1])
         if tag == "PolynomialFunction":
-            c = _xml.child_floats(elem, "coefficients", path)
+            c = _xml.child_floats(elem, "coefficients", path, finite=True)
             if c is None or c.size == 0:
                 fail("needs <coefficients>")
             return PolynomialFunction(c)
         if tag == "MultiplierFunction":
-            inner = function_in(elem, path, natural_spline)
+            if _depth >= MAX_NESTING:
+                fail(f"MultiplierFunctions nested more than {MAX_NESTING} deep")
+            inner = function_in(elem, path, natural_spline, _depth + 1)
             if inner is None:
                 fail("needs an inner <function>")
-            return MultiplierFunction(inner, _xml.child_float(elem, "scale", path, 1.0))
+            return MultiplierFunction(inner, _xml.child_float(elem, "scale", path, 1.0, finite=True))
         if tag in ("PiecewiseLinearFunction", "SimmSpline", "NaturalCubicSpline"):
             x = _xml.child_floats(elem, "x", path)
             y = _xml.child_floats(elem, "y", path)
@@ -326,7 +341,7 @@ def function_from_xml(elem, path=None, natural_spline: str = "opensim") -> Funct
     fail(f"unsupported function type (supported: {', '.join(FUNCTION_TAGS)})")
 
 
-def function_in(container, path=None, natural_spline: str = "opensim") -> Function | None:
+def function_in(container, path=None, natural_spline: str = "opensim", _depth: int = 0) -> Function | None:
     """The function held by `container` (a TransformAxis or MultiplierFunction element), written
     either as <function><SimmSpline>...</SimmSpline></function> (OpenSim 3) or as
     <SimmSpline name="function">...</SimmSpline> (OpenSim 4). None when there is none."""
@@ -337,8 +352,8 @@ def function_in(container, path=None, natural_spline: str = "opensim") -> Functi
             return None
         if len(inner) > 1:
             raise OpenSimFileError(path, wrapper.line, "<function> holds more than one function")
-        return function_from_xml(inner[0], path, natural_spline)
+        return function_from_xml(inner[0], path, natural_spline, _depth)
     for c in container:
         if c.get("name") == "function" or _xml.local(c.tag) in FUNCTION_TAGS:
-            return function_from_xml(c, path, natural_spline)
+            return function_from_xml(c, path, natural_spline, _depth)
     return None

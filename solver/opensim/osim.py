@@ -273,7 +273,7 @@ class _Reader:
         if not rng[0] <= rng[1]:
             self.fail(_xml.child(elem, "range"), f"coordinate {name!r}: range {rng[0]} > {rng[1]}")
         return OsimCoordinate(name=name, joint=joint, motion_type=motion or "",
-                              default_value=_xml.child_float(elem, "default_value", self.path, 0.0),
+                              default_value=_xml.child_float(elem, "default_value", self.path, 0.0, finite=True),
                               range=(float(rng[0]), float(rng[1])),
                               clamped=_xml.child_bool(elem, "clamped", self.path, False),
                               locked=_xml.child_bool(elem, "locked", self.path, False), line=elem.line)
@@ -389,24 +389,25 @@ class _Reader:
             if parent is None:
                 self.fail(j, f"joint {name!r}: no <parent_body>")
             zero = [0.0, 0.0, 0.0]
-            X_PF = offset_frame(_xml.child_floats(j, "location_in_parent", self.path, 3, default=zero),
-                                _xml.child_floats(j, "orientation_in_parent", self.path, 3, default=zero))
-            X_BM = offset_frame(_xml.child_floats(j, "location", self.path, 3, default=zero),
-                                _xml.child_floats(j, "orientation", self.path, 3, default=zero))
+            X_PF = offset_frame(_xml.child_floats(j, "location_in_parent", self.path, 3, default=zero, finite=True),
+                                _xml.child_floats(j, "orientation_in_parent", self.path, 3, default=zero, finite=True))
+            X_BM = offset_frame(_xml.child_floats(j, "location", self.path, 3, default=zero, finite=True),
+                                _xml.child_floats(j, "orientation", self.path, 3, default=zero, finite=True))
             joints.append(OsimJoint(name, joint_type, parent, body.name, X_PF, X_BM, axes, coordinates, j.line))
         # The ground comes first: the body called "ground", else the first body without a joint.
         moved = {j.child for j in joints}
         ground = next((b for b in bodies if b.name == "ground"), None) or \
             next((b for b in bodies if b.name not in moved), None)
         if ground is None:
-            self.fail(_xml.child(self.model, "BodySet"), "no ground body (every body has a joint)")
+            body_set = _xml.child(self.model, "BodySet")
+            self.fail(self.model if body_set is None else body_set, "no ground body (every body has a joint)")
         bodies = [ground] + [b for b in bodies if b is not ground]
         markers = []
         for m in self.objects(_xml.child(self.model, "MarkerSet")):
             body = _xml.child_text(m, "body")
             if body is None:
                 self.fail(m, f"marker {m.get('name')!r}: no <body>")
-            location = _xml.child_floats(m, "location", self.path, 3, default=[0.0, 0.0, 0.0])
+            location = _xml.child_floats(m, "location", self.path, 3, default=[0.0, 0.0, 0.0], finite=True)
             markers.append(self.marker(m, body, location))
         return bodies, joints, markers
 
@@ -433,7 +434,7 @@ class _Reader:
         markers = []
         for m in self.objects(_xml.child(self.model, "MarkerSet")):
             body, X = self.frame_of_socket(m, ("socket_parent_frame", "socket_parent_frame_connectee_name"))
-            location = _xml.child_floats(m, "location", self.path, 3, default=[0.0, 0.0, 0.0])
+            location = _xml.child_floats(m, "location", self.path, 3, default=[0.0, 0.0, 0.0], finite=True)
             markers.append(self.marker(m, body, X[:3, :3] @ location + X[:3, 3]))
         return bodies, joints, markers
 
@@ -441,20 +442,16 @@ class _Reader:
         """Component paths of all named elements below <Model> (unnamed elements such as
         <objects> or <frames> do not appear in paths)."""
         self.by_path, self.path_of, self.by_name = {}, {}, {}
-
-        def walk(elem, prefix):
-            for c in elem:
-                name = c.get("name")
-                if name is not None and _xml.local(c.tag) not in ("Model",):
-                    p = f"{prefix}/{name}"
-                    self.by_path.setdefault(p, c)
-                    self.path_of[id(c)] = p
-                    self.by_name.setdefault(name, []).append(c)
-                    walk(c, p)
-                else:
-                    walk(c, prefix)
-
-        walk(self.model, "")
+        pending = [(c, "") for c in reversed(self.model)]   # depth first, in file order, without recursion
+        while pending:                                      # (a file may nest elements thousands deep)
+            c, prefix = pending.pop()
+            name = c.get("name")
+            if name is not None and _xml.local(c.tag) not in ("Model",):
+                prefix = f"{prefix}/{name}"
+                self.by_path.setdefault(prefix, c)
+                self.path_of[id(c)] = prefix
+                self.by_name.setdefault(name, []).append(c)
+            pending.extend((g, prefix) for g in reversed(c))
 
     def _resolve(self, ref: str, owner, at):
         if ref.startswith("/"):
@@ -497,15 +494,24 @@ class _Reader:
         if tag == "PhysicalOffsetFrame":
             body, X = self.frame_of_socket(elem, ("socket_parent", "socket_parent_connectee_name"), depth + 1)
             zero = [0.0, 0.0, 0.0]
-            return body, X @ offset_frame(_xml.child_floats(elem, "translation", self.path, 3, default=zero),
-                                          _xml.child_floats(elem, "orientation", self.path, 3, default=zero))
+            return body, X @ offset_frame(_xml.child_floats(elem, "translation", self.path, 3, default=zero, finite=True),
+                                          _xml.child_floats(elem, "orientation", self.path, 3, default=zero, finite=True))
         self.fail(elem, f"<{tag} name={elem.get('name')!r}> is not a frame this reader supports")
+
+
+def _unique(items, what: str, path):
+    """Raise naming the line of the first item whose name an earlier item has."""
+    first = {}
+    for item in items:
+        if item.name in first:
+            where = "" if first[item.name] is None else f" (the first is on line {first[item.name]})"
+            raise OpenSimFileError(path, item.line, f"a second {what} called {item.name!r}{where}")
+        first[item.name] = item.line
 
 
 def _check(osim: OsimModel, path):
     names = [b.name for b in osim.bodies]
-    if not names or len(set(names)) != len(names):
-        raise OpenSimFileError(path, None, "body names must be unique")
+    _unique(osim.bodies, "body", path)
     child_of = {}
     for j in osim.joints:
         for end in (j.parent, j.child):
@@ -529,10 +535,7 @@ def _check(osim: OsimModel, path):
             if name not in child_of:
                 raise OpenSimFileError(path, b.line, f"body {b.name!r} has no joint connecting it to {ground!r}")
             name = child_of[name].parent
-    coords = [c.name for c in osim.coordinates]
-    if len(set(coords)) != len(coords):
-        dup = sorted({c for c in coords if coords.count(c) > 1})
-        raise OpenSimFileError(path, None, f"coordinate names repeat: {', '.join(dup)}")
+    _unique(osim.coordinates, "coordinate", path)
     marker_names = [m.name for m in osim.markers]
     for m in osim.markers:
         if m.body not in names:
@@ -633,8 +636,9 @@ def build_model(osim: OsimModel) -> OpenSimModel:
     segment_from_body = {name: np.eye(4) for name in order}
     for name in order[1:]:
         if not np.array_equal(child_of[name].child_offset, np.eye(4)):
-            segment_from_body[name] = rigid_inverse(child_of[name].child_offset)
-    segments, dof_coordinate, dof_function = [], [], []
+            with np.errstate(all="ignore"):
+                segment_from_body[name] = rigid_inverse(child_of[name].child_offset)
+    segments, dof_coordinate, dof_function, dof_axis = [], [], [], []
     for name in order:
         joint = child_of.get(name)
         if joint is None:
@@ -646,17 +650,50 @@ def build_model(osim: OsimModel) -> OpenSimModel:
             engine_joints.append(make(tuple(axis.axis), name=f"{joint.name}/{axis.name}"))
             dof_coordinate.append(-1 if axis.coordinate is None else coord_index[axis.coordinate])
             dof_function.append(axis.function)
-        rest = segment_from_body[joint.parent] @ joint.parent_offset
+            dof_axis.append((joint, axis))
+        with np.errstate(all="ignore"):
+            rest = segment_from_body[joint.parent] @ joint.parent_offset
+        if not np.all(np.isfinite(rest)):
+            raise OpenSimFileError(osim.path, joint.line, f"joint {joint.name!r}: its offset frames are too large "
+                                                          "to compute with")
         segments.append(Segment(name=name, parent=index[joint.parent], rest=rest, joints=tuple(engine_joints)))
     model = Model(segments, armature_names=[osim.name or "opensim"])
     coupling = Coupling(coordinates, np.array(dof_coordinate, dtype=int), dof_function)
-    locations = [segment_from_body[m.body][:3, :3] @ m.location + segment_from_body[m.body][:3, 3]
-                 for m in osim.markers]
+    with np.errstate(all="ignore"):
+        locations = [segment_from_body[m.body][:3, :3] @ m.location + segment_from_body[m.body][:3, 3]
+                     for m in osim.markers]
     markers = MarkerSet(names=[m.name for m in osim.markers],
                         segments=np.array([index[m.body] for m in osim.markers], dtype=int),
                         locations=np.array(locations, dtype=float).reshape(-1, 3))
     body_transform = np.stack([segment_from_body[name] for name in order])
-    return OpenSimModel(osim, model, coupling, markers, body_transform)
+    om = OpenSimModel(osim, model, coupling, markers, body_transform)
+    _check_default_pose(om, dof_axis, [child_of.get(name) for name in order])
+    return om
+
+
+def _check_default_pose(om: OpenSimModel, dof_axis: list, joint_of_segment: list):
+    """Finite numbers in the file can still overflow: the default pose must give finite joint
+    values (and derivatives), body frames and marker positions. Else name the transform axis, the
+    joint or the marker where it first does not."""
+    path = om.source.path
+    q = om.coupling.default_coordinates(1)
+    with np.errstate(all="ignore"):
+        theta, J = om.coupling.dofs(q)[0], om.coupling.jacobian(q)[0]
+        bad = ~(np.isfinite(theta) & np.all(np.isfinite(J), axis=1))
+        if bad.any():
+            joint, axis = dof_axis[int(np.argmax(bad))]
+            raise OpenSimFileError(path, axis.line, f"joint {joint.name!r} {axis.name}: the function is not finite at "
+                                                    "the coordinates' default values")
+        bad = ~np.all(np.isfinite(om.body_frames(q)[0]), axis=(1, 2))
+        if bad.any():
+            joint = joint_of_segment[int(np.argmax(bad))]
+            raise OpenSimFileError(path, joint.line, f"joint {joint.name!r}: body {joint.child!r} is not at a finite "
+                                                     "place in the default pose (offsets or values too large)")
+        bad = ~np.all(np.isfinite(om.marker_positions(q)[0]), axis=1)
+        if bad.any():
+            marker = om.source.markers[int(np.argmax(bad))]
+            raise OpenSimFileError(path, marker.line, f"marker {marker.name!r} is not at a finite place in the default "
+                                                      "pose (its location is too large)")
 
 
 def load_osim(path) -> OpenSimModel:

@@ -120,7 +120,7 @@ def _task_set_from_element(elem, path) -> IKTaskSet:
         if value_type not in VALUE_TYPES:
             raise OpenSimFileError(path, _xml.child(item, "value_type").line,
                                    f"value_type must be one of {', '.join(VALUE_TYPES)}, got {value_type!r}")
-        value = _xml.child_float(item, "value", path, 0.0)
+        value = _xml.child_float(item, "value", path, 0.0, finite=True)
         tasks.coordinate_tasks.append(IKCoordinateTask(name, apply, _weight(item, path), value_type, value))
     return tasks
 
@@ -171,7 +171,7 @@ def read_ik_setup(path) -> IKSetup:
             raise OpenSimFileError(path, _xml.child(tool, "time_range").line,
                                    f"time_range starts after it ends: {time_range[0]} > {time_range[1]}")
         setup.time_range = (float(time_range[0]), float(time_range[1]))
-    setup.accuracy = _xml.child_float(tool, "accuracy", path, 1e-5)
+    setup.accuracy = _xml.child_float(tool, "accuracy", path, 1e-5, finite=True)
     if not setup.accuracy > 0:
         raise OpenSimFileError(path, _xml.child(tool, "accuracy").line, f"accuracy must be > 0, got {setup.accuracy}")
     setup.constraint_weight = _xml.child_float(tool, "constraint_weight", path, np.inf)
@@ -186,7 +186,11 @@ def read_ik_setup(path) -> IKSetup:
         ref = (task_elem.get("file") or "").strip()
         if ref:
             task_path = (folder / ref).resolve()
-            if not task_path.is_file():
+            try:
+                found = task_path.is_file()
+            except OSError:                      # e.g. a name too long for the file system
+                found = False
+            if not found:
                 raise OpenSimFileError(path, task_elem.line, f"the IKTaskSet file {ref!r} does not exist ({task_path})")
             setup.tasks = read_ik_task_set(task_path)
         else:

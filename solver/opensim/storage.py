@@ -19,11 +19,13 @@ comments. `inDegrees` says whether rotational columns are in degrees; when the h
 say (the SIMM style) `Storage.in_degrees` is None, and `Storage.degrees` follows OpenSim's own
 convention for that case (checked against opensim 4.6's Storage): a .mot file is in degrees, any
 other file (.sto) in radians. nRows/nColumns (and
-SIMM datarows/datacolumns), when present, must match the data.
+SIMM datarows/datacolumns), when present, must match the data. A value may be NaN (missing), but
+not infinite, and the first (time) column must be finite.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,6 +92,24 @@ class Storage:
         return Storage(list(self.labels), data, self.name, dict(self.header, inDegrees="no"), False, self.path)
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def text_lines(path) -> list:
+    """The lines of a text file (UTF-8, an optional byte-order mark dropped, undecodable bytes as
+    U+FFFD), split where an editor splits them: at \\n, \\r\\n and \\r only, so that line numbers in
+    messages match the editor's (str.splitlines also splits at form feeds, U+0085, U+2028 ...).
+    Shared with the .trc reader."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8-sig", errors="replace")
+    except OSError as exc:
+        raise OpenSimFileError(path, None, f"cannot read file: {exc.strerror or exc}") from None
+    lines = _LINE_BREAK.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def _parse_bool(text: str):
     low = text.strip().lower()
     if low in ("yes", "true", "1"):
@@ -97,6 +117,15 @@ def _parse_bool(text: str):
     if low in ("no", "false", "0"):
         return False
     return None
+
+
+def _whole_number(text: str):
+    """The integer `text` spells ("73", "73.0", "7.3e1"), or None (also for inf and NaN)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return int(value) if value.is_integer() else None
 
 
 def _labels(line: str) -> list:
@@ -110,10 +139,7 @@ def _labels(line: str) -> list:
 def read_storage(path) -> Storage:
     """Read a .mot or .sto file. Raises OpenSimFileError on malformed input."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as exc:
-        raise OpenSimFileError(path, None, f"cannot read file: {exc.strerror or exc}") from None
+    lines = text_lines(path)
     end = next((i for i, line in enumerate(lines) if line.strip().lower() == "endheader"), None)
     if end is None:
         raise OpenSimFileError(path, None, "no 'endheader' line")
@@ -148,6 +174,8 @@ def read_storage(path) -> Storage:
     if label_line is None:
         raise OpenSimFileError(path, end + 1, "no column labels after 'endheader'")
     labels = _labels(lines[label_line])
+    if "" in labels:
+        raise OpenSimFileError(path, label_line + 1, f"column {labels.index('') + 1} has no label")
     if len(set(labels)) != len(labels):
         dup = sorted({c for c in labels if labels.count(c) > 1})
         raise OpenSimFileError(path, label_line + 1, f"column labels repeat: {', '.join(dup)}")
@@ -165,14 +193,18 @@ def read_storage(path) -> Storage:
             raise OpenSimFileError(path, i + 1, f"not a number: {exc}") from None
         row_lines.append(i + 1)
     data = np.array(rows, dtype=float).reshape(len(rows), len(labels))
+    bad = np.isinf(data) | np.isnan(data) & (np.arange(len(labels)) == 0)
+    if bad.any():                        # NaN marks a missing value, except in the time column
+        row, col = np.argwhere(bad)[0]
+        raise OpenSimFileError(path, row_lines[row], f"{labels[col]} is {data[row, col]}: values must be finite "
+                                                     f"(NaN for a missing value, but not in the first column)")
 
     for key, count, what in (("nColumns", len(labels), "columns"), ("datacolumns", len(labels), "columns"),
                              ("nRows", len(rows), "rows"), ("datarows", len(rows), "rows")):
         if key in header:
-            try:
-                declared = int(float(header[key]))
-            except ValueError:
-                raise OpenSimFileError(path, key_lines[key], f"{key} must be a number, got {header[key]!r}") from None
+            declared = _whole_number(header[key])
+            if declared is None:
+                raise OpenSimFileError(path, key_lines[key], f"{key} must be a whole number, got {header[key]!r}")
             if declared != count:
                 raise OpenSimFileError(path, key_lines[key], f"{key}={declared} but the file has {count} {what}")
     if not name and "name" in header:

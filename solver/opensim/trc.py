@@ -12,6 +12,7 @@ A .trc file is tab-separated text:
 Positions are converted to metres: p_m = s * p_file with s = 1e-3 (mm), 1e-2 (cm) or 1 (m).
 A missing marker is an empty cell (or a row that ends early): it reads as NaN, and a marker with
 any of x, y, z missing is NaN in all three. Trailing tabs and Windows line ends are tolerated.
+Infinite coordinates, non-finite times and rates that are not positive are errors.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import OpenSimFileError
+from .storage import text_lines
 
 UNIT_SCALE = {"mm": 1e-3, "millimeters": 1e-3, "millimetres": 1e-3,
               "cm": 1e-2, "centimeters": 1e-2, "centimetres": 1e-2,
@@ -86,10 +88,7 @@ def _cells(line: str) -> list:
 def read_trc(path) -> MarkerData:
     """Read a .trc file into MarkerData (metres). Raises OpenSimFileError on malformed input."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as exc:
-        raise OpenSimFileError(path, None, f"cannot read file: {exc.strerror or exc}") from None
+    lines = text_lines(path)
     if len(lines) < 5:
         raise OpenSimFileError(path, len(lines) or None, "too short for a .trc file (it needs 5 header lines)")
     if not lines[0].strip().startswith("PathFileType"):
@@ -107,13 +106,14 @@ def read_trc(path) -> MarkerData:
             return None
         try:
             value = float(header[key])
-            if kind is int:
-                if value != int(value):
-                    raise ValueError
-                value = int(value)
-            return value
         except ValueError:
-            raise OpenSimFileError(path, 3, f"{key} must be a number, got {header[key]!r}") from None
+            value = np.nan
+        if kind is int and value.is_integer() and value >= 0:
+            return int(value)
+        if kind is float and np.isfinite(value) and value > 0:
+            return value
+        raise OpenSimFileError(path, 3, f"{key} must be a {'whole number >= 0' if kind is int else 'positive number'}, "
+                                        f"got {header[key]!r}")
 
     data_rate = number("DataRate")
     camera_rate = number("CameraRate", required=False)
@@ -148,11 +148,16 @@ def read_trc(path) -> MarkerData:
         if len(cells) < 2 or not cells[0] or not cells[1]:
             raise OpenSimFileError(path, number_, "a data row needs a frame number and a time")
         try:
-            frame_numbers.append(int(float(cells[0])))
-            times.append(float(cells[1]))
+            frame, time = float(cells[0]), float(cells[1])
             row = [float(c) if c else np.nan for c in cells[2:]]
         except ValueError as exc:
             raise OpenSimFileError(path, number_, f"not a number: {exc}") from None
+        if not abs(frame) < 2.0 ** 53:
+            raise OpenSimFileError(path, number_, f"frame number {cells[0]!r} is not a finite number below 2**53")
+        if not np.isfinite(time):
+            raise OpenSimFileError(path, number_, f"time {cells[1]!r} is not a finite number")
+        frame_numbers.append(int(frame))
+        times.append(time)
         rows.append(row + [np.nan] * (width - 2 - len(row)))
         row_lines.append(number_)
     if len(rows) != n_frames:
@@ -160,6 +165,10 @@ def read_trc(path) -> MarkerData:
                                f"NumFrames is {n_frames} but the file has {len(rows)} data rows")
 
     positions = np.array(rows, dtype=float).reshape(len(rows), n_markers, 3) * scale
+    if np.any(np.isinf(positions)):
+        f, m, _ = np.argwhere(np.isinf(positions))[0]
+        raise OpenSimFileError(path, row_lines[f], f"marker {names[m]!r} has an infinite coordinate "
+                                                   "(a missing marker is an empty cell or NaN)")
     positions[np.any(np.isnan(positions), axis=-1)] = np.nan
     time = np.array(times, dtype=float)
     if time.size > 1 and np.any(np.diff(time) <= 0):
