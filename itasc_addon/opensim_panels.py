@@ -1,0 +1,105 @@
+"""The "OpenSim Marker IK" panel in the iTaSC sidebar tab: import a model and a trial, the binding,
+solve and bake, export the .mot and the error report, and the marker errors of the current frame.
+Drawing only reads data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import bpy
+
+from . import opensim_solve
+
+
+def _mm(metres):
+    return f"{1e3 * metres:.3g} mm"
+
+
+def _binding_counts(obj):
+    """(bound, model markers, measured markers) by name, from the objects (no file read)."""
+    model = {c.itasc_opensim.marker for c in obj.children if c.itasc_opensim.kind == "MODEL_MARKER"}
+    trial = obj.itasc_opensim.trial
+    measured = set() if trial is None else {c.itasc_opensim.marker for c in trial.children
+                                            if c.itasc_opensim.kind == "MARKER"}
+    return len(model & measured), len(model), len(measured)
+
+
+class ITASC_PT_opensim(bpy.types.Panel):
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "iTaSC"
+    bl_label = "OpenSim Marker IK"
+
+    def draw(self, context):
+        layout = self.layout
+        col = layout.column(align=True)
+        col.operator("itasc.opensim_import_model", text="Import Model (.osim)", icon="ARMATURE_DATA")
+        col.operator("itasc.opensim_import_trc", text="Import Markers (.trc)", icon="EMPTY_DATA")
+        obj = opensim_solve.model_object(context.object)
+        if obj is None:
+            layout.label(text="Select an OpenSim model", icon="INFO")
+            return
+        s = obj.itasc_opensim
+        box = layout.box()
+        box.label(text=f"{obj.name}: {Path(s.source).name}", icon="ARMATURE_DATA")
+        box.prop(s, "trial")
+        bound, n_model, n_measured = _binding_counts(obj)
+        if s.trial is not None:
+            icon = "CHECKMARK" if bound else "ERROR"
+            box.label(text=f"{bound} markers bound by name ({n_model} in the model, {n_measured} measured)", icon=icon)
+        layout.prop(s, "task_file")
+        row = layout.row(align=True)
+        row.prop(s, "accuracy")
+        row.prop(s, "max_iterations", text="Iterations")
+        layout.operator("itasc.opensim_solve", icon="KEYTYPE_KEYFRAME_VEC")
+        row = layout.row(align=True)
+        row.operator("itasc.opensim_export_motion", text="Export .mot", icon="EXPORT")
+        row.operator("itasc.opensim_write_errors", text="Error Report", icon="TEXT")
+        row = layout.row(align=True)
+        row.operator("itasc.clear_bake", text="Clear Bake", icon="X")
+
+
+class ITASC_PT_opensim_errors(bpy.types.Panel):
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "iTaSC"
+    bl_parent_id = "ITASC_PT_opensim"
+    bl_label = "Marker Errors"
+
+    @classmethod
+    def poll(cls, context):
+        return opensim_solve.model_object(context.object) is not None
+
+    def draw(self, context):
+        layout = self.layout
+        obj = opensim_solve.model_object(context.object)
+        s = obj.itasc_opensim
+        if not s.has_result:
+            layout.label(text="Nothing solved yet")
+            return
+        col = layout.column(align=True)
+        icon = "CHECKMARK" if s.result_converged == s.result_frames else "ERROR"
+        col.label(text=f"{s.result_trial}: {s.result_frames} frames in {s.result_seconds:.2f} s", icon="TIME")
+        col.label(text=f"Converged: {s.result_converged}/{s.result_frames}", icon=icon)
+        scene = context.scene
+        current = scene.frame_current + scene.frame_subframe
+        at = opensim_solve.frame_report(obj, current)
+        box = layout.box()
+        col = box.column(align=True)
+        if at is None:
+            col.label(text=f"Frame {current:g} is not a solved sample")
+        else:
+            col.label(text=f"Frame {at['frame']:g} (t = {at['time']:.4g} s)")
+            col.label(text=f"RMS {_mm(at['rms'])}, max {_mm(at['max'])}")
+            col.label(text=f"Worst marker: {at['worst'] or '-'}")
+        mean_rms, largest, frame = opensim_solve.trial_summary(obj)
+        col = layout.column(align=True)
+        col.label(text=f"Trial: mean RMS {_mm(mean_rms)}")
+        col.label(text=f"Largest error {_mm(largest)} at frame {frame:g}")
+        layout.operator("itasc.opensim_worst_frame", icon="VIEWZOOM")
+        if s.result_message:
+            layout.label(text=s.result_message[:120], icon="ERROR")
+
+
+classes = (ITASC_PT_opensim, ITASC_PT_opensim_errors)
+register, unregister = bpy.utils.register_classes_factory(classes)
