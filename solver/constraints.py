@@ -101,6 +101,8 @@ class CopyPose:
         return self.selected.size
 
     def features(self, base: np.ndarray, tip: np.ndarray) -> np.ndarray:
+        if self.points_only:  # world-aligned frames at the two points: no relative rotation
+            return np.concatenate([tip[..., :3, 3] - base[..., :3, 3], np.zeros(base.shape[:-2] + (3,))], axis=-1)
         p, R = relative_pose(base, tip)
         return np.concatenate([p, log_map(R)], axis=-1)
 

@@ -45,20 +45,6 @@ def shift_twist(r: np.ndarray, J: np.ndarray) -> np.ndarray:
     return out
 
 
-def _world_aligned(T: np.ndarray) -> np.ndarray:
-    """The frame at T's origin with the world's axes."""
-    out = np.broadcast_to(np.eye(4), T.shape).copy()
-    out[..., :3, 3] = T[..., :3, 3]
-    return out
-
-
-def _without_turning(J: np.ndarray) -> np.ndarray:
-    """Twist Jacobians of a frame that follows a point but keeps its axes: no angular part."""
-    out = J.copy()
-    out[..., 3:, :] = 0.0
-    return out
-
-
 class Scene:
     """The solver's coordinates q are the model's joint coordinates, or, with a `coupling`, the
     coordinates it maps onto them: theta = coupling.dofs(q), and every Jacobian is taken through
@@ -99,6 +85,16 @@ class Scene:
         self._seg_ends = np.array([k for k, e in enumerate(endpoints) if e.segment >= 0], dtype=int)
         self._obj_ends = np.array([k for k, e in enumerate(endpoints) if e.obj >= 0], dtype=int)
         self._offsets = np.stack([e.offset for e in endpoints]) if endpoints else np.zeros((0, 4, 4))
+        # Point-to-point tasks (CopyPose on all three position axes, no rotation) are evaluated all
+        # together: y = p_T - p_B in world axes, A = J_T - J_B (linear rows), B = -(those in Xu).
+        self.point_tasks = [k for k in self.looped if self.constraints[k].points_only]
+        self._point_set = set(self.point_tasks)
+        ends = np.array([2 * self.looped.index(k) for k in self.point_tasks], dtype=int)
+        self._point_ends = (ends, ends + 1)
+        self._point_rows = np.array([self.rows[k] for k in self.point_tasks], dtype=int)[:, None] + np.arange(3)
+        self._point_weight = np.array([self.constraints[k].task_weight[0] for k in self.point_tasks])
+        self._point_objects = np.array([[e.obj for e in (self.constraints[k].base, self.constraints[k].tip)]
+                                        for k in self.point_tasks], dtype=int).reshape(-1, 2)
 
     def project(self, q: np.ndarray) -> np.ndarray:
         """q moved onto its limits (see limits.project); coupled coordinates have box limits."""
@@ -146,6 +142,27 @@ class Scene:
                 J[:, e, :, n + 6 * k:n + 6 * k + 6] = shift_twist(r, eye6)
         return J
 
+    def _point_outputs(self, frames, Jends, missing, y, weight, position_error, A, B):
+        """Fill the rows of all point-to-point tasks at once (see __init__)."""
+        base, tip = self._point_ends
+        d = frames[:, tip][..., :3, 3] - frames[:, base][..., :3, 3]             # (F, P, 3)
+        y[:, self._point_rows] = d
+        w = np.broadcast_to(self._point_weight, d.shape[:2]).copy()
+        err = np.linalg.norm(d, axis=-1)
+        if missing is not None:
+            gone = np.zeros(w.shape, dtype=bool)
+            for side in range(2):
+                obj = self._point_objects[:, side]
+                gone[:, obj >= 0] |= missing[:, obj[obj >= 0]]
+            w[gone], err[gone] = 0.0, np.nan
+        weight[:, self._point_rows] = w[..., None]
+        position_error[:, self.point_tasks] = err
+        if A is not None:
+            n = self.model.n_coordinates
+            J = Jends[:, tip, :3] - Jends[:, base, :3]                           # (F, P, 3, n + n_u)
+            A[:, self._point_rows] = J[..., :n]
+            B[:, self._point_rows] = -J[..., n:]
+
     def evaluate(self, q, objects=None, bases=None, jacobians: bool = True, values=None) -> Evaluation:
         """Outputs (and, with `jacobians`, A and B) at coordinates q (F, n), object poses
         (F, K, 4, 4) and armature bases (F, A, 4, 4). `values` (F, number of JointValue tasks, in
@@ -172,8 +189,12 @@ class Scene:
         B = np.zeros((F, M, self.n_u)) if jacobians else None
         Jends = self._endpoint_jacobians(pose, frames, objects, bases) if jacobians and self.looped else None
 
+        if self.point_tasks:
+            self._point_outputs(frames, Jends, missing, y, weight, position_error, A, B)
         for k, c in enumerate(self.constraints):
             rows = slice(self.rows[k], self.rows[k + 1])
+            if k in self._point_set:
+                continue
             if isinstance(c, JointValue):
                 value = np.broadcast_to(c.value if values is None else values[:, self.joint_tasks.index(k)], (F,))
                 given = np.isfinite(value)
@@ -187,10 +208,6 @@ class Scene:
             e = 2 * self.looped.index(k)
             Tb, Tt = frames[:, e], frames[:, e + 1]
             Jb, Jt = (Jends[:, e], Jends[:, e + 1]) if jacobians else (None, None)
-            if c.points_only:
-                Tb, Tt = _world_aligned(Tb), _world_aligned(Tt)
-                if jacobians:
-                    Jb, Jt = _without_turning(Jb), _without_turning(Jt)
             Xf, Jinv = c.loop(Tb, Tt)
             y[:, rows], yd[:, rows], weight[:, rows], position_error[:, k], rotation_error[:, k] = c.outputs(Xf)
             if missing is not None:

@@ -78,7 +78,11 @@ def test_distance_and_joint_value(seed):
 def test_features_and_their_jacobian():
     """Jf maps Xf' to the relative twist of the tip in the base frame: check by moving the tip."""
     rng = np.random.default_rng(7)
-    for task in (CopyPose(on_object(0), on_object(1)), Distance(on_object(0), on_object(1), radius=1.0)):
+    points = CopyPose(on_object(0), on_object(1))
+    base, tip = random_transform(rng)[None], random_transform(rng)[None]
+    np.testing.assert_allclose(points.features(base, tip)[0], np.r_[tip[0, :3, 3] - base[0, :3, 3], 0, 0, 0])
+    for task in (CopyPose(on_object(0), on_object(1), rotation=(True,) * 3),
+                 Distance(on_object(0), on_object(1), radius=1.0)):
         base = random_transform(rng)[None]
         tip = random_transform(rng)[None]
         Xf = task.features(base, tip)

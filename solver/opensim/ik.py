@@ -109,7 +109,7 @@ class MarkerScene(Scene):
         self.task_names = [name for name, _ in coordinate_tasks]
         self.task_coordinates = np.array([int(c.index(name)) for name in self.task_names], dtype=int)
         self.task_weights = np.array([float(w) for _, w in coordinate_tasks], dtype=float)
-        M, T = len(self.marker_names), len(self.task_names)
+        M = len(self.marker_names)
         constraints = [CopyPose(on_segment(int(s), loc), on_object(k), weight=float(w), name=name)
                        for k, (s, loc, w, name) in enumerate(zip(self.segments, self.locations, weights,
                                                                   self.marker_names))]
