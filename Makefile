@@ -35,6 +35,7 @@ $(STAMP_42): requirements-blender-4.2.txt
 	touch $@
 
 test-blender-4.2: venv $(STAMP_42)
+	$(VENV_42)/bin/python -c "import bpy; print('add-on tests on Blender', bpy.app.version_string)"
 	ITASC_TEST_PYTHON=$(VENV_42)/bin/python $(PY) -m pytest -q tests/addon
 
 # The engine supports numpy 1.24 through 2.x: its tests also run on both ends, without Blender.
