@@ -7,7 +7,7 @@
 Tables: chains (ours vs IKPy), blender (ours vs Blender's iTaSC / Standard IK), scaling_frames
 and scaling_bones (our time per frame against batch size and chain length), opensim_ik (marker IK,
 ours vs OpenSim's InverseKinematicsTool on its gait2354 trial; needs the opensim package and
-../shared/data/opensim_gait2354). --markdown rewrites
+../shared/data/opensim_gait2354), fly_ikpy (sequential IK on fly legs, ours vs IKPy). --markdown rewrites
 the part of that file between the bench markers with the tables, the command, date and machine.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import blender, chains, opensim_ik, scaling
+from . import blender, chains, fly_vs_ikpy, opensim_ik, scaling
 from .common import RESULTS
 
 # name: (run(quick) -> Table, draw(table, path))
@@ -34,6 +34,7 @@ BENCHMARKS = {
     "scaling_frames": (scaling.run_frames, scaling.draw_frames),
     "scaling_bones": (scaling.run_bones, scaling.draw_bones),
     "opensim_ik": (opensim_ik.table, opensim_ik.draw),
+    "fly_ikpy": (fly_vs_ikpy.table, fly_vs_ikpy.draw),
 }
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 

@@ -168,5 +168,43 @@ def main(argv=None) -> dict:
             "same_branch": same_branch}
 
 
+def table(quick: bool = False):
+    """The comparison as a bench.common Table, for `python -m bench`: the 100-frame sample, and the
+    1000-frame trial unless quick."""
+    from .common import Column, Table
+
+    rows = []
+    for args in (["--repeats", "1" if quick else "3"],) + (() if quick else (["--large", "--repeats", "1"],)):
+        r = main(args)
+        claw_ours, claw_ikpy = np.mean(r["ours_error"][..., 4]), np.mean(r["ikpy_error"][..., 4])
+        rows.append({"file": r["file"], "leg_frames": r["legs"] * r["frames"], "ours_ms": r["ours_ms"],
+                     "ikpy_ms": r["ikpy_ms"], "ratio": r["ratio"],
+                     "tibia_ours": float(np.mean(r["ours_error"][..., 2])),
+                     "tibia_ikpy": float(np.mean(r["ikpy_error"][..., 2])),
+                     "claw_ours": float(claw_ours), "claw_ikpy": float(claw_ikpy),
+                     "same_branch": 100 * float(r["same_branch"])})
+    columns = [Column("file", "file", "{}", text=True), Column("leg_frames", "leg-frames", "{}"),
+               Column("ours_ms", "ours ms / leg-frame", "{:.3f}"), Column("ikpy_ms", "IKPy ms / leg-frame", "{:.3f}"),
+               Column("ratio", "ours / IKPy", "{:.3f}"),
+               Column("tibia_ours", "tibia err ours (mm)", "{:.4f}"), Column("tibia_ikpy", "tibia err IKPy", "{:.4f}"),
+               Column("claw_ours", "claw err ours", "{:.4f}"), Column("claw_ikpy", "claw err IKPy", "{:.4f}"),
+               Column("same_branch", "same angles (%)", "{:.1f}")]
+    return Table("fly_ikpy", "Sequential IK on fly legs: ours and IKPy, the same four stages",
+                 "DeepFly3D keypoints (../shared/data/fly_pose), 6 legs; each stage solves its new joints for "
+                 "its own keypoint, frames warm-started from the previous frame. Ours: all legs and frames "
+                 "batched (solver.fly.solve_legs); IKPy: one inverse_kinematics call per stage and leg-frame. "
+                 "Errors: mean keypoint distance (mm).", columns, rows)
+
+
+def draw(table, path) -> None:
+    from .common import plot
+
+    series = {}
+    for row in table.rows:
+        series[f"{row['file']}: ours"] = row["ours_ms"]
+        series[f"{row['file']}: IKPy"] = row["ikpy_ms"]
+    plot(path, table.title, "ms per leg-frame", series, log=True)
+
+
 if __name__ == "__main__":
     main()
