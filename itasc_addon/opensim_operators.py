@@ -12,6 +12,7 @@ from bpy_extras.io_utils import ExportHelper, ImportHelper
 
 from ..solver.opensim import OpenSimFileError
 from . import live, opensim_import, opensim_solve
+from .modal_job import ModalJob
 from .rig import RigError
 
 ERRORS = (RigError, OpenSimFileError, OSError, KeyError, ValueError)
@@ -113,15 +114,18 @@ class ITASC_OT_opensim_import_trc(bpy.types.Operator, ImportHelper):
         return {"FINISHED"}
 
 
-class ITASC_OT_opensim_solve(bpy.types.Operator):
+class ITASC_OT_opensim_solve(ModalJob, bpy.types.Operator):
     """Solve every sample of the bound trial with marker IK (OpenSim's objective) and key the bones (Esc cancels)"""
 
     bl_idname = "itasc.opensim_solve"
     bl_label = "Solve and Bake"
     bl_options = {"REGISTER", "UNDO"}
 
-    _job = None
-    _timer = None
+    job_errors = ERRORS
+    job_noun = "Solve"
+
+    def error_text(self, err):
+        return _message(err)
 
     @classmethod
     def poll(cls, context):
@@ -148,7 +152,7 @@ class ITASC_OT_opensim_solve(bpy.types.Operator):
     def execute(self, context):
         wm = context.window_manager
         try:
-            job = opensim_solve.SolveJob(opensim_solve.model_object(context.object))
+            job = self._make_job(context)
             wm.progress_begin(0, job.total)
             try:
                 with live.suspended():
@@ -161,50 +165,11 @@ class ITASC_OT_opensim_solve(bpy.types.Operator):
             return {"CANCELLED"}
         return self._finished(job.report)
 
-    def invoke(self, context, event):
-        if context.window is None or bpy.app.background:       # no event loop: run to the end
-            return self.execute(context)
-        try:
-            self._job = opensim_solve.SolveJob(opensim_solve.model_object(context.object))
-        except ERRORS as err:
-            self.report({"ERROR"}, _message(err))
-            return {"CANCELLED"}
-        live.begin_bake()
-        wm = context.window_manager
-        wm.progress_begin(0, self._job.total)
-        self._timer = wm.event_timer_add(0.001, window=context.window)
-        wm.modal_handler_add(self)
-        return {"RUNNING_MODAL"}
+    def _make_job(self, context):
+        return opensim_solve.SolveJob(opensim_solve.model_object(context.object))
 
-    def _end(self, context):
-        wm = context.window_manager
-        if self._timer is not None:
-            wm.event_timer_remove(self._timer)
-            self._timer = None
-        wm.progress_end()
-        live.end_bake()
-
-    def modal(self, context, event):
-        if event.type == "ESC":
-            self._end(context)
-            self.report({"WARNING"}, "Solve cancelled; no keys were written")
-            return {"CANCELLED"}
-        if event.type != "TIMER":
-            return {"PASS_THROUGH"}
-        try:
-            more = self._job.step()
-        except ERRORS as err:
-            self._end(context)
-            self.report({"ERROR"}, _message(err))
-            return {"CANCELLED"}
-        context.window_manager.progress_update(self._job.done)
-        if more:
-            return {"RUNNING_MODAL"}
-        self._end(context)
+    def _finish(self):
         return self._finished(self._job.report)
-
-    def cancel(self, context):
-        self._end(context)
 
 
 class _Writer(ExportHelper):

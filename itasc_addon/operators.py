@@ -7,6 +7,7 @@ import bpy
 from bpy.props import BoolProperty, IntProperty, StringProperty
 
 from . import live, properties, solving
+from .modal_job import ModalJob
 from .rig import RigError, ik_constraints
 
 
@@ -61,7 +62,7 @@ class ITASC_OT_solve_frame(bpy.types.Operator):
         return {"FINISHED"}
 
 
-class ITASC_OT_bake(bpy.types.Operator):
+class ITASC_OT_bake(ModalJob, bpy.types.Operator):
     """Bake the frame range to keyframes with the iTaSC IK solver (Esc cancels)"""
 
     bl_idname = "itasc.bake"
@@ -73,8 +74,8 @@ class ITASC_OT_bake(bpy.types.Operator):
     step: IntProperty(name="Step", default=0, min=0, description="Frame step (0: the panel's)")
     only_selected: BoolProperty(name="Only Selected Bones", default=False)
 
-    _job = None
-    _timer = None
+    job_errors = (RigError, ValueError)
+    job_noun = "Bake"
 
     @classmethod
     def poll(cls, context):
@@ -104,54 +105,9 @@ class ITASC_OT_bake(bpy.types.Operator):
         _report_result(self, result)
         return {"FINISHED"}
 
-    def invoke(self, context, event):
-        if context.window is None or bpy.app.background:    # no event loop: run to the end
-            return self.execute(context)
-        try:
-            self._job = self._make_job(context)
-        except (RigError, ValueError) as err:
-            self.report({"ERROR"}, str(err))
-            return {"CANCELLED"}
-        live.begin_bake()
-        wm = context.window_manager
-        wm.progress_begin(0, self._job.total)
-        self._timer = wm.event_timer_add(0.001, window=context.window)
-        wm.modal_handler_add(self)
-        return {"RUNNING_MODAL"}
-
-    def _end(self, context):
-        wm = context.window_manager
-        if self._timer is not None:
-            wm.event_timer_remove(self._timer)
-            self._timer = None
-        wm.progress_end()
-        live.end_bake()
-
-    def modal(self, context, event):
-        if event.type == "ESC":
-            self._job.restore_frame()
-            self._end(context)
-            self.report({"WARNING"}, "Bake cancelled; no keys were written")
-            return {"CANCELLED"}
-        if event.type != "TIMER":
-            return {"PASS_THROUGH"}
-        try:
-            more = self._job.step()
-        except (RigError, ValueError) as err:
-            self._end(context)
-            self.report({"ERROR"}, str(err))
-            return {"CANCELLED"}
-        context.window_manager.progress_update(self._job.done)
-        if more:
-            return {"RUNNING_MODAL"}
-        self._end(context)
+    def _finish(self):
         _report_result(self, self._job.result)
         return {"FINISHED"}
-
-    def cancel(self, context):
-        if self._job is not None:
-            self._job.restore_frame()
-        self._end(context)
 
 
 class ITASC_OT_clear_bake(bpy.types.Operator):

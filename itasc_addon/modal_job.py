@@ -1,0 +1,78 @@
+"""Long work in steps under a timer: a progress bar, Esc to cancel, nothing written until the end.
+
+An operator mixes `ModalJob` in and gives `_make_job(context)` (an object with `step()` -> more to
+do, `done` and `total`), `_finish()` (the report once the job is through), the exceptions it
+reports as errors and how to word them, and the noun its cancel message uses. Without a window
+(background Blender, scripts) `invoke` runs `execute` to the end instead.
+"""
+
+from __future__ import annotations
+
+import bpy
+
+from . import live
+
+
+class ModalJob:
+    _job = None
+    _timer = None
+    job_errors: tuple = (ValueError,)
+    job_noun = "Job"
+
+    def error_text(self, err) -> str:
+        return str(err)
+
+    def invoke(self, context, event):
+        if context.window is None or bpy.app.background:     # no event loop: run to the end
+            return self.execute(context)
+        try:
+            self._job = self._make_job(context)
+        except self.job_errors as err:
+            self.report({"ERROR"}, self.error_text(err))
+            return {"CANCELLED"}
+        live.begin_bake()
+        wm = context.window_manager
+        wm.progress_begin(0, self._job.total)
+        self._timer = wm.event_timer_add(0.001, window=context.window)
+        wm.modal_handler_add(self)
+        return {"RUNNING_MODAL"}
+
+    def _end(self, context):
+        wm = context.window_manager
+        if self._timer is not None:
+            wm.event_timer_remove(self._timer)
+            self._timer = None
+        wm.progress_end()
+        live.end_bake()
+
+    def _abandon(self, context):
+        """Put the scene's frame back where the job found it (if the job moved it), and stop."""
+        restore = getattr(self._job, "restore_frame", None)
+        if restore is not None:
+            restore()
+        self._end(context)
+
+    def modal(self, context, event):
+        if event.type == "ESC":
+            self._abandon(context)
+            self.report({"WARNING"}, f"{self.job_noun} cancelled; no keys were written")
+            return {"CANCELLED"}
+        if event.type != "TIMER":
+            return {"PASS_THROUGH"}
+        try:
+            more = self._job.step()
+        except self.job_errors as err:
+            self._end(context)
+            self.report({"ERROR"}, self.error_text(err))
+            return {"CANCELLED"}
+        context.window_manager.progress_update(self._job.done)
+        if more:
+            return {"RUNNING_MODAL"}
+        self._end(context)
+        return self._finish()
+
+    def cancel(self, context):
+        if self._job is not None:
+            self._abandon(context)
+        else:
+            self._end(context)
