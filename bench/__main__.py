@@ -7,8 +7,10 @@
 Tables: chains (ours vs IKPy), blender (ours vs Blender's iTaSC / Standard IK), scaling_frames
 and scaling_bones (our time per frame against batch size and chain length), opensim_ik (marker IK,
 ours vs OpenSim's InverseKinematicsTool on its gait2354 trial; needs the opensim package and
-../shared/data/opensim_gait2354), fly_ikpy (sequential IK on fly legs, ours vs IKPy). --markdown rewrites
-the part of that file between the bench markers with the tables, the command, date and machine.
+../shared/data/opensim_gait2354), fly_ikpy (sequential IK on fly legs, ours vs IKPy), bake (end-to-end bake to keys
+of the chains and Rigify's metarig, our add-on vs Blender's nla.bake under its iTaSC / Standard IK). --markdown rewrites
+the part of that file between the bench markers with the tables, the command, date and machine
+(tables it did not run stay as they were).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import datetime
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -24,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import blender, chains, fly_vs_ikpy, opensim_ik, scaling
+from . import bake, blender, chains, fly_vs_ikpy, opensim_ik, scaling
 from .common import RESULTS
 
 # name: (run(quick) -> Table, draw(table, path))
@@ -35,6 +38,7 @@ BENCHMARKS = {
     "scaling_bones": (scaling.run_bones, scaling.draw_bones),
     "opensim_ik": (opensim_ik.table, opensim_ik.draw),
     "fly_ikpy": (fly_vs_ikpy.table, fly_vs_ikpy.draw),
+    "bake": (bake.run, bake.draw),
 }
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
@@ -62,16 +66,30 @@ def revision() -> str:
 
 
 def write_markdown(path: Path, tables, meta: dict) -> None:
+    """Rewrite the block between the bench markers. Tables of this run replace their earlier
+    version (found by the JSON name in their Data line) or are appended; tables it did not run
+    stay, with the block's header, and the new ones then say which run measured them."""
     m = meta["machine"]
-    body = [START, "", f"Command: `{meta['command']}`  ", f"Date: {meta['date']}  ", f"Commit: {meta['commit']}  ",
-            f"Machine: {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}, numpy {m['numpy']}", ""]
-    for table in tables:
-        body += [table.markdown(), "", f"Data: `bench/results/{table.name}.json`; plot: `bench/results/{table.name}.png` "
-                 "(written by the run, not committed).", ""]
-    body.append(END)
     text = path.read_text() if path.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
     head, rest = text.split(START, 1)
-    path.write_text(head + "\n".join(body) + rest.split(END, 1)[1])
+    block, tail = rest.split(END, 1)
+    preamble, *old = block.split("\n### ")
+    old = {re.search(r"bench/results/(\w+)\.json", s).group(1): "### " + s.strip() for s in old}
+    ran = {table.name for table in tables}
+    partial = bool(set(old) - ran)
+    stamp = f" Measured by `{meta['command']}`, {meta['date']}, commit {meta['commit']}." if partial else ""
+    new = {table.name: "\n".join([table.markdown(), "", f"Data: `bench/results/{table.name}.json`; plot: "
+                                   f"`bench/results/{table.name}.png` (written by the run, not committed).{stamp}"])
+           for table in tables}
+    if partial:
+        body = [START + preamble.rstrip()]
+    else:
+        body = [START, "", f"Command: `{meta['command']}`  ", f"Date: {meta['date']}  ", f"Commit: {meta['commit']}  ",
+                f"Machine: {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}, numpy {m['numpy']}"]
+    for name in [*old, *(n for n in new if n not in old)]:
+        body += ["", new.get(name) or old[name]]
+    body += ["", END]
+    path.write_text(head + "\n".join(body) + tail)
 
 
 def main(argv=None) -> None:
