@@ -101,7 +101,35 @@ def _chain(obj, con, pb, warnings):
     while bone is not None and len(chain) < limit:
         chain.append(bone.name)
         bone = bone.parent
+    if con.chain_count > len(chain):
+        warnings.append(f"'{pb.name}/{con.name}': chain length {con.chain_count} is longer than the chain "
+                        f"({len(chain)} bone(s) from '{tip.name}' to the root); the whole chain is solved")
     return chain, tip.name
+
+
+def _moved_by(obj, chain_bones):
+    """Names of the bones whose pose a solve of `chain_bones` moves: the chains and all their children."""
+    moved = set(chain_bones)
+    for bone in obj.data.bones:                 # parents come before their children
+        if bone.parent is not None and bone.parent.name in moved:
+            moved.add(bone.name)
+    return moved
+
+
+def _cycle(obj, target, moved):
+    """The bone of `obj` in `moved` that `target` hangs from (parenting or a constraint aimed at it,
+    through any parents), or None: such a target moves with the pose the solver writes."""
+    seen = set()
+    ob = target
+    while ob is not None and ob.name not in seen:
+        seen.add(ob.name)
+        if ob.parent == obj and ob.parent_type == "BONE" and ob.parent_bone in moved:
+            return ob.parent_bone
+        for con in getattr(ob, "constraints", ()):
+            if getattr(con, "target", None) == obj and getattr(con, "subtarget", "") in moved and not con.mute:
+                return con.subtarget
+        ob = ob.parent
+    return None
 
 
 def _target(obj, con, bone_name):
@@ -195,6 +223,20 @@ def read_rig(obj, drives=None) -> Rig:
     if not picked:
         raise RigError(f"armature '{obj.name}' has no IK constraint to drive"
                        + (f" ({'; '.join(warnings)})" if warnings else ""))
+
+    # A target that hangs from a bone the solve moves is a dependency cycle: each key moves it again.
+    moved = _moved_by(obj, {name for _, _, chain, _ in picked for name in chain})
+    kept = []
+    for pb, con, chain, tip in picked:
+        bone = _cycle(obj, con.target, moved)
+        if bone is not None:
+            warnings.append(f"'{pb.name}/{con.name}': its target '{con.target.name}' moves with bone '{bone}', "
+                            "which this solve moves (a dependency cycle): left out")
+            continue
+        kept.append((pb, con, chain, tip))
+    picked = kept
+    if not picked:
+        raise RigError(f"armature '{obj.name}' has no IK constraint to drive ({'; '.join(warnings)})")
 
     # Union of the chains, in the armature's bone order; stretch where any chain through it allows.
     in_model, stretchy = set(), set()
@@ -372,7 +414,11 @@ class Sampler:
         self.scale[i] = object_scale(world, f"armature '{self.obj.name}' at frame {self.frames[i]:g}")
         to_arm = np.linalg.inv(world)
         for k, t in enumerate(rig.targets):
-            tob = bpy.data.objects[t.object].evaluated_get(depsgraph)
+            tob = bpy.data.objects.get(t.object)
+            if tob is None or (t.bone and (tob.pose is None or t.bone not in tob.pose.bones)):
+                raise RigError(f"the target '{t.label}' of '{rig.constraint_names[k]}' was deleted or renamed "
+                               f"while solving (at frame {self.frames[i]:g}); nothing was written")
+            tob = tob.evaluated_get(depsgraph)
             M = np.array(tob.matrix_world, float)
             if t.bone:
                 M = M @ np.array(tob.pose.bones[t.bone].matrix, float)
@@ -398,6 +444,18 @@ class Sampler:
             bad = ~np.isfinite(array).all(axis=tuple(range(1, array.ndim)))
             if bad.any():
                 raise RigError(f"{what} are not finite at frame(s) {self.frames[bad][:5].tolist()}")
+        # The solver models rigid bones: a chain bone scaled to (near) zero collapses its children.
+        size = np.linalg.norm(self.basis[..., :3, :3], axis=-2)          # (F, S, 3)
+        for s, name in enumerate(self.rig.bones):
+            axes = [0, 2] if name in self.rig.stretch_coordinate else [0, 1, 2]
+            flat = size[:, s].min(axis=-1) < 1e-6
+            if flat.any():
+                raise RigError(f"bone '{name}' is scaled to zero at frame(s) {self.frames[flat][:5].tolist()}; "
+                               "the solver needs chain bones of non-zero size: reset its scale")
+            off = np.abs(size[:, s, axes] - 1.0).max(axis=-1) > 1e-4
+            message = f"bone '{name}' has a pose scale; the solver treats it as unscaled: expect errors"
+            if off.any() and message not in self.rig.warnings:
+                self.rig.warnings.append(message)
         objects = orthonormalize(self.objects)
         bases = self.bases.copy()
         for i in range(bases.shape[1]):

@@ -134,6 +134,7 @@ class Job:
             raise RigError("frames must be finite numbers")
         self.obj, self.frames, self.bake, self.key, self.record = obj, frames, bake, key, record
         self.bones_filter = bones
+        check_writable(obj, keys_too=bake or key)
         self.rig = rig_module.read_rig(obj, lambda pb, con: properties.chosen(obj, pb, con))
         properties.set_active(obj, True)     # only once the rig reads well: bad input changes nothing
         step = float(np.min(np.diff(frames))) if frames.size > 1 else 1.0
@@ -283,6 +284,23 @@ class Job:
         if self.plan is None:
             return list(self.rig.warnings)
         return [w for w in self.rig.warnings if rig_module.POLE_IGNORED not in w]    # the pole is followed
+
+
+def check_writable(obj, keys_too=True):
+    """Refuse an armature whose pose (or, when keying, whose action) comes read-only from a library:
+    what we wrote there would be lost on save."""
+    if obj.library is not None:
+        raise RigError(f"armature '{obj.name}' is linked from '{obj.library.filepath}' and read-only; make a "
+                       "local copy (Object > Relations > Make Local) and solve that")
+    if getattr(obj, "override_library", None) is not None:
+        raise RigError(f"armature '{obj.name}' is a library override: the solver cannot store its hand-over "
+                       "and bake records there; make it local (Object > Relations > Make Local) and solve that")
+    anim = obj.animation_data
+    action = anim.action if anim is not None else None
+    if keys_too and action is not None and action.library is not None:
+        raise RigError(f"the action '{action.name}' of armature '{obj.name}' is linked from "
+                       f"'{action.library.filepath}' and read-only; give the armature a local action "
+                       "(make the action local, or a copy) and bake again")
 
 
 def write_keys(obj, rig, frames, R, y_scale, bones, start_values, record=True):
