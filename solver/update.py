@@ -29,6 +29,7 @@ class Settings:
     max_step: float = 0.5            # largest coordinate change of one update (radians or units)
     damping_max: float = 0.5         # DLS
     damping_epsilon: float = 0.1     # DLS
+    gamma_max: float = np.pi / 4     # SDLS: the largest coordinate change one update may cause
     feedback: float = 20.0           # K, per second (simulation)
     max_velocity: float = 50.0       # largest coordinate speed (simulation)
     substeps: int = 0                # simulation: 0 chooses them from the joint speed
@@ -44,7 +45,7 @@ class Settings:
         if self.method not in pseudoinverse.METHODS:
             raise ValueError(f"unknown solver {self.method!r}; choose one of {pseudoinverse.METHODS}")
         for name in ("precision", "max_step", "feedback", "max_velocity", "fps", "substep_angle",
-                     "damping_max", "damping_epsilon"):
+                     "damping_max", "damping_epsilon", "gamma_max"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"setting {name} = {value} must be a positive number")
@@ -97,7 +98,7 @@ def pseudoinverse_solver(settings: Settings):
         bw = rows * (b - np.einsum("fmn,fn->fm", A, locked_step))
         rank = np.minimum(np.sum(weight > 0, axis=-1), np.sum(cols > 0, axis=-1))
         return pseudoinverse.solve(Aw, bw, settings.method, damping_max=settings.damping_max,
-                                   epsilon=settings.damping_epsilon, gamma_max=settings.max_step, rank=rank)
+                                   epsilon=settings.damping_epsilon, gamma_max=settings.gamma_max, rank=rank)
     return solve
 
 
