@@ -81,10 +81,13 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
     """Integrate q from frame f-1 to frame f; objects and bases move at constant velocity between
     their poses at the two frames. Returns q, the number of sub-steps and the last s_min."""
     dt = 1.0 / settings.fps
-    twist_obj = None
-    if objects is not None:  # objects missing at either end hold still (and count as missing at f)
+    twist_obj, previous = None, None
+    if objects is not None:
+        # An object that reappears at f holds still at its new pose; one missing at f stays missing.
+        was_gone = ~np.all(np.isfinite(objects[f - 1:f]), axis=(-2, -1))
+        previous = np.where(was_gone[..., None, None], objects[f:f + 1], objects[f - 1:f])
         with np.errstate(invalid="ignore"):
-            twist_obj = twist_between(objects[f - 1:f], objects[f:f + 1], dt)
+            twist_obj = twist_between(previous, objects[f:f + 1], dt)
         twist_obj = np.nan_to_num(twist_obj, nan=0.0, posinf=0.0, neginf=0.0)
         gone = ~np.all(np.isfinite(objects[f]), axis=(-2, -1))
     twist_base = twist_between(bases[f - 1:f], bases[f:f + 1], dt) if bases is not None else None
@@ -98,7 +101,7 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
         obj = None
         if objects is not None:
             with np.errstate(invalid="ignore"):
-                obj = advance(objects[f - 1:f], twist_obj, elapsed)
+                obj = advance(previous, twist_obj, elapsed)
             obj[:, gone] = np.nan
         base = None if bases is None else advance(bases[f - 1:f], twist_base, elapsed)
         return scene.evaluate(q, obj, base, values=values)

@@ -373,3 +373,18 @@ def test_gradient_baseline_takes_the_best_step_along_the_gradient_and_converges(
     assert result.converged.all() and np.nanmax(result.position_error) <= 1e-6
     newton = solve_animation(scene, np.tile([0.1, 0.3], (20, 1)), targets)
     assert result.iterations.mean() > 3 * newton.iterations.mean()     # why it is only a baseline
+
+
+def test_simulation_tracks_a_target_again_when_it_reappears():
+    """A target lost for one frame: that frame reports it missing; from the next frame on it is
+    tracked again as if it had stood at its new pose."""
+    scene = reach_scene(straight_chain(6))
+    targets = lissajous(240, 6)
+    lost = targets.copy()
+    lost[100, 0, 0, 3] = np.nan
+    settings = Settings(fps=24.0)
+    result = solve_simulation(scene, scene.model.neutral(1), lost, settings=settings)
+    reference = solve_simulation(scene, scene.model.neutral(1), targets, settings=settings)
+    assert np.isnan(result.position_error[100, 0]) and np.isfinite(result.q).all()
+    # Ten frames later the lag of a restart has died away to the steady tracking error.
+    assert result.position_error[110:, 0].max() <= 2 * reference.position_error[110:, 0].max()
