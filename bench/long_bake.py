@@ -32,28 +32,10 @@ MB = 1024.0 * 1024.0
 # ---- inside Blender ---------------------------------------------------------------------------
 
 def build(bpy, n_frames):
-    """tools.demo_rigify's scene with its targets keyed on frames 1..n_frames, written in one
-    foreach_set per F-curve (n_frames keyframe_insert calls per target would take long)."""
-    import importlib
-
+    """tools.demo_rigify's scene with its targets keyed on frames 1..n_frames."""
     from tools import demo_rigify
-    from tools.blender_session import EXTENSION_MODULE
 
-    keys = importlib.import_module(EXTENSION_MODULE + ".itasc_addon.keys")
-    scene, rig, targets = demo_rigify._build(bpy, 2)
-    frames = np.arange(1, n_frames + 1, dtype=float)
-    for bone, target in targets.items():
-        fcurves = sorted(keys.Channels(target).all(), key=lambda fc: fc.array_index)
-        first = np.array([fc.keyframe_points[0].co[1] for fc in fcurves])
-        stance = tuple(first - np.array(demo_rigify.target_path(bone, 1, (0.0, 0.0, 0.0))))
-        path = np.array([demo_rigify.target_path(bone, f, stance) for f in range(1, n_frames + 1)])
-        for fc in fcurves:
-            points = fc.keyframe_points
-            points.clear()
-            points.add(n_frames)
-            points.foreach_set("co", np.column_stack([frames, path[:, fc.array_index]]).astype(np.float32).ravel())
-            fc.update()
-    scene.frame_end = n_frames
+    scene, rig, _ = demo_rigify.build_keyed(bpy, n_frames)
     return scene, rig
 
 

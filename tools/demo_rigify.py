@@ -133,6 +133,32 @@ def _build(bpy, n_frames):
     return scene, rig, targets
 
 
+def build_keyed(bpy, n_frames):
+    """The demo's scene with its targets keyed on every frame 1..n_frames along the same paths,
+    one foreach_set per F-curve (n_frames keyframe_insert calls per target would take long).
+    Returns the scene, the rig and the targets by effector bone."""
+    import importlib
+
+    import numpy as np
+
+    keys = importlib.import_module(EXTENSION_MODULE + ".itasc_addon.keys")
+    scene, rig, targets = _build(bpy, 2)
+    frames = np.arange(1, n_frames + 1, dtype=float)
+    for bone, target in targets.items():
+        fcurves = sorted(keys.Channels(target).all(), key=lambda fc: fc.array_index)
+        first = np.array([fc.keyframe_points[0].co[1] for fc in fcurves])
+        stance = tuple(first - np.array(target_path(bone, 1, (0.0, 0.0, 0.0))))
+        path = np.array([target_path(bone, f, stance) for f in range(1, n_frames + 1)])
+        for fc in fcurves:
+            points = fc.keyframe_points
+            points.clear()
+            points.add(n_frames)
+            points.foreach_set("co", np.column_stack([frames, path[:, fc.array_index]]).astype(np.float32).ravel())
+            fc.update()
+    scene.frame_end = n_frames
+    return scene, rig, targets
+
+
 def _chain_length(rig, bone, chain_count):
     pb, total = rig.pose.bones[bone], 0.0
     for _ in range(chain_count):

@@ -21,22 +21,9 @@ LONG = r'''
 from tools import demo_rigify
 
 N = %d
-# The demo's scene, its targets keyed on 2 frames, then re-keyed on all N frames in bulk (one
-# foreach_set per F-curve instead of N keyframe_insert calls) along the same paths.
-scene, rig, targets = demo_rigify._build(bpy, 2)
+# The demo's scene, its targets keyed on all N frames in bulk along the same paths.
+scene, rig, targets = demo_rigify.build_keyed(bpy, N)
 frames = np.arange(1, N + 1, dtype=float)
-for bone, target in targets.items():
-    fcurves = sorted(keys_module.Channels(target).all(), key=lambda fc: fc.array_index)
-    first = np.array([fc.keyframe_points[0].co[1] for fc in fcurves])
-    stance = tuple(first - np.array(demo_rigify.target_path(bone, 1, (0.0, 0.0, 0.0))))
-    path = np.array([demo_rigify.target_path(bone, f, stance) for f in range(1, N + 1)])
-    for fc in fcurves:
-        points = fc.keyframe_points
-        points.clear()
-        points.add(N)
-        points.foreach_set("co", np.column_stack([frames, path[:, fc.array_index]]).astype(np.float32).ravel())
-        fc.update()
-scene.frame_end = N
 
 # Keys of the user's a bake must leave alone: a bone outside every chain, and a chain bone's
 # rotation (which the bake writes) keyed before and after the baked range.
