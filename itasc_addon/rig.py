@@ -149,16 +149,26 @@ def _target(obj, con, bone_name):
     return Target(target.name)
 
 
+def uniform_scales(matrix_world):
+    """For world matrices (..., 4, 4): the mean axis scale, whether the matrix is unusable
+    (non-finite or an axis of (near) zero length), and whether its scale is not uniform."""
+    M = np.asarray(matrix_world, float)
+    s = np.linalg.norm(M[..., :3, :3], axis=-2)
+    degenerate = ~np.isfinite(M).all(axis=(-2, -1)) | ~(s.min(axis=-1) >= 1e-12)
+    uneven = s.max(axis=-1) - s.min(axis=-1) > 1e-5 * s.max(axis=-1)
+    return s.mean(axis=-1), degenerate, uneven
+
+
 def object_scale(matrix_world, what):
     """The uniform scale of a world matrix; a non-uniform (or degenerate) one is an error."""
-    M = np.asarray(matrix_world, float)
-    s = np.linalg.norm(M[:3, :3], axis=0)
-    if not np.all(np.isfinite(M)) or s.min() < 1e-12:
+    scale, degenerate, uneven = uniform_scales(matrix_world)
+    if degenerate:
         raise RigError(f"{what} has a degenerate or non-finite transform")
-    if s.max() - s.min() > 1e-5 * s.max():
+    if uneven:
+        s = np.linalg.norm(np.asarray(matrix_world, float)[:3, :3], axis=0)
         raise RigError(f"{what} has a non-uniform scale {tuple(round(float(v), 6) for v in s)}; "
                        "apply the scale (Ctrl A) or make it uniform")
-    return float(s.mean())
+    return float(scale)
 
 
 def evaluated_world(obj):
@@ -383,19 +393,21 @@ def _matrices(collection, attribute, count):
 
 class Sampler:
     """Reads one frame at a time after the scene has been set to it (`read(frame)`), so that a
-    modal operator can spread the sampling over timer events."""
+    modal operator can spread the sampling over timer events. A frame only copies Blender's
+    matrices; everything computed from them is done for all frames at once in `samples()`."""
 
     def __init__(self, rig: Rig, obj, frames):
         import bpy
 
         self.rig, self.obj = rig, obj
         self.frames = np.asarray(frames, dtype=float)
-        F, K, A, S = len(self.frames), len(rig.targets), len(rig.groups), len(rig.bones)
-        self.objects = np.zeros((F, K, 4, 4))
-        self.bases = np.zeros((F, A, 4, 4))
+        F, K, S = len(self.frames), len(rig.targets), len(rig.bones)
+        self.world = np.zeros((F, 4, 4))               # the armature object
+        self.target_world = np.zeros((F, K, 4, 4))     # target objects
+        self.target_bone = np.broadcast_to(np.eye(4), (F, K, 4, 4)).copy()   # target bones in their armature
         self.basis = np.zeros((F, S, 4, 4))
-        self.scale = np.ones(F)
-        self.count = 0
+        self.root_basis = np.zeros((F, len(rig.groups), 4, 4))
+        self.root_matrix = np.zeros((F, len(rig.groups), 4, 4))
         self._bpy = bpy
         bone_order = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
         self._index = np.array([bone_order[n] for n in rig.bones])
@@ -410,36 +422,47 @@ class Sampler:
         bpy, rig = self._bpy, self.rig
         depsgraph = bpy.context.evaluated_depsgraph_get()
         ob = self.obj.evaluated_get(depsgraph)
-        world = np.array(ob.matrix_world, float)
-        self.scale[i] = object_scale(world, f"armature '{self.obj.name}' at frame {self.frames[i]:g}")
-        to_arm = np.linalg.inv(world)
+        self.world[i] = ob.matrix_world
         for k, t in enumerate(rig.targets):
             tob = bpy.data.objects.get(t.object)
             if tob is None or (t.bone and (tob.pose is None or t.bone not in tob.pose.bones)):
                 raise RigError(f"the target '{t.label}' of '{rig.constraint_names[k]}' was deleted or renamed "
                                f"while solving (at frame {self.frames[i]:g}); nothing was written")
             tob = tob.evaluated_get(depsgraph)
-            M = np.array(tob.matrix_world, float)
+            self.target_world[i, k] = tob.matrix_world
             if t.bone:
-                M = M @ np.array(tob.pose.bones[t.bone].matrix, float)
-            self.objects[i, k] = to_arm @ M
+                self.target_bone[i, k] = tob.pose.bones[t.bone].matrix
         n = len(ob.pose.bones)
         basis = _matrices(ob.pose.bones, "matrix_basis", n)
-        matrix = _matrices(ob.pose.bones, "matrix", n)
         self.basis[i] = basis[self._index]
-        for a, (root, parent) in enumerate(rig.groups):
-            r = self._root_index[a]
-            loc = np.eye(4)
-            loc[:3, 3] = basis[r][:3, 3]
-            if parent is None:
-                base = self._rest[a] @ loc @ np.linalg.inv(self._rest[a])
-            else:
-                base = matrix[r] @ np.linalg.inv(basis[r]) @ loc @ np.linalg.inv(self._rest[a])
-            self.bases[i, a] = base
-        self.count = max(self.count, i + 1)
+        self.root_basis[i] = basis[self._root_index]
+        self.root_matrix[i] = _matrices(ob.pose.bones, "matrix", n)[self._root_index]
+
+    def _scales(self):
+        """The armature's uniform scale per frame; a non-uniform or degenerate one is an error."""
+        scale, degenerate, uneven = uniform_scales(self.world)
+        for i in np.flatnonzero(degenerate | uneven)[:1]:
+            object_scale(self.world[i], f"armature '{self.obj.name}' at frame {self.frames[i]:g}")   # raises
+        return scale
+
+    def _bases(self):
+        """Each chain group's base (F, A, 4, 4) in armature space: the rest frame of its root bone
+        as its parent (or the armature) carries it, with the root's own pose location."""
+        loc = np.broadcast_to(np.eye(4), self.root_basis.shape).copy()
+        loc[..., :3, 3] = self.root_basis[..., :3, 3]
+        rest_inverse = np.linalg.inv(self._rest)
+        bases = self._rest @ loc @ rest_inverse
+        hanging = [a for a, (_, parent) in enumerate(self.rig.groups) if parent is not None]
+        if hanging:
+            parent_frame = self.root_matrix[:, hanging] @ np.linalg.inv(self.root_basis[:, hanging])
+            bases[:, hanging] = parent_frame @ loc[:, hanging] @ rest_inverse[hanging]
+        return bases
 
     def samples(self) -> Samples:
-        for what, array in (("targets", self.objects), ("the chains' parent bones", self.bases),
+        scale = self._scales()
+        objects = np.linalg.inv(self.world)[:, None] @ self.target_world @ self.target_bone
+        bases = self._bases()
+        for what, array in (("targets", objects), ("the chains' parent bones", bases),
                             ("the animated pose", self.basis)):
             bad = ~np.isfinite(array).all(axis=tuple(range(1, array.ndim)))
             if bad.any():
@@ -456,15 +479,14 @@ class Sampler:
             message = f"bone '{name}' has a pose scale; the solver treats it as unscaled: expect errors"
             if off.any() and message not in self.rig.warnings:
                 self.rig.warnings.append(message)
-        objects = orthonormalize(self.objects)
-        bases = self.bases.copy()
+        objects = orthonormalize(objects)
         for i in range(bases.shape[1]):
             s = np.linalg.norm(bases[:, i, :3, :3], axis=-2)
             if np.any(np.abs(s - 1.0) > 1e-4):
                 raise RigError(f"the bone '{self.rig.groups[i][1]}' that chain '{self.rig.groups[i][0]}' hangs from "
                                "is scaled; the solver needs unscaled parents")
         bases = orthonormalize(bases)
-        return Samples(self.frames, objects, bases, self.basis, self.scale.copy())
+        return Samples(self.frames, objects, bases, self.basis, scale)
 
 
 def sample(rig: Rig, obj, frames, progress=None) -> Samples:

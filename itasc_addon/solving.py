@@ -24,7 +24,8 @@ from .rig import RigError
 METHODS = {"PINV": "pinv", "DLS": "dls", "SDLS": "sdls", "GRADIENT": "gradient"}
 OPTION_NAMES = ("mode", "method", "precision", "max_iterations", "feedback", "max_velocity", "damping_max",
                 "damping_epsilon", "substeps")
-CHUNK = 256  # frames solved per step (the engine is batched: larger chunks are faster)
+CHUNK = 256  # frames solved in the first step (the engine is batched: larger chunks are faster)
+STEP_SECONDS = 0.1  # later steps are sized to take about this long (progress and Esc between them)
 
 
 @dataclass
@@ -150,6 +151,7 @@ class Job:
         self.i = 0
         self.phase = "sample"
         self.pieces = []
+        self.chunk = CHUNK
         self.result = None
         self.started = time.perf_counter()
 
@@ -210,8 +212,11 @@ class Job:
             return True
         if self.phase == "solve":
             a = sum(len(p.q) for p in self.pieces)
-            b = min(a + CHUNK, len(self.frames))
+            b = min(a + self.chunk, len(self.frames))
+            started = time.perf_counter()
             self.pieces.append(self._solve(a, b))
+            rate = (b - a) / max(time.perf_counter() - started, 1e-6)
+            self.chunk = int(np.clip(rate * STEP_SECONDS, 64, 8192))
             if b == len(self.frames):
                 self.phase = "write"
             return True

@@ -221,19 +221,23 @@ class Sampler(rig_module.Sampler):
     def __init__(self, rig, obj, frames, plan: Plan):
         super().__init__(rig, obj, frames)
         self.pole = plan.pole
-        self.poles = np.full((len(self.frames), 3), np.nan)
+        self.poles = np.full((len(self.frames), 3), np.nan)      # in armature space, set by samples()
+        self.pole_world = np.full((len(self.frames), 3), np.nan)
         if self.pole is not None and self.pole not in self._bpy.data.objects:
             raise rig_module.RigError(f"pole target '{self.pole}' no longer exists")
 
     def read(self, i):
         super().read(i)
-        if self.pole is None:
-            return
-        bpy = self._bpy
-        depsgraph = bpy.context.evaluated_depsgraph_get()
-        world = np.array(self.obj.evaluated_get(depsgraph).matrix_world, float)
-        pole = np.array(bpy.data.objects[self.pole].evaluated_get(depsgraph).matrix_world, float)
-        self.poles[i] = np.linalg.solve(world, pole[:, 3])[:3]
+        if self.pole is not None:
+            depsgraph = self._bpy.context.evaluated_depsgraph_get()
+            self.pole_world[i] = self._bpy.data.objects[self.pole].evaluated_get(depsgraph).matrix_world.translation
+
+    def samples(self):
+        samples = super().samples()
+        if self.pole is not None:
+            to_armature = np.linalg.inv(self.world)
+            self.poles = np.einsum("fij,fj->fi", to_armature[:, :3, :3], self.pole_world) + to_armature[:, :3, 3]
+        return samples
 
 
 # --- the solve -------------------------------------------------------------------------------------

@@ -168,6 +168,10 @@ class Model:
             return np.array([k for k, j in enumerate(joints) if j.kind == kind], dtype=int)
         self.revolute_joints, self.prismatic_joints = of_kind(REVOLUTE), of_kind(PRISMATIC)
         self.swing_joints, self.sphere_joints = of_kind(SWING), of_kind(SPHERE)
+        # Sphere joints' coordinates in joint order, and the same runs as slices where contiguous.
+        self.sphere_coordinates = (self.joint_first[self.sphere_joints][:, None] + np.arange(3)).ravel()
+        self.sphere_index = _as_slice(self.sphere_joints)
+        self.sphere_coordinate_index = _as_slice(self.sphere_coordinates)
         self.joint_axis = np.array([j.axis for j in joints], dtype=float).reshape(-1, 3)
         self.elliptic_joints = np.array([k for k, j in enumerate(joints) if j.elliptic], dtype=int)
         self.unlimited_spheres = np.array(
@@ -181,6 +185,11 @@ class Model:
             depth[i] = 0 if self.parent[i] < 0 else depth[self.parent[i]] + 1
         self.levels = [np.flatnonzero(depth == d) for d in range(depth.max() + 1)]
         self.slots = [np.flatnonzero(self.joint_slot == k) for k in range(int(self.joint_slot.max(initial=-1)) + 1)]
+        # The same as slices where contiguous, so that forward kinematics takes views, not copies.
+        self.level_index = [_as_slice(level) for level in self.levels]
+        self.level_parent_index = [None if self.parent[level[0]] < 0 else _as_slice(self.parent[level])
+                                   for level in self.levels]
+        self.one_joint_per_segment = np.array_equal(self.joint_segment, np.arange(n_seg))
 
         # moves[c, s]: coordinate c moves segment s (it sits on s or on one of its ancestors).
         ancestor = np.eye(n_seg, dtype=bool)
@@ -205,6 +214,13 @@ class Model:
     def neutral(self, n_frames: int = 1) -> np.ndarray:
         """Coordinates of the rest pose (all zero, moved inside any limit that excludes zero)."""
         return np.tile(np.clip(0.0, self.lower, self.upper), (n_frames, 1))
+
+
+def _as_slice(index: np.ndarray):
+    """A run of consecutive indices as a slice; any other index array as it is."""
+    if index.size and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
+        return slice(int(index[0]), int(index[0]) + index.size)
+    return index
 
 
 def _coordinate_labels(joint: Joint):

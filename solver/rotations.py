@@ -64,10 +64,16 @@ def exp_map_with_jacobian(phi: np.ndarray):
     a, b, c = (x[..., None, None] for x in _series_coefficients(t2))
     k = skew(phi)
     outer = phi[..., :, None] * phi[..., None, :]
-    eye = np.eye(3)
-    R = (1.0 - b * t2[..., None, None]) * eye + a * k + b * outer
-    J = a * eye + b * k + c * outer
+    R = b * outer + a * k
+    J = c * outer + b * k
+    _diagonal(R)[...] += 1.0 - b[..., 0] * t2[..., None]      # cos t = 1 - t^2 (1 - cos t) / t^2
+    _diagonal(J)[...] += a[..., 0]
     return R, J
+
+
+def _diagonal(M: np.ndarray) -> np.ndarray:
+    """The diagonals (..., 3) of contiguous matrices M (..., 3, 3), as a writable view."""
+    return M.reshape(M.shape[:-2] + (9,))[..., ::4]
 
 
 def log_map(R: np.ndarray) -> np.ndarray:
