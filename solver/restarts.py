@@ -10,7 +10,7 @@ the usual cure. Each round gathers every frame still open into one batched solve
        and start from the one whose error energy sum_i w_i (yd_i - y_i)^2 is lowest;
     2. when few frames are open, give each several such starts in the same batch (up to
        `min_batch` starts per round, as many as the least remaining budget among them pays for
-       at the highest cost per start seen so far), so that late rounds are not batches of one;
+       at the previous round's cost per start), so that late rounds are not batches of one;
     3. keep, per frame, the best answer so far: a converged one over one that is not, and among
        unconverged ones the smaller sum of squared position and rotation errors.
 
@@ -86,7 +86,7 @@ def solve_with_restarts(scene: Scene, objects, settings: Settings = Settings(), 
         pick = lambda poses: None if poses is None else poses[frames]  # noqa: E731
         seeds = _best_of_random(scene, q0[frames], pick(objects), pick(bases), candidates, rng)
         attempt = solve_animation(scene, seeds, pick(objects), pick(bases), restart_settings)
-        per_start = max(per_start, (time.perf_counter() - round_start) / frames.size)
+        per_start = (time.perf_counter() - round_start) / frames.size
         best.charged[open_] += per_frame * per_start
         best.restarts[open_] += per_frame
         best.iterations[open_] += attempt.iterations.reshape(-1, per_frame).sum(axis=1)
