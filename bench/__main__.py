@@ -9,7 +9,8 @@ and scaling_bones (our time per frame against batch size and chain length), open
 ours vs OpenSim's InverseKinematicsTool on its gait2354 trial; needs the opensim package and
 ../shared/data/opensim_gait2354), fly_ikpy (sequential IK on fly legs, ours vs IKPy), bake (end-to-end bake to keys
 of the chains and Rigify's metarig, our add-on vs Blender's nla.bake under its iTaSC / Standard IK), long_bake (peak memory and time of a Rigify bake
-against frames: 1,000 to 20,000). --markdown rewrites
+against frames: 1,000 to 20,000), random_poses (6-D pose IK of the 7-DOF Franka Panda on random
+reachable poses: ours with random restarts, IKPy, TRAC-IK's published figures). --markdown rewrites
 the part of that file between the bench markers with the tables, the command, date and machine
 (tables it did not run stay as they were).
 """
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import bake, blender, chains, fly_vs_ikpy, long_bake, opensim_ik, scaling
+from . import bake, blender, chains, fly_vs_ikpy, long_bake, opensim_ik, random_poses, scaling
 from .common import RESULTS
 
 # name: (run(quick) -> Table, draw(table, path))
@@ -41,6 +42,7 @@ BENCHMARKS = {
     "fly_ikpy": (fly_vs_ikpy.table, fly_vs_ikpy.draw),
     "bake": (bake.run, bake.draw),
     "long_bake": (long_bake.run, long_bake.draw),
+    "random_poses": (random_poses.run, random_poses.draw),
 }
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 

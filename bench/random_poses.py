@@ -1,0 +1,188 @@
+"""6-D pose IK of a 7-DOF arm on random reachable poses: ours with random restarts, IKPy, and
+TRAC-IK's published figures for the same kind of test.
+
+The arm is the Franka Emika Panda (solver.examples.panda_arm: Franka's modified-DH table and joint
+limits). Poses: uniform random joint values within the limits, forward kinematics to the flange.
+Every query starts from the middle of the joint limits. Solved means the flange is within 1e-5 m
+of the target position AND within 1e-5 rad (angle of the relative rotation) of its orientation,
+measured by our forward kinematics of the returned joints, which must lie within the limits.
+
+    ours, batched   solver.restarts.solve_with_restarts on all poses in one call: the first solve
+                    from the mid-range pose, then random restarts of the unconverged poses, with a
+                    5 ms budget per pose (each batched solve's time shared equally among its starts)
+    ours, F=1       the same, one call per pose, on a subset
+    IKPy            one inverse_kinematics call per pose (orientation_mode="all", its defaults:
+                    scipy least_squares), on a subset; its chain is built from the same DH table
+                    and its forward kinematics checked against ours first
+    TRAC-IK         not run: the figures its authors publish (README of bitbucket.org/traclabs/
+                    trac_ik, TRAC-IK v1.1.0: 10,000 random reachable configurations, 1e-5 on each
+                    of x, y, z, roll, pitch, yaw, 5 ms timeout, seeded midway between the limits)
+                    for their two KUKA 7-DOF arms; the Panda is not in their table
+
+    .venv/bin/python -m bench --only random_poses [--quick]
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from solver import Settings, forward_kinematics
+from solver.examples import PANDA_DH, PANDA_FLANGE, panda_arm, pose_scene
+from solver.restarts import middle_of_limits, solve_with_restarts
+
+from .common import Column, Table, error_stats, plot, ratio
+
+TOLERANCE = 1e-5
+BUDGET = 0.005
+SETTINGS = Settings(precision=TOLERANCE)
+# One call per pose costs far more per iteration: its first solve is capped like the restarts, or a
+# pose stuck on a limit spends up to 300 iterations (hundreds of ms) before its first restart.
+SINGLE_SETTINGS = Settings(precision=TOLERANCE, max_iterations=25)
+# TRAC-IK README, results as of tag v1.1.0: solve rate, average time over all queries (5 ms timeout).
+TRAC_IK = (("KUKA LBR iiwa 14 R820", 99.91, 0.41), ("KUKA LWR 4+", 99.98, 0.34))
+
+
+def random_poses(model, n: int, seed: int = 0):
+    """Joint values uniform within the limits (n, 7) and the flange poses they give (n, 4, 4)."""
+    q = np.random.default_rng(seed).uniform(model.lower, model.upper, (n, model.n_coordinates))
+    return q, forward_kinematics(model, q).frames[:, -1]
+
+
+def pose_errors(model, q, targets):
+    """Position (m) and rotation angle (rad) from the flange at q to each target, and whether
+    each q lies within the limits."""
+    T = forward_kinematics(model, q).frames[:, -1]
+    position = np.linalg.norm(T[:, :3, 3] - targets[:, :3, 3], axis=-1)
+    R = np.swapaxes(targets[:, :3, :3], -1, -2) @ T[:, :3, :3]
+    sin = 0.5 * np.linalg.norm(np.stack([R[:, 2, 1] - R[:, 1, 2], R[:, 0, 2] - R[:, 2, 0],
+                                         R[:, 1, 0] - R[:, 0, 1]], axis=-1), axis=-1)
+    rotation = np.arctan2(sin, 0.5 * (np.trace(R, axis1=-2, axis2=-1) - 1.0))
+    inside = np.all((q >= model.lower) & (q <= model.upper), axis=-1)
+    return position, rotation, inside
+
+
+def ikpy_chain():
+    """An ikpy Chain of the Panda from the same DH table: each link's fixed part
+    Rx(alpha) Tx(a) Tz(d) is the origin translation (a, -d sin alpha, d cos alpha) then roll alpha."""
+    from ikpy.chain import Chain
+    from ikpy.link import OriginLink, URDFLink
+
+    model = panda_arm()
+    links = [OriginLink()]
+    for i, (a, d, alpha) in enumerate(PANDA_DH + (PANDA_FLANGE,)):
+        origin = dict(origin_translation=[a, -d * np.sin(alpha), d * np.cos(alpha)], origin_orientation=[alpha, 0.0, 0.0])
+        if i < len(PANDA_DH):
+            links.append(URDFLink(f"joint{i + 1}", rotation=[0.0, 0.0, 1.0],
+                                  bounds=(model.lower[i], model.upper[i]), **origin))
+        else:
+            links.append(URDFLink("flange", joint_type="fixed", **origin))
+    return Chain(links, active_links_mask=[False] + [True] * len(PANDA_DH) + [False])
+
+
+def ikpy_fk_difference(chain, model, n: int = 50) -> float:
+    """Largest entry of (IKPy's flange pose - ours) at random joint values."""
+    q, ours = random_poses(model, n, seed=99)
+    theirs = np.stack([chain.forward_kinematics(np.concatenate([[0.0], row, [0.0]])) for row in q])
+    return float(np.max(np.abs(theirs - ours)))
+
+
+def solve_ikpy(chain, model, targets):
+    """One inverse_kinematics call per pose from the mid-range pose: (seconds, q)."""
+    start = np.concatenate([[0.0], middle_of_limits(pose_scene(model)), [0.0]])
+    q = []
+    t = time.perf_counter()
+    for T in targets:
+        q.append(chain.inverse_kinematics(target_position=T[:3, 3], target_orientation=T[:3, :3],
+                                          orientation_mode="all", initial_position=start)[1:-1])
+    return time.perf_counter() - t, np.array(q)
+
+
+def solve_one_by_one(scene, targets, budget: float):
+    """solve_with_restarts called once per pose (F=1): (seconds, [results])."""
+    results = []
+    t = time.perf_counter()
+    for f in range(targets.shape[0]):
+        results.append(solve_with_restarts(scene, targets[f:f + 1, None], SINGLE_SETTINGS, rng=f, budget=budget))
+    return time.perf_counter() - t, results
+
+
+def row(label: str, model, targets, q, seconds: float, restarts=None, charged=None, first=None) -> dict:
+    position, rotation, inside = pose_errors(model, q, targets)
+    solved = inside & (position <= TOLERANCE) & (rotation <= TOLERANCE)
+    n = targets.shape[0]
+    out = {"solver": label, "poses": n, "solved": 100.0 * solved.mean(), "ms": 1e3 * seconds / n,
+           "first": None if first is None else 100.0 * np.mean(first),
+           "outside_limits": int(np.sum(~inside)),
+           "restarts": None if restarts is None else int(np.sum(restarts)),
+           "max_restarts": None if restarts is None else int(np.max(restarts)),
+           "max_charged": None if charged is None else 1e3 * float(np.max(charged))}
+    for name, errors in (("pos", position), ("rot", rotation)):
+        stats = error_stats(errors, 1.0)
+        out.update({f"{name}_{k}": stats[k] for k in ("median", "p99", "max")})
+    return out
+
+
+def run(quick: bool = False) -> Table:
+    import ikpy
+
+    n_batch, n_single, n_ikpy = (2000, 20, 10) if quick else (10000, 500, 200)
+    model = panda_arm()
+    scene = pose_scene(model)
+    _, targets = random_poses(model, n_batch, seed=0)
+    solve_with_restarts(scene, targets[:4, None], SETTINGS, rng=0)          # first-call costs out of the timings
+    chain = ikpy_chain()
+    fk_check = ikpy_fk_difference(chain, model)
+    if fk_check > 1e-9:
+        raise RuntimeError(f"IKPy's Panda differs from ours by {fk_check:.1e}")
+
+    # Interleaved: IKPy's subset, then ours one by one, then ours batched.
+    ikpy_s, ikpy_q = solve_ikpy(chain, model, targets[:n_ikpy])
+    single_s, singles = solve_one_by_one(scene, targets[:n_single], BUDGET)
+    batch = solve_with_restarts(scene, targets[:, None], SETTINGS, rng=1, budget=BUDGET)
+    long = solve_with_restarts(scene, targets[:, None], SETTINGS, rng=1, budget=4 * BUDGET)
+
+    stack = lambda name: np.concatenate([getattr(r, name) for r in singles])  # noqa: E731
+    rows = [row(f"ours, batched (one call), {1e3 * BUDGET:.0f} ms budget", model, targets, batch.q, batch.seconds,
+                batch.restarts, batch.charged, batch.first_converged),
+            row(f"ours, batched (one call), {4e3 * BUDGET:.0f} ms budget", model, targets, long.q, long.seconds,
+                long.restarts, long.charged, long.first_converged),
+            row(f"ours, F=1 (call per pose), {1e3 * BUDGET:.0f} ms budget", model, targets[:n_single], stack("q"),
+                single_s, stack("restarts"), stack("charged"), stack("first_converged")),
+            row(f"IKPy {ikpy.__version__} (call per pose)", model, targets[:n_ikpy], ikpy_q, ikpy_s)]
+    ikpy_ms = rows[-1]["ms"]
+    for r in rows[:-1]:
+        r["vs_ikpy"] = ratio(r["ms"], ikpy_ms)
+    for arm, rate, ms in TRAC_IK:
+        rows.append({"solver": f"TRAC-IK v1.1.0, {arm}: cited, not measured", "poses": 10000, "solved": rate, "ms": ms})
+
+    columns = [Column("solver", "solver", text=True), Column("poses", "poses"),
+               Column("solved", "solved %", "{:.2f}"), Column("first", "1st try %", "{:.1f}"),
+               Column("ms", "ms / pose", "{:.3f}"), Column("vs_ikpy", "ours / IKPy", "{:.4f}"),
+               Column("max_charged", "max ms charged", "{:.1f}"),
+               Column("restarts", "restarts"), Column("max_restarts", "max / pose"),
+               Column("pos_median", "pos err median (m)", "{:.1e}"), Column("pos_p99", "pos p99", "{:.1e}"),
+               Column("pos_max", "pos max", "{:.1e}"),
+               Column("rot_median", "rot err median (rad)", "{:.1e}"), Column("rot_p99", "rot p99", "{:.1e}"),
+               Column("rot_max", "rot max", "{:.1e}"), Column("outside_limits", "outside limits")]
+    return Table(
+        "random_poses", "7-DOF arm (Franka Panda), random reachable 6-D poses",
+        f"Franka Emika Panda (`solver.examples.panda_arm`, Franka's modified-DH parameters and joint limits), "
+        f"{n_batch} flange poses from uniform random joint values; every query starts from the middle of the "
+        f"limits. Solved: position error <= {TOLERANCE:g} m and rotation error (angle) <= {TOLERANCE:g} rad, by our "
+        "forward kinematics, joints within the limits. Ours: `solver.restarts.solve_with_restarts` (CopyPose on "
+        "position and rotation, DLS; unconverged poses restarted from the best of 8 random joint vectors, "
+        "batched, while the time charged to the pose, its share of each batched solve, is under the budget); "
+        "ms / pose: wall time of all calls / poses; max ms charged: the most any pose was charged. "
+        f"F=1 (first solve capped at 25 iterations, like the restarts) and IKPy (orientation_mode=\"all\", its "
+        f"defaults) on the first {n_single} and {n_ikpy} poses; "
+        f"IKPy's chain equals our FK to {fk_check:.0e}. TRAC-IK rows are its authors' published figures "
+        "(C++, their machine; tolerance 1e-5 per Cartesian component, 5 ms timeout, mid-range seed) for two "
+        "other 7-DOF arms, not a run of ours: a reference, not a comparison on equal terms.",
+        columns, rows)
+
+
+def draw(table: Table, path) -> None:
+    plot(path, table.title + ": time per pose", "ms per pose (log)",
+         {r["solver"]: r["ms"] for r in table.rows})
