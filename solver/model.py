@@ -168,10 +168,9 @@ class Model:
             return np.array([k for k, j in enumerate(joints) if j.kind == kind], dtype=int)
         self.revolute_joints, self.prismatic_joints = of_kind(REVOLUTE), of_kind(PRISMATIC)
         self.swing_joints, self.sphere_joints = of_kind(SWING), of_kind(SPHERE)
-        # Sphere joints' coordinates in joint order, and the same runs as slices where contiguous.
-        self.sphere_coordinates = (self.joint_first[self.sphere_joints][:, None] + np.arange(3)).ravel()
+        # Sphere joints and their coordinates in joint order, as slices where contiguous (views).
         self.sphere_index = _as_slice(self.sphere_joints)
-        self.sphere_coordinate_index = _as_slice(self.sphere_coordinates)
+        self.sphere_coordinate_index = _as_slice((self.joint_first[self.sphere_joints][:, None] + np.arange(3)).ravel())
         self.joint_axis = np.array([j.axis for j in joints], dtype=float).reshape(-1, 3)
         self.elliptic_joints = np.array([k for k, j in enumerate(joints) if j.elliptic], dtype=int)
         self.unlimited_spheres = np.array(
