@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from . import Model, Segment, Settings, forward_kinematics, prismatic, revolute
+from .rotations import axis_rotation
 from .sequential import SequentialResult, Stage, sequential_ik
 
 KEYPOINTS = ("Coxa", "Femur", "Tibia", "Tarsus", "Claw")
@@ -254,20 +255,6 @@ def keypoint_error_table(solutions: dict) -> dict:
 # ------------------------------------------------------------------------- head and antennae
 
 
-def _rot(axis: int, angle) -> np.ndarray:
-    """Rotation matrices (..., 3, 3) about body axis 0 (x), 1 (y) or 2 (z)."""
-    angle = np.asarray(angle, float)
-    c, s = np.cos(angle), np.sin(angle)
-    R = np.zeros(angle.shape + (3, 3))
-    i, j = [(1, 2), (2, 0), (0, 1)][axis]
-    R[..., axis, axis] = 1.0
-    R[..., i, i] = c
-    R[..., j, j] = c
-    R[..., i, j] = -s
-    R[..., j, i] = s
-    return R
-
-
 def _plane_angle(u: np.ndarray, v: np.ndarray, axis: int) -> np.ndarray:
     """Signed angle from u to v (..., 3) after projecting both onto the plane normal to body axis
     `axis`, positive for a right-handed turn about that axis: atan2(n . (u x v), u . v)."""
@@ -294,7 +281,7 @@ class HeadAngles:
 def head_rotation(roll, pitch, yaw) -> np.ndarray:
     """R_head = Rz(yaw) Rx(roll) Ry(pitch): intrinsic yaw about z, then roll about the head's x,
     then pitch about the head's y."""
-    return _rot(2, yaw) @ _rot(0, roll) @ _rot(1, pitch)
+    return axis_rotation(2, yaw) @ axis_rotation(0, roll) @ axis_rotation(1, pitch)
 
 
 def head_angles(left_base, right_base, neck, rest_pitch: float = 0.0) -> HeadAngles:
@@ -318,9 +305,9 @@ def head_angles(left_base, right_base, neck, rest_pitch: float = 0.0) -> HeadAng
     w = left_base - right_base
     u = 0.5 * (left_base + right_base) - neck
     yaw = _plane_angle(_Y, w, 2)
-    w1 = np.einsum("fji,fj->fi", _rot(2, yaw), w)                  # Rz(-yaw) w  (R^T w)
+    w1 = np.einsum("fji,fj->fi", axis_rotation(2, yaw), w)                  # Rz(-yaw) w  (R^T w)
     roll = _plane_angle(_Y, w1, 0)
-    Rzx = _rot(2, yaw) @ _rot(0, roll)
+    Rzx = axis_rotation(2, yaw) @ axis_rotation(0, roll)
     u2 = np.einsum("fji,fj->fi", Rzx, u)                           # Rx(-roll) Rz(-yaw) u
     pitch = _plane_angle(_X, u2, 1) - rest_pitch
     return HeadAngles(roll=roll, pitch=pitch, yaw=yaw, rotation=head_rotation(roll, pitch, yaw))
@@ -362,7 +349,7 @@ def antenna_angles(base, tip, left_base, right_base, neck, head: HeadAngles | No
     pitch = _plane_angle(a, d, 1)
     down = np.array([0.0, 0.0, -1.0])
     beta = _plane_angle(np.broadcast_to(down, d.shape), d, 1)
-    d1 = np.einsum("fji,fj->fi", _rot(1, beta), d)                 # Ry(-beta) d: in the yz plane
+    d1 = np.einsum("fji,fj->fi", axis_rotation(1, beta), d)                 # Ry(-beta) d: in the yz plane
     yaw = _plane_angle(w, d1, 0)
     return AntennaAngles(pitch=pitch, yaw=yaw)
 
