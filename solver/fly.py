@@ -23,6 +23,8 @@ Stages (the seed's four): (ThC_yaw, ThC_pitch) bring the coxa tip to the Femur k
 (ThC_roll, CTr_pitch) the femur tip to the Tibia keypoint; (TrF_roll, FTi_pitch) the tibia tip to
 the Tarsus keypoint; (TiTa_pitch) the claw to the Claw keypoint. Each roll spins a segment about
 its own axis, so it does not move that segment's tip: a stage never needs a later stage's angles.
+solve_leg solves the stages in closed form by default (fly_closed_form.py: each stage points its
+segment at its keypoint), or with the engine (method='sequential-iterative', sequential.py).
 Segment lengths are the per-segment mean over frames of the measured keypoint distances. In the
 model each length is a translation coordinate along the segment's -z axis, frozen in every stage,
 so one model serves all six legs and they solve as one batch (see `leg_model`).
