@@ -254,8 +254,8 @@ def _closed_form(keypoints, lengths, start, recurrence: bool) -> LegSolution:
     single = keypoints.ndim == 3
     batch = keypoints[None] if single else keypoints
     B, F = batch.shape[:2]
-    if start.shape[:-1] not in ((), (B,)) or start.shape[-1:] != (len(ANGLES),):
-        raise ValueError(f"q0 must have shape (7,) or ({B}, 7), got {start.shape}")
+    if start.shape[:-1] not in ((), (B,)) or start.shape[-1:] != (len(ANGLES),) or not np.all(np.isfinite(start)):
+        raise ValueError(f"q0 must be finite angles of shape (7,) or ({B}, 7), got {start}")
     angles, fitted, stage_error = solve_stages(batch, np.broadcast_to(lengths, (B, len(SEGMENTS))),
                                                np.broadcast_to(start, (B, len(ANGLES))), recurrence)
     if single:

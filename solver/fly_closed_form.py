@@ -19,12 +19,16 @@ optimal, and the angle keeps its warm start, as the iterative solver does (a zer
 moves it).
 
 Which branch. The two branches of a two-angle stage meet only on the axis (cos b = 0, sin e = 0)
-and lie on opposite sheets of it (the sign of cos b, of sin e). The iterative solver moves the
-segment continuously from its warm start, so it stays on the warm start's sheet (on the fly data
-it never leaves it, even at sin e = 0.026) and turns the other angle the short way round: it lands
-on the branch on the warm start's sheet (the nearer one, in the sum of squared wrapped angle
-differences, when the warm start is on the axis itself, as the hanging rest pose is for stages 2
-and 3), at the multiple of 2 pi nearest the warm start. The warm start is the previous frame's
+and lie on opposite sheets of it (the sign of cos b, of sin e). Moved continuously from its warm
+start, the segment cannot change sheet without passing through the axis, and the iterative
+solver's small steps do the same: on the fly data it never changes sheet, even at sin e = 0.026,
+where the branch nearest in angles is sometimes the other one (1000-frame file, LF leg from frame
+427). So a frame takes the branch on the warm start's sheet, or the nearer one in the sum of
+squared wrapped angle differences when the warm start is on the axis itself (as the hanging rest
+pose is for stages 2 and 3), at the multiple of 2 pi nearest the warm start. (Damped steps can
+jump the axis when the warm start lies within a step of it and the keypoint beyond it, e.g. a
+start 0.1 rad off the axis; there the two answers differ by the branch, with equal keypoints.)
+The warm start is the previous frame's
 answer (frame 0: the start; every frame: the start with warm_start='none'), which is one of the
 previous frame's branches, so the choice in frame f depends only on which branch frame f-1 took:
 a map T_f from branch to branch, computed for all frames at once. Frame f's branch is

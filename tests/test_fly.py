@@ -515,6 +515,8 @@ def test_bad_leg_input_is_refused_with_a_message():
         solve_leg(k, lengths=[0.4, np.nan, 0.5, 0.7])
     with pytest.raises(ValueError, match="q0"):
         solve_leg(k, q0=np.zeros(6))
+    with pytest.raises(ValueError, match="q0"):
+        solve_leg(k, q0=np.full(7, np.nan))
     with pytest.raises(ValueError, match="shape"):
         solve_leg(k[:, :4])
     missing = k.copy()
