@@ -23,6 +23,8 @@ Stages (the seed's four): (ThC_yaw, ThC_pitch) bring the coxa tip to the Femur k
 (ThC_roll, CTr_pitch) the femur tip to the Tibia keypoint; (TrF_roll, FTi_pitch) the tibia tip to
 the Tarsus keypoint; (TiTa_pitch) the claw to the Claw keypoint. Each roll spins a segment about
 its own axis, so it does not move that segment's tip: a stage never needs a later stage's angles.
+solve_leg solves the stages in closed form by default (fly_closed_form.py: each stage points its
+segment at its keypoint), or with the engine (method='sequential-iterative', sequential.py).
 Segment lengths are the per-segment mean over frames of the measured keypoint distances. In the
 model each length is a translation coordinate along the segment's -z axis, frozen in every stage,
 so one model serves all six legs and they solve as one batch (see `leg_model`).
@@ -39,13 +41,16 @@ from __future__ import annotations
 import importlib
 import io
 import pickle
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from . import Model, Segment, Settings, forward_kinematics, prismatic, revolute
-from .sequential import SequentialResult, Stage, sequential_ik
+from .fly_closed_form import STAGES, solve_stages
+from .rotations import axis_rotation
+from .sequential import WARM_STARTS, SequentialResult, Stage, sequential_ik
 
 KEYPOINTS = ("Coxa", "Femur", "Tibia", "Tarsus", "Claw")
 LEGS = ("RF_leg", "RM_leg", "RH_leg", "LF_leg", "LM_leg", "LH_leg")
@@ -203,30 +208,64 @@ class LegSolution:
     report: SequentialResult
 
 
+METHODS = ("sequential", "sequential-iterative", "whole_chain")
+
+
 def solve_leg(keypoints, method: str = "sequential", lengths=None, q0=None, settings: Settings = FLY_SETTINGS,
               warm_start: str = "auto", max_passes: int | None = None) -> LegSolution:
     """Joint angles from leg keypoints (F, 5, 3), or (B, F, 5, 3) for B legs solved in one batch:
-    the seed's four stages ('sequential') or one solve of all seven angles against the claw
+    the seed's four stages ('sequential' in closed form, fly_closed_form.py; 'sequential-iterative'
+    with the engine, sequential.py) or one solve of all seven angles against the claw
     ('whole_chain'). Lengths (4,) or (B, 4) default to each leg's mean measured lengths. The ThC
     joint follows the measured Coxa keypoint in every frame (the leg's base is translated there;
     the body axes are the data's). Frame 0 starts from the angles `q0` ((7,) or (B, 7); the hanging
-    rest pose when None), later frames from the previous frame's solution (sequential.py: batched
-    passes for the four isolated stages, the frame loop for the redundant whole chain)."""
+    rest pose when None), later frames from the previous frame's solution (warm_start='none':
+    every frame from q0). `settings` and `max_passes` apply to the engine's methods only."""
     keypoints = np.asarray(keypoints, float)
+    if keypoints.ndim not in (3, 4) or keypoints.shape[-2:] != (len(KEYPOINTS), 3):
+        raise ValueError(f"keypoints must have shape (F, 5, 3) or (B, F, 5, 3), got {keypoints.shape}")
     lengths = segment_lengths(keypoints) if lengths is None else np.asarray(lengths, float)
-    if method == "sequential":
-        stages = leg_stages()
-    elif method == "whole_chain":
-        stages = whole_chain_stage()
-    else:
-        raise ValueError(f"method must be 'sequential' or 'whole_chain', not {method!r}")
+    if lengths.shape[-1:] != (len(SEGMENTS),) or not np.all(np.isfinite(lengths) & (lengths > 0)):
+        raise ValueError(f"segment lengths must be 4 finite positive numbers per leg, got {lengths}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, not {method!r}")
     start = np.zeros(7) if q0 is None else np.asarray(q0, float)
-    q_start = leg_coordinates(start[..., None, :], lengths[..., None, :])      # (..., 1, 11)
     origin = keypoints[..., 0, :]
+    if method == "sequential":
+        if max_passes is not None:
+            raise ValueError("max_passes applies to method='sequential-iterative' only")
+        if warm_start not in WARM_STARTS:
+            raise ValueError(f"warm_start must be one of {WARM_STARTS}, not {warm_start!r}")
+        return _closed_form(keypoints, lengths, start, warm_start != "none")
+    stages = leg_stages() if method == "sequential-iterative" else whole_chain_stage()
+    q_start = leg_coordinates(start[..., None, :], lengths[..., None, :])      # (..., 1, 11)
     report = sequential_ik(LEG_MODEL, stages, keypoints, q0=q_start, bases=_bases(origin), settings=settings,
                            warm_start=warm_start, max_passes=max_passes)
     angles = report.q[..., ANGLE_COLUMNS]
     fitted = leg_keypoints(angles, lengths[..., None, :], origin)
+    return LegSolution(angles=angles, fitted=fitted, error=np.linalg.norm(fitted - keypoints, axis=-1),
+                       lengths=lengths, report=report)
+
+
+def _closed_form(keypoints, lengths, start, recurrence: bool) -> LegSolution:
+    """solve_leg's 'sequential': fly_closed_form.solve_stages on a (B, F) batch, reported like
+    the engine's stages (one pass per stage, no iterations, converged where the keypoint is known)."""
+    t = time.perf_counter()
+    single = keypoints.ndim == 3
+    batch = keypoints[None] if single else keypoints
+    B, F = batch.shape[:2]
+    if start.shape[:-1] not in ((), (B,)) or start.shape[-1:] != (len(ANGLES),) or not np.all(np.isfinite(start)):
+        raise ValueError(f"q0 must be finite angles of shape (7,) or ({B}, 7), got {start}")
+    angles, fitted, stage_error = solve_stages(batch, np.broadcast_to(lengths, (B, len(SEGMENTS))),
+                                               np.broadcast_to(start, (B, len(ANGLES))), recurrence)
+    if single:
+        angles, fitted, stage_error = angles[0], fitted[0], stage_error[0]
+    S = len(STAGES)
+    report = SequentialResult(q=leg_coordinates(angles, lengths[..., None, :]), keypoint_error=stage_error,
+                              iterations=np.zeros(stage_error.shape, dtype=int), converged=np.isfinite(stage_error),
+                              passes=np.ones(S, dtype=int), frame_solves=np.full(S, B * F),
+                              warm_starts=["sequential" if recurrence else "none"] * S,
+                              seconds=time.perf_counter() - t)
     return LegSolution(angles=angles, fitted=fitted, error=np.linalg.norm(fitted - keypoints, axis=-1),
                        lengths=lengths, report=report)
 
@@ -242,8 +281,13 @@ def solve_legs(legs: dict, method: str = "sequential", **options) -> dict:
 
 def segment_lengths(keypoints: np.ndarray) -> np.ndarray:
     """Mean length of each leg segment over frames (..., 4): mean_f |k_{i+1}(f) - k_i(f)| for
-    keypoints (..., F, 5, 3)."""
-    return np.mean(np.linalg.norm(np.diff(np.asarray(keypoints, float), axis=-2), axis=-1), axis=-2)
+    keypoints (..., F, 5, 3), over the frames where both keypoints are finite."""
+    distance = np.linalg.norm(np.diff(np.asarray(keypoints, float), axis=-2), axis=-1)
+    known = np.isfinite(distance)
+    count = known.sum(axis=-2)
+    if np.any(count == 0):
+        raise ValueError("a segment has no frame with both of its keypoints finite: give its length")
+    return np.where(known, distance, 0.0).sum(axis=-2) / count
 
 
 def keypoint_error_table(solutions: dict) -> dict:
@@ -252,20 +296,6 @@ def keypoint_error_table(solutions: dict) -> dict:
 
 
 # ------------------------------------------------------------------------- head and antennae
-
-
-def _rot(axis: int, angle) -> np.ndarray:
-    """Rotation matrices (..., 3, 3) about body axis 0 (x), 1 (y) or 2 (z)."""
-    angle = np.asarray(angle, float)
-    c, s = np.cos(angle), np.sin(angle)
-    R = np.zeros(angle.shape + (3, 3))
-    i, j = [(1, 2), (2, 0), (0, 1)][axis]
-    R[..., axis, axis] = 1.0
-    R[..., i, i] = c
-    R[..., j, j] = c
-    R[..., i, j] = -s
-    R[..., j, i] = s
-    return R
 
 
 def _plane_angle(u: np.ndarray, v: np.ndarray, axis: int) -> np.ndarray:
@@ -294,7 +324,7 @@ class HeadAngles:
 def head_rotation(roll, pitch, yaw) -> np.ndarray:
     """R_head = Rz(yaw) Rx(roll) Ry(pitch): intrinsic yaw about z, then roll about the head's x,
     then pitch about the head's y."""
-    return _rot(2, yaw) @ _rot(0, roll) @ _rot(1, pitch)
+    return axis_rotation(2, yaw) @ axis_rotation(0, roll) @ axis_rotation(1, pitch)
 
 
 def head_angles(left_base, right_base, neck, rest_pitch: float = 0.0) -> HeadAngles:
@@ -318,9 +348,9 @@ def head_angles(left_base, right_base, neck, rest_pitch: float = 0.0) -> HeadAng
     w = left_base - right_base
     u = 0.5 * (left_base + right_base) - neck
     yaw = _plane_angle(_Y, w, 2)
-    w1 = np.einsum("fji,fj->fi", _rot(2, yaw), w)                  # Rz(-yaw) w  (R^T w)
+    w1 = np.einsum("fji,fj->fi", axis_rotation(2, yaw), w)                  # Rz(-yaw) w  (R^T w)
     roll = _plane_angle(_Y, w1, 0)
-    Rzx = _rot(2, yaw) @ _rot(0, roll)
+    Rzx = axis_rotation(2, yaw) @ axis_rotation(0, roll)
     u2 = np.einsum("fji,fj->fi", Rzx, u)                           # Rx(-roll) Rz(-yaw) u
     pitch = _plane_angle(_X, u2, 1) - rest_pitch
     return HeadAngles(roll=roll, pitch=pitch, yaw=yaw, rotation=head_rotation(roll, pitch, yaw))
@@ -362,7 +392,7 @@ def antenna_angles(base, tip, left_base, right_base, neck, head: HeadAngles | No
     pitch = _plane_angle(a, d, 1)
     down = np.array([0.0, 0.0, -1.0])
     beta = _plane_angle(np.broadcast_to(down, d.shape), d, 1)
-    d1 = np.einsum("fji,fj->fi", _rot(1, beta), d)                 # Ry(-beta) d: in the yz plane
+    d1 = np.einsum("fji,fj->fi", axis_rotation(1, beta), d)                 # Ry(-beta) d: in the yz plane
     yaw = _plane_angle(w, d1, 0)
     return AntennaAngles(pitch=pitch, yaw=yaw)
 

@@ -39,6 +39,20 @@ def axis_angle_matrix(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
     return np.eye(3) + np.sin(a) * k + (1.0 - np.cos(a)) * (k @ k)
 
 
+def axis_rotation(axis: int, angle) -> np.ndarray:
+    """Rotation matrices (..., 3, 3) about body axis 0 (x), 1 (y) or 2 (z)."""
+    angle = np.asarray(angle, float)
+    c, s = np.cos(angle), np.sin(angle)
+    R = np.zeros(angle.shape + (3, 3))
+    i, j = [(1, 2), (2, 0), (0, 1)][axis]
+    R[..., axis, axis] = 1.0
+    R[..., i, i] = c
+    R[..., j, j] = c
+    R[..., i, j] = -s
+    R[..., j, i] = s
+    return R
+
+
 def _series_coefficients(t2: np.ndarray):
     """sin t / t, (1 - cos t)/t^2 and (t - sin t)/t^3 as functions of t^2, exact near zero."""
     t = np.sqrt(t2)

@@ -57,15 +57,20 @@ def rz(t):
     return _elementary("z", t)
 
 
-def reference_leg(angles, lengths, origin):
-    """Keypoints (F, 5, 3): ThC = origin; R_coxa = intrinsic XYZ Euler (yaw, pitch, roll); each
-    tip = joint + R_segment (0, 0, -L)."""
+def reference_rotations(angles):
+    """Segment rotations (F, 3, 3) of the coxa, femur, tibia, tarsus: R_coxa = intrinsic XYZ Euler
+    (yaw, pitch, roll), then R_femur = R_coxa Ry Rz, R_tibia = R_femur Ry, R_tarsus = R_tibia Ry."""
     a = np.asarray(angles, float)
-    down = [np.array([0.0, 0.0, -L]) for L in lengths]
     R_coxa = Rotation.from_euler("XYZ", a[:, :3]).as_matrix()          # upper case: intrinsic
     R_femur = R_coxa @ ry(a[:, 3]) @ rz(a[:, 4])
     R_tibia = R_femur @ ry(a[:, 5])
-    R_tarsus = R_tibia @ ry(a[:, 6])
+    return R_coxa, R_femur, R_tibia, R_tibia @ ry(a[:, 6])
+
+
+def reference_leg(angles, lengths, origin):
+    """Keypoints (F, 5, 3): ThC = origin; each tip = joint + R_segment (0, 0, -L)."""
+    down = [np.array([0.0, 0.0, -L]) for L in lengths]
+    R_coxa, R_femur, R_tibia, R_tarsus = reference_rotations(angles)
     femur = origin + R_coxa @ down[0]
     tibia = femur + R_femur @ down[1]
     tarsus = tibia + R_tibia @ down[2]
@@ -177,19 +182,22 @@ def test_each_roll_leaves_its_segments_tip_in_place():
     np.testing.assert_allclose(leg_keypoints(c, lengths)[:, :3], pa[:, :3], atol=1e-15)
 
 
+@pytest.mark.parametrize("method", ["sequential", "sequential-iterative"])
 @pytest.mark.parametrize("batched", [False, True])
-def test_synthetic_leg_motion_is_recovered(batched):
+def test_synthetic_leg_motion_is_recovered(batched, method):
     """Keypoints made by the reference FK from a smooth motion of known angles: the four stages
-    (warm-started from the true frame 0) recover the angles and every keypoint."""
+    (warm-started from the true frame 0), in closed form and iterated, recover the angles and
+    every keypoint."""
     rng = np.random.default_rng(2)
     lengths = np.array([0.43, 0.71, 0.5, 0.75])
     motions = [smooth_angles(rng, 60, WALKING_CENTER, 0.35) for _ in range(3)]
     keypoints = [reference_leg(m, lengths, np.array([0.35, -0.27, 0.4])) for m in motions]
     if batched:
-        sol = solve_leg(np.stack(keypoints), lengths=np.tile(lengths, (3, 1)), q0=np.stack([m[0] for m in motions]))
+        sol = solve_leg(np.stack(keypoints), method, lengths=np.tile(lengths, (3, 1)),
+                        q0=np.stack([m[0] for m in motions]))
         angles, errors = sol.angles, sol.error
     else:
-        sols = [solve_leg(k, lengths=lengths, q0=m[0]) for k, m in zip(keypoints, motions)]
+        sols = [solve_leg(k, method, lengths=lengths, q0=m[0]) for k, m in zip(keypoints, motions)]
         angles, errors = np.stack([s.angles for s in sols]), np.stack([s.error for s in sols])
     assert np.max(errors) < 1e-8
     np.testing.assert_allclose(angles, np.stack(motions), atol=1e-7)
@@ -276,15 +284,254 @@ def test_warm_started_stages_equal_the_frame_by_frame_recurrence():
     """The batched passes land on the seed's frame loop (frame f from frame f-1's solution)."""
     legs = load_legs(SMALL)
     k = np.stack([legs["RM_leg"], legs["LF_leg"]])
-    passes = solve_leg(k)
-    loop = solve_leg(k, warm_start="sequential")
+    passes = solve_leg(k, method="sequential-iterative")
+    loop = solve_leg(k, method="sequential-iterative", warm_start="sequential")
     np.testing.assert_allclose(passes.angles, loop.angles, atol=1e-6)
     assert passes.report.warm_starts == ["previous"] * 4
     assert np.all(passes.report.passes <= 3)             # measured: 2 per stage
     # Without warm starts, frames of these legs flip to the other (roll + pi) branch.
-    cold = solve_leg(k, warm_start="none")
+    cold = solve_leg(k, method="sequential-iterative", warm_start="none")
     np.testing.assert_allclose(cold.error, loop.error, atol=1e-6)
     assert np.max(np.abs(cold.angles - loop.angles)) > 1.0
+
+
+# ------------------------------------------------------------------ the closed-form stages
+
+STAGE_COLUMNS = [(0, 1), (2, 3), (4, 5), (6,)]
+
+
+@pytest.fixture(scope="module")
+def iterative(real):
+    """The engine's iterated stages on the same legs as `real`."""
+    return solve_legs(real[1], "sequential-iterative")
+
+
+@have_data
+def test_closed_form_stages_equal_the_iterated_stages_on_real_data(real, iterative):
+    """The default 'sequential' (closed form) against 'sequential-iterative' (the engine, fit mode,
+    precision 1e-9): the same angles, not only modulo 2 pi, on every frame where the iteration
+    converged, and the same keypoint errors everywhere. Measured on both files: every frame
+    converged, angles within 1.8e-8 rad, errors within 2e-8 mm."""
+    _, legs, seq, _ = real
+    ours, theirs = seq[LEGS[0]].report, iterative[LEGS[0]].report        # each leg shares its batch's report
+    done = np.all(theirs.converged & (theirs.iterations < fly.FLY_SETTINGS.max_iterations), axis=-1)
+    assert done.mean() > 0.99
+    angles = np.stack([seq[leg].angles for leg in legs])
+    np.testing.assert_allclose(angles[done], np.stack([iterative[leg].angles for leg in legs])[done], atol=1e-7, rtol=0)
+    np.testing.assert_allclose(np.stack([seq[leg].error for leg in legs]),
+                               np.stack([iterative[leg].error for leg in legs]), atol=1e-7, rtol=0)
+    np.testing.assert_allclose(ours.keypoint_error, theirs.keypoint_error, atol=1e-7, rtol=0)
+    assert ours.warm_starts == ["sequential"] * 4 and np.all(ours.converged)
+
+
+@have_data
+def test_closed_form_without_warm_start_equals_the_iterated_stages():
+    """warm_start='none' (every frame from the hanging rest pose) in both: the same angles (measured
+    within 1.1e-8 rad), although frames flip branch against the warm-started answer."""
+    legs = load_legs(SMALL)
+    k = np.stack([legs[leg] for leg in LEGS])
+    ours, theirs = solve_leg(k, warm_start="none"), solve_leg(k, "sequential-iterative", warm_start="none")
+    np.testing.assert_allclose(ours.angles, theirs.angles, atol=1e-7, rtol=0)
+    np.testing.assert_allclose(ours.error, theirs.error, atol=1e-7, rtol=0)
+    assert np.max(np.abs(ours.angles - solve_leg(k).angles)) > 1.0
+
+
+def stage_gradient(angles, lengths, keypoints, stage, h=1e-6):
+    """Central differences (F, n) of stage k's objective |tip_k - m_k|^2 in the stage's own
+    angles, with the reference forward kinematics."""
+    columns = []
+    for c in STAGE_COLUMNS[stage]:
+        values = []
+        for step in (h, -h):
+            a = angles.copy()
+            a[:, c] += step
+            tip = reference_leg(a, lengths, keypoints[:, 0])[:, stage + 1]
+            values.append(np.sum((tip - keypoints[:, stage + 1]) ** 2, axis=-1))
+        columns.append((values[0] - values[1]) / (2 * h))
+    return np.stack(columns, axis=-1)
+
+
+@have_data
+def test_each_closed_form_stage_is_a_stationary_point_of_its_least_squares_objective(real):
+    """Finite-difference gradient of every stage's objective in its own angles, every leg and frame:
+    below 1e-9 (measured 1.4e-10 on the 1000-frame file, rounding of the differences). The same
+    angles moved by 1e-4 rad give gradients of order 1e-5: the check can tell."""
+    _, legs, seq, _ = real
+    for leg, k in legs.items():
+        s = seq[leg]
+        for stage, columns in enumerate(STAGE_COLUMNS):
+            assert np.max(np.abs(stage_gradient(s.angles, s.lengths, k, stage))) < 1e-9, (leg, stage)
+            moved = s.angles.copy()
+            moved[:, list(columns)] += 1e-4
+            assert np.median(np.abs(stage_gradient(moved, s.lengths, k, stage))) > 1e-6, (leg, stage)
+
+
+@pytest.mark.parametrize("warm_start", ["auto", "none"])
+def test_random_legs_are_matched_exactly_up_to_a_half_turn_of_each_segment(warm_start):
+    """Keypoints from uniformly random angles (every branch, any frame-to-frame jump), random
+    lengths and roots, from a random start: every keypoint is matched, and every segment's
+    rotation is the true one or the true one turned by pi about the segment (the other branch of
+    a stage turns its segment and everything after it by half a turn, keypoints unchanged)."""
+    rng = np.random.default_rng(7)
+    B, F = 6, 300
+    truth = rng.uniform(-np.pi, np.pi, size=(B, F, 7))
+    lengths = rng.uniform(0.2, 1.0, size=(B, 4))
+    origin = rng.normal(size=(B, F, 3))
+    keypoints = np.stack([reference_leg(truth[b], lengths[b], origin[b]) for b in range(B)])
+    sol = solve_leg(keypoints, lengths=lengths, q0=rng.uniform(-3, 3, size=(B, 7)), warm_start=warm_start)
+    assert np.max(sol.error) < 1e-12
+    half_turn = rz(np.pi)
+    for b in range(B):
+        for ours, true in zip(reference_rotations(sol.angles[b]), reference_rotations(truth[b])):
+            same = np.max(np.abs(ours - true), axis=(-2, -1))
+            turned = np.max(np.abs(ours - true @ half_turn), axis=(-2, -1))
+            assert np.max(np.minimum(same, turned)) < 1e-9
+    flipped = [np.mean(np.abs(np.angle(np.exp(1j * (sol.angles[..., c] - truth[..., c])))) > 1e-6) for c in range(7)]
+    assert min(flipped[2:6]) > 0.1            # both branches do occur
+
+
+def _wrap(x):
+    return np.angle(np.exp(1j * x))
+
+
+def reference_branch_choice(branches, free, start):
+    """The warm-started recurrence written frame by frame (fly_closed_form's rule): free angles
+    keep the previous answer; a branch on the previous answer's sheet (sign of sin of the second
+    angle) unless that is zero, the nearest in squared wrapped differences; the representative
+    nearest the previous answer."""
+    x, out = start.copy(), []
+    for f in range(branches.shape[0]):
+        candidates = np.where(free[f], x, branches[f])
+        distance = np.sum(_wrap(candidates - x) ** 2, axis=-1)
+        side = np.sin(x[1]) if abs(np.sin(x[1])) > 1e-12 else 0.0
+        distance[np.sin(candidates[:, 1]) * side < 0] = np.inf
+        x = x + _wrap(candidates[np.argmin(distance)] - x)
+        out.append(x)
+    return np.array(out)
+
+
+def test_batched_branch_choice_equals_the_frame_by_frame_recurrence():
+    """resolve_branches (all frames at once, the choice by composing branch maps) against the
+    recurrence written as a loop, on random two-branch sequences (c, e) / (c + pi, -e) with large
+    jumps, frames on the axis (e = 0 in some sequences, pi in the others, c free; not both in one
+    sequence, where a step of exactly pi would make the nearest representative a tie) and frames
+    with nothing known (both free)."""
+    from solver.fly_closed_form import resolve_branches
+
+    rng = np.random.default_rng(8)
+    B, F = 6, 400
+    c, e = rng.uniform(-np.pi, np.pi, size=(2, B, F))
+    kind = rng.choice(3, size=(B, F), p=[0.8, 0.14, 0.06])           # regular, on the axis, unknown
+    e = np.where(kind == 1, np.pi * (np.arange(B)[:, None] % 2), e)
+    branches = np.stack([np.stack([c, e], -1), np.stack([c + np.pi, -e], -1)], axis=-2)
+    free = np.stack([kind > 0, kind == 2], axis=-1)
+    start = rng.uniform(-3, 3, size=(B, 2))
+    start[0, 1] = 0.0                                                  # one start on the axis
+    got = resolve_branches(branches, free, start, lambda x: np.sin(x[..., 1]))
+    for b in range(B):
+        np.testing.assert_allclose(got[b], reference_branch_choice(branches[b], free[b], start[b]), atol=1e-9)
+    assert np.max(np.abs(got)) > 2 * np.pi               # answers leave (-pi, pi] the way the solver does
+
+
+def _degenerate_cases(k, clean):
+    """Frame 5 of k made degenerate for one stage: {name: (keypoints, stage)}."""
+    o, tip1, tip2, tip3 = clean.fitted[5, :4]
+    R_tibia = reference_rotations(clean.angles[5:6])[2][0]
+    cases = {"Tibia on the coxa axis beyond its tip": (2, tip1 + 0.8 * (tip1 - o), 1),
+             "Tibia on the coxa axis before its tip": (2, tip1 - 0.2 * (tip1 - o), 1),
+             "Tibia at the coxa tip": (2, tip1, 1),
+             "Tarsus on the femur axis": (3, tip2 + 0.5 * (tip2 - tip1), 2),
+             "Claw on the tibia's y axis": (4, tip3 + 0.3 * R_tibia[:, 1], 3),
+             "Tibia missing": (2, np.nan, 1),
+             "Claw missing": (4, np.nan, 3)}
+    out = {}
+    for name, (keypoint, point, stage) in cases.items():
+        kk = k.copy()
+        kk[5, keypoint] = point
+        out[name] = (kk, stage)
+    return out
+
+
+@have_data
+def test_keypoints_on_an_axis_or_missing_leave_angles_where_the_iteration_leaves_them():
+    """A keypoint on the axis of one of its stage's angles (or at the joint, or missing) leaves that
+    angle free: it keeps the previous frame's value, as in the iterated stages, which agree on
+    every angle up to that stage and on every keypoint error (the later stages may take the
+    other branch: both fit equally)."""
+    legs = load_legs(SMALL)
+    k = legs["RF_leg"][:10]
+    lengths = segment_lengths(legs["RF_leg"])
+    clean = solve_leg(k, lengths=lengths)
+    for name, (kk, stage) in _degenerate_cases(k, clean).items():
+        ours = solve_leg(kk, lengths=lengths)
+        theirs = solve_leg(kk, "sequential-iterative", lengths=lengths)
+        upto = STAGE_COLUMNS[stage][-1] + 1
+        np.testing.assert_allclose(ours.angles[:, :upto], theirs.angles[:, :upto], atol=1e-7, err_msg=name)
+        np.testing.assert_allclose(ours.error, theirs.error, atol=1e-7, err_msg=name)
+        assert np.array_equal(np.isnan(ours.error), np.isnan(theirs.error)), name
+        held = STAGE_COLUMNS[stage][:1] if "axis" in name else STAGE_COLUMNS[stage]
+        np.testing.assert_array_equal(ours.angles[5, list(held)], ours.angles[4, list(held)], err_msg=name)
+        np.testing.assert_allclose(ours.angles[6:, :STAGE_COLUMNS[stage][0]], clean.angles[6:, :STAGE_COLUMNS[stage][0]])
+    # Frame 0 missing its Femur keypoint: stage 1 stays at the start, as iterated.
+    kk = k.copy()
+    kk[0, 1] = np.nan
+    start = np.array([0.1, 0.1, 0, 0, 0, 0, 0])
+    ours = solve_leg(kk, lengths=lengths, q0=start)
+    theirs = solve_leg(kk, "sequential-iterative", lengths=lengths, q0=start)
+    np.testing.assert_array_equal(ours.angles[0, :2], [0.1, 0.1])
+    np.testing.assert_allclose(ours.angles, theirs.angles, atol=1e-7)
+
+
+@have_data
+def test_a_missing_coxa_keypoint_holds_the_whole_leg_for_that_frame():
+    """Without the root the frame fixes nothing: every angle keeps the previous frame's value, every
+    error of that frame is NaN, and the other frames are those of the complete data. (The iterated
+    stages cannot run this: the engine's rank test fails on the NaN base.)"""
+    legs = load_legs(SMALL)
+    k = legs["LM_leg"][:20].copy()
+    lengths = segment_lengths(k)
+    clean = solve_leg(k, lengths=lengths)
+    k[7, 0] = np.nan
+    ours = solve_leg(k, lengths=lengths)
+    np.testing.assert_array_equal(ours.angles[7], ours.angles[6])
+    assert np.all(np.isnan(ours.error[7])) and np.all(np.isnan(ours.report.keypoint_error[7]))
+    assert not np.any(ours.report.converged[7]) and np.all(ours.report.converged[np.arange(20) != 7])
+    others = np.arange(20) != 7
+    np.testing.assert_allclose(ours.angles[others], clean.angles[others], atol=1e-12)
+    np.testing.assert_allclose(ours.error[others], clean.error[others], atol=1e-12)
+
+
+def test_bad_leg_input_is_refused_with_a_message():
+    k = reference_leg(np.zeros((4, 7)), [0.4, 0.7, 0.5, 0.7], np.zeros(3))
+    with pytest.raises(ValueError, match="method"):
+        solve_leg(k, "closed")
+    with pytest.raises(ValueError, match="max_passes"):
+        solve_leg(k, max_passes=2)
+    with pytest.raises(ValueError, match="warm_start"):
+        solve_leg(k, warm_start="sideways")
+    with pytest.raises(ValueError, match="lengths"):
+        solve_leg(k, lengths=[0.4, 0.0, 0.5, 0.7])
+    with pytest.raises(ValueError, match="lengths"):
+        solve_leg(k, lengths=[0.4, np.nan, 0.5, 0.7])
+    with pytest.raises(ValueError, match="q0"):
+        solve_leg(k, q0=np.zeros(6))
+    with pytest.raises(ValueError, match="q0"):
+        solve_leg(k, q0=np.full(7, np.nan))
+    with pytest.raises(ValueError, match="shape"):
+        solve_leg(k[:, :4])
+    missing = k.copy()
+    missing[:, 2] = np.nan
+    with pytest.raises(ValueError, match="no frame"):
+        segment_lengths(missing)
+
+
+def test_segment_lengths_skip_frames_with_a_missing_keypoint():
+    rng = np.random.default_rng(9)
+    k = rng.normal(size=(30, 5, 3))
+    k[3, 2] = np.nan                       # the femur and tibia lengths of frame 3 are unknown
+    expected = [np.mean([np.linalg.norm(k[f, i + 1] - k[f, i]) for f in range(30) if not (f == 3 and i in (1, 2))])
+                for i in range(4)]
+    np.testing.assert_allclose(segment_lengths(k), expected, rtol=1e-13)
 
 
 # ------------------------------------------------------------------ head and antennae
