@@ -123,18 +123,47 @@ def _write_all(fc, keys):
         kp.foreach_set(name, np.ascontiguousarray(keys[name], dtype=dtype).ravel())
 
 
+# What ``keyframe_points.add`` leaves in a new key already equals what a new key of ours gets
+# (Bezier, auto-clamped handles, type and easing); these attributes it does not set that way.
+_SET_ON_ADDED = ("co", "back", "amplitude", "period", "select_control_point", "select_left_handle",
+                 "select_right_handle")
+
+
 def replace_keys(fc, frames, values, first, last):
     """Keys of `fc` in [first, last] replaced by keys at `frames` with `values` (new keys take
     Blender's defaults: Bezier with auto-clamped handles); every other key stays as it was."""
     frames = np.asarray(frames, dtype=np.float32)
     values = np.asarray(values, dtype=np.float32)
+    if not len(fc.keyframe_points):                  # a new curve: nothing to keep
+        new = _new_keys(frames, values)
+        fc.keyframe_points.add(len(frames))
+        for name in _SET_ON_ADDED:
+            fc.keyframe_points.foreach_set(name, new[name].ravel())
+        _recalculate_handles(fc)
+        return
     old = read_keys(fc)
     keep = (old["co"][:, 0] < np.float32(first)) | (old["co"][:, 0] > np.float32(last))
     kept = {name: array[keep] for name, array in old.items()}
-    n_new = len(frames)
+    new = _new_keys(frames, values)
+    merged = {name: np.concatenate([kept[name], new[name]]) for name in old}
+    order = np.argsort(merged["co"][:, 0], kind="stable")
+    merged = {name: array[order] for name, array in merged.items()}
+    is_old = np.concatenate([np.ones(keep.sum(), bool), np.zeros(len(frames), bool)])[order]
+    _write_all(fc, merged)
+    _recalculate_handles(fc)
+    if is_old.any():
+        # Automatic handles of kept keys were recomputed from their new neighbours: put them back.
+        now = read_keys(fc)
+        for name in ("handle_left", "handle_right"):
+            now[name][is_old] = merged[name][is_old]
+            fc.keyframe_points.foreach_set(name, now[name].ravel())
+
+
+def _new_keys(frames, values):
+    """Every attribute of new keys at `frames` with `values`, as Blender keys them by default."""
     new = {}
     for name, width, dtype in _ATTRIBUTES:
-        new[name] = np.zeros((n_new, width) if width > 1 else n_new, dtype=dtype)
+        new[name] = np.zeros((len(frames), width) if width > 1 else len(frames), dtype=dtype)
     co = np.stack([frames, values], axis=-1)
     new["co"] = co
     new["handle_left"] = co - np.float32([1.0 / 3.0, 0.0])
@@ -144,21 +173,14 @@ def replace_keys(fc, frames, values, first, last):
     new["type"][:] = _enum("type", "KEYFRAME")
     new["easing"][:] = _enum("easing", "AUTO")
     new["back"][:], new["amplitude"][:], new["period"][:] = 1.70158, 0.8, 4.1
-    merged = {name: np.concatenate([kept[name], new[name]]) for name in old}
-    order = np.argsort(merged["co"][:, 0], kind="stable")
-    merged = {name: array[order] for name, array in merged.items()}
-    is_old = np.concatenate([np.ones(keep.sum(), bool), np.zeros(n_new, bool)])[order]
-    _write_all(fc, merged)
+    return new
+
+
+def _recalculate_handles(fc):
     if hasattr(fc.keyframe_points, "handles_recalc"):
         fc.keyframe_points.handles_recalc()
     else:
         fc.update()
-    if is_old.any():
-        # Automatic handles of kept keys were recomputed from their new neighbours: put them back.
-        now = read_keys(fc)
-        for name in ("handle_left", "handle_right"):
-            now[name][is_old] = merged[name][is_old]
-            fc.keyframe_points.foreach_set(name, now[name].ravel())
 
 
 def remove_keys(fc, first, last):

@@ -125,6 +125,13 @@ def test_bake_leaves_every_other_key_exactly_as_it_was(extension_zip):
                 assert new[name][j] == old[name][i], (channel, name, old["co"][i])
         baked = [co[0] for co in new["co"] if _in(co[0])]
         assert baked == list(range(10, 41)), channel
+    # New keys are the same whether their curve was new (keyframe_points.add's own defaults) or
+    # rebuilt around kept keys: every attribute but position and handles.
+    fresh, rebuilt = after['pose.bones["bone02"].rotation_euler[2]'], after['pose.bones["bone01"].rotation_euler[0]']
+    assert not any('bone02"].rotation_euler' in c for c in before)
+    rebuilt_new = [i for i, co in enumerate(rebuilt["co"]) if _in(co[0])]
+    for name in set(fresh) - {"co", "handle_left", "handle_right"}:
+        assert {repr(v) for v in fresh[name]} == {repr(rebuilt[name][i]) for i in rebuilt_new}, name
     # Baked channels exist for every chain bone, in its own rotation mode.
     assert 'pose.bones["bone04"].rotation_axis_angle[0]' in after
     assert 'pose.bones["bone02"].rotation_euler[2]' in after
