@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .constraints import JointValue
+from .curvature import LowRank, dgw_update, solve_damped
 from .scene import Evaluation, Scene
 from .update import (Result, Settings, check_inputs, complete_frames, constrained_step, cost, finite_frames,
                      pseudoinverse_solver, reached)
@@ -108,7 +109,7 @@ class _Batch:
         self.objects, self.bases, self.values = objects, bases, values
         F = q.shape[0]
         self.lam = np.zeros(F)                   # 0: update-law steps; > 0: damped secant steps
-        self.curvature = {}                      # frame -> S (n, n), for frames on secant steps
+        self.curvature = {}                      # frame -> (Z, K) of S = Z K Z^T, on secant steps
         self.nudged = np.zeros(F, dtype=bool)
         self.slow_run = np.zeros(F, dtype=int)   # consecutive update-law steps that were slow
         # Soft tasks (joint values) have no error to reach, and a fit's targets are not meant to
@@ -122,7 +123,7 @@ class _Batch:
 
     def _to_secant(self, frames):
         for f in frames:
-            self.lam[f], self.curvature[f] = _LAMBDA_START, np.zeros((self.scene.n_coordinates,) * 2)
+            self.lam[f], self.curvature[f] = _LAMBDA_START, (np.zeros((self.scene.n_coordinates, 0)), np.zeros((0, 0)))
 
     def update_law_steps(self, active, rows, ev, current, out: _Iteration):
         """Update-law steps for the frames active[rows], halved until the error falls."""
@@ -166,9 +167,9 @@ class _Batch:
         if not rows.size:
             return
         frames = active[rows]
-        S = np.stack([self.curvature[f] for f in frames])
+        S = LowRank.stack([self.curvature[f] for f in frames])
         candidates = []
-        for S_try in (S, np.zeros_like(S)):
+        for S_try in (S, LowRank.zero(rows.size, self.scene.n_coordinates)):
             dq, _ = constrained_step(self.scene, self.q[frames], ev.A[rows], (ev.yd - ev.y)[rows], ev.weight[rows],
                                      np.full(rows.size, self.settings.max_step), _secant_solver(S_try, self.lam[frames]))
             trial = self.scene.project(self.q[frames] + dq)
@@ -183,10 +184,11 @@ class _Batch:
 
         better = trial_cost < current[rows]
         if better.any():
-            learned = _secant_update(S[better], trial[better] - self.q[frames[better]], _select(ev, rows[better]),
-                                     _select(trial_ev, better))
-            for f, S_f in zip(frames[better], learned):
-                self.curvature[f] = S_f
+            old, new = _select(ev, rows[better]), _select(trial_ev, better)
+            learned = dgw_update(LowRank(S.Z[better], S.K[better]), trial[better] - self.q[frames[better]],
+                                 old.A, old.y - old.yd, new.A, new.y - new.yd, old.weight, new.weight)
+            for i, f in enumerate(frames[better]):
+                self.curvature[f] = learned.frame(i, self.curvature[f][0].shape[1] + 2)
         self.lam[frames] = np.where(better, np.maximum(self.lam[frames] / 3.0, 1e-12), self.lam[frames] * 4.0)
         # The error no longer falls measurably: this is the optimum the frame can reach, where a
         # fit has converged and an IK solve stops short of its targets.
@@ -217,40 +219,11 @@ class _Batch:
         self._to_secant(first)
 
 
-def _secant_solver(S, lam):
-    """x with (C (A^T W A + S) C + lambda s I) x = C (A^T W (b - A dl) - S dl), s the largest
-    diagonal of C A^T W A; dl is the step of coordinates already locked on a limit."""
+def _secant_solver(S: LowRank, lam):
+    """The damped secant system as a pseudo-inverse solver for constrained_step (curvature.py)."""
     def solve(A, b, weight, cols, locked_step):
-        AtW = np.swapaxes(A, -1, -2) * weight[:, None, :]
-        AtWA = AtW @ A
-        H = cols[:, :, None] * (AtWA + S) * cols[:, None, :]
-        scale = np.max(np.diagonal(H, axis1=-2, axis2=-1), axis=-1, initial=0.0)
-        scale = np.where(scale > 0, scale, 1.0)
-        H = H + (lam * scale)[:, None, None] * np.eye(A.shape[-1])
-        rhs = cols * (np.einsum("fnm,fm->fn", AtW, b - np.einsum("fmn,fn->fm", A, locked_step))
-                      - np.einsum("fnk,fk->fn", S, locked_step))
-        return np.linalg.solve(H, rhs[..., None])[..., 0], np.full(A.shape[0], np.nan)
+        return solve_damped(A, b, weight, cols, S, lam, locked_step), np.full(A.shape[0], np.nan)
     return solve
-
-
-def _secant_update(S, s, old: Evaluation, new: Evaluation):
-    """Dennis-Gay-Welsch update of S (F, n, n) along steps s (F, n), with NL2SOL's sizing."""
-    r_old, r_new = old.y - old.yd, new.y - new.yd
-    g_old = np.einsum("fmn,fm->fn", old.A, old.weight * r_old)
-    g_new = np.einsum("fmn,fm->fn", new.A, new.weight * r_new)
-    y = g_new - g_old
-    y_sharp = np.einsum("fmn,fm->fn", new.A - old.A, new.weight * r_new)
-    ys = np.sum(y * s, axis=-1)
-    Ss = np.einsum("fnk,fk->fn", S, s)
-    sSs = np.sum(s * Ss, axis=-1)
-    tau = np.where(np.abs(sSs) > 1e-300, np.minimum(1.0, np.abs(np.sum(s * y_sharp, axis=-1)) / np.maximum(np.abs(sSs), 1e-300)), 1.0)
-    S = tau[:, None, None] * S
-    v = y_sharp - tau[:, None] * Ss
-    ok = ys > 1e-300
-    ys = np.where(ok, ys, 1.0)
-    update = ((v[:, :, None] * y[:, None, :] + y[:, :, None] * v[:, None, :]) / ys[:, None, None]
-              - (np.sum(v * s, axis=-1) / ys**2)[:, None, None] * y[:, :, None] * y[:, None, :])
-    return S + np.where(ok[:, None, None], update, 0.0)
 
 
 def _nudge_direction(n: int) -> np.ndarray:

@@ -1,0 +1,107 @@
+"""The curvature estimate S of animation mode's secant steps, kept as a low-rank product.
+
+Every structured secant update (Dennis, Gay and Welsch) adds a symmetric rank-2 term to S, so a
+frame that has taken k secant steps has
+
+    S = Z K Z^T,   Z (n, 2k),   K (2k, 2k) block diagonal with 2x2 blocks
+
+and the damped system of a secant step, (C (A^T W A + S) C + d I) x = rhs with C the diagonal
+column weights, is d I + U G U^T with U = C [A^T W^1/2, Z] (n, M + 2k) and G = diag(I, K).
+While M + 2k < n it is solved through the (M + 2k)-square system of the push-through identity
+
+    (d I + U G U^T)^-1 = (I - U G (d I + U^T U G)^-1 U^T) / d
+
+and otherwise densely: long chains (n = 300 coordinates) no longer pay for n x n solves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class LowRank:
+    """S = Z K Z^T for a batch of frames: Z (F, n, r), K (F, r, r)."""
+
+    Z: np.ndarray
+    K: np.ndarray
+
+    @staticmethod
+    def zero(F: int, n: int) -> "LowRank":
+        return LowRank(np.zeros((F, n, 0)), np.zeros((F, 0, 0)))
+
+    @staticmethod
+    def stack(parts) -> "LowRank":
+        """One batch from single frames (Z (n, r_f), K (r_f, r_f)); shorter ones are padded with
+        zero columns in front, so that a frame's own terms stay its last r_f columns."""
+        r = max(Z.shape[1] for Z, _ in parts)
+        Zs = np.stack([np.pad(Z, ((0, 0), (r - Z.shape[1], 0))) for Z, _ in parts])
+        Ks = np.stack([np.pad(K, ((r - K.shape[0], 0),) * 2) for _, K in parts])
+        return LowRank(Zs, Ks)
+
+    def times(self, x: np.ndarray) -> np.ndarray:
+        """S x for x (F, n)."""
+        return np.einsum("fnr,fr->fn", self.Z, np.einsum("frs,fs->fr", self.K, np.einsum("fnr,fn->fr", self.Z, x)))
+
+    def frame(self, i: int, rank: int):
+        """Frame i's own (Z, K): its last `rank` columns."""
+        return self.Z[i, :, self.Z.shape[2] - rank:], self.K[i, self.K.shape[1] - rank:, self.K.shape[2] - rank:]
+
+
+def solve_damped(A, b, weight, cols, S: LowRank, lam, locked_step):
+    """x with (C (A^T W A + S) C + lam s I) x = C (A^T W (b - A dl) - S dl) for every frame, s the
+    largest diagonal entry of C (A^T W A + S) C (1 where that is 0) and dl the step of the
+    coordinates already locked on a limit."""
+    F, M, n = A.shape
+    r = S.Z.shape[-1]
+    sqrt_w = np.sqrt(weight)
+    U = cols[:, :, None] * np.concatenate([np.swapaxes(A * sqrt_w[..., None], -1, -2), S.Z], axis=-1)
+    G = np.zeros((F, M + r, M + r))
+    G[:, :M, :M] = np.eye(M)
+    G[:, M:, M:] = S.K
+    diagonal = np.einsum("fij,fjk,fik->fi", U, G, U)
+    scale = np.max(diagonal, axis=-1, initial=0.0)
+    d = lam * np.where(scale > 0, scale, 1.0)
+    rhs = cols * (np.einsum("fmn,fm->fn", A, weight * (b - np.einsum("fmn,fn->fm", A, locked_step)))
+                  - S.times(locked_step))
+    return shifted_solve(d, U, G, rhs)
+
+
+def shifted_solve(d, U, G, rhs):
+    """x with (d I + U G U^T) x = rhs, for d (F,), U (F, n, k), G (F, k, k), rhs (F, n)."""
+    n, k = U.shape[-2:]
+    if k >= n:
+        H = U @ G @ np.swapaxes(U, -1, -2) + d[:, None, None] * np.eye(n)
+        return np.linalg.solve(H, rhs[..., None])[..., 0]
+    inner = d[:, None, None] * np.eye(k) + np.swapaxes(U, -1, -2) @ U @ G
+    t = np.linalg.solve(inner, np.einsum("fnk,fn->fk", U, rhs)[..., None])[..., 0]
+    return (rhs - np.einsum("fnk,fk->fn", U, np.einsum("fkl,fl->fk", G, t))) / d[:, None]
+
+
+def dgw_update(S: LowRank, s, A_old, r_old, A_new, r_new, weight_old, weight_new) -> LowRank:
+    """S after the Dennis-Gay-Welsch update along steps s (F, n), sized down first as in NL2SOL:
+    S+ = tau S + (v y^T + y v^T) / (y.s) - (v.s / (y.s)^2) y y^T with y the change of the
+    gradient A^T W r, y# = (A_new - A_old)^T W r_new and v = y# - tau S s. The new rank-2 term is
+    appended as two columns [v, y] of Z with the 2x2 block [[0, 1/ys], [1/ys, -v.s / ys^2]]."""
+    g_old = np.einsum("fmn,fm->fn", A_old, weight_old * r_old)
+    g_new = np.einsum("fmn,fm->fn", A_new, weight_new * r_new)
+    y = g_new - g_old
+    y_sharp = np.einsum("fmn,fm->fn", A_new - A_old, weight_new * r_new)
+    ys = np.sum(y * s, axis=-1)
+    Ss = S.times(s)
+    sSs = np.sum(s * Ss, axis=-1)
+    tau = np.where(np.abs(sSs) > 1e-300,
+                   np.minimum(1.0, np.abs(np.sum(s * y_sharp, axis=-1)) / np.maximum(np.abs(sSs), 1e-300)), 1.0)
+    v = y_sharp - tau[:, None] * Ss
+    ok = ys > 1e-300
+    ys = np.where(ok, ys, 1.0)
+    block = np.zeros((len(ys), 2, 2))
+    block[:, 0, 1] = block[:, 1, 0] = np.where(ok, 1.0 / ys, 0.0)
+    block[:, 1, 1] = np.where(ok, -np.sum(v * s, axis=-1) / ys**2, 0.0)
+    F, r = S.K.shape[:2]
+    K = np.zeros((F, r + 2, r + 2))
+    K[:, :r, :r] = tau[:, None, None] * S.K
+    K[:, r:, r:] = block
+    return LowRank(np.concatenate([S.Z, v[..., None], y[..., None]], axis=-1), K)
