@@ -61,10 +61,11 @@ import numpy as np
 
 from ..animation import solve_animation
 from ..constraints import CopyPose, JointValue, on_object, on_segment
-from ..kinematics import forward_kinematics
 from ..scene import Evaluation, Scene
 from ..update import Settings
 from .errors import OpenSimFileError
+from .gauss_newton import GaussNewton
+from .marker_kinematics import MarkerKinematics
 from .osim import OpenSimModel, load_osim
 from .setup import IKSetup, IKTaskSet, read_ik_setup
 from .storage import Storage, read_storage, write_storage
@@ -73,6 +74,7 @@ from .trc import MarkerData, read_trc
 DEFAULT_ACCURACY = 1e-5
 DEFAULT_MAX_ITERATIONS = 1000
 WARM_STARTS = ("previous", "none")
+WARM_STRIDE = 3
 
 
 # ------------------------------------------------------------------------------------- scene
@@ -124,24 +126,7 @@ class MarkerScene(Scene):
         self.upper = np.where(frozen_mask, np.inf, self.upper)
         self._row_weights = np.concatenate([np.repeat(weights, 3), self.task_weights])
         self._task_rotational = np.asarray(c.rotational, bool)[self.task_coordinates]
-        self._pairs = np.nonzero(om.model.moves[:, self.segments].T)                     # (marker, axis) pairs
-        self._pair_rotational = om.model.rotational[self._pairs[1]]
-
-    def _linear_jacobian(self, pose, x) -> np.ndarray:
-        """d x / d theta (F, M, 3, n_dof): the linear rows of the engine's point Jacobian
-        (kinematics.point_jacobian), w x (x - o) for a rotation about w through o and u for a
-        translation along u, computed only for the (marker, axis) pairs where the axis moves the
-        marker, and without the angular rows marker tasks do not use."""
-        F = x.shape[0]
-        marker, dof = self._pairs
-        w = pose.direction[:, dof]                                    # (F, P, 3)
-        r = x[:, marker] - pose.pivot[:, dof]
-        turn = np.stack([w[..., 1] * r[..., 2] - w[..., 2] * r[..., 1],
-                         w[..., 2] * r[..., 0] - w[..., 0] * r[..., 2],
-                         w[..., 0] * r[..., 1] - w[..., 1] * r[..., 0]], axis=-1)
-        J = np.zeros((F, self.n_markers, self.model.n_coordinates, 3))
-        J[:, marker, dof] = np.where(self._pair_rotational[:, None], turn, w)
-        return np.swapaxes(J, -1, -2)
+        self.kinematics = MarkerKinematics(om.model, c, self.segments, self.locations)
 
     @property
     def n_markers(self) -> int:
@@ -170,10 +155,12 @@ class MarkerScene(Scene):
     def evaluate(self, q, objects=None, bases=None, jacobians: bool = True, values=None) -> Evaluation:
         q = np.asarray(q, dtype=float)
         F, M, T = q.shape[0], self.n_markers, len(self.task_names)
-        c = self.coupling
-        pose = forward_kinematics(self.model, c.dofs(q), bases)
-        frames = pose.frames[:, self.segments]
-        x = np.einsum("fmij,mj->fmi", frames[..., :3, :3], self.locations) + frames[..., :3, 3]
+        if bases is not None:
+            raise ValueError("a MarkerScene's model stands in the world: no armature bases")
+        if jacobians:
+            x, J = self.kinematics.positions_and_jacobian(q)
+        else:
+            x = self.kinematics.positions(q)
         measured = objects[:, :M, :3, 3]
         present = objects[:, :M, 3, 3] != 0.0
         e = np.where(present[..., None], measured - x, 0.0)
@@ -194,12 +181,11 @@ class MarkerScene(Scene):
         position_error[:, M:] = np.where(self._task_rotational, np.nan, task_error)
         A = None
         if jacobians:
-            J = self._linear_jacobian(pose, x)                                        # (F, M, 3, n_dof)
             A = np.zeros((F, 3 * M + T, self.n_coordinates))
-            A[:, :3 * M] = -(J.reshape(F, 3 * M, -1) @ c.jacobian(q)) * np.repeat(present, 3, axis=1)[..., None]
+            A[:, :3 * M] = -J * np.repeat(present, 3, axis=1)[..., None]
             A[:, 3 * M + np.arange(T), self.task_coordinates] = 1.0
         B = np.zeros((F, 3 * M + T, 0)) if jacobians else None
-        return Evaluation(y, yd, weight, position_error, rotation_error, pose, A, B)
+        return Evaluation(y, yd, weight, position_error, rotation_error, None, A, B)
 
 
 # ----------------------------------------------------------------------------------- results
@@ -333,6 +319,11 @@ class MarkerIK:
                                  normalize=normalize)
         self.q_start = self.scene.project(self.q_start)
         self.object_poses = self.scene.objects(self.measured)
+        present = np.all(np.isfinite(self.measured), axis=-1)
+        self.frame_weights = self.scene.marker_scale(present) * self.marker_weights     # (F, M)
+        scene = self.scene
+        self.gauss_newton = GaussNewton(scene.kinematics, ~scene.frozen, scene.lower, scene.upper,
+                                        scene.task_coordinates, scene.task_weights)
 
     def _from_file(self, data: Storage | None, name: str, rotational: bool) -> np.ndarray:
         if data is None:
@@ -383,29 +374,39 @@ class MarkerIK:
         converged = np.zeros(F, dtype=bool)
 
         def run(rows, begin):
-            r = solve_animation(self.scene, begin, self.object_poses[rows], settings=settings,
-                                values=self.coordinate_targets[rows])
-            q[rows] = r.q
-            iterations[rows] += r.iterations
-            converged[rows] = r.converged
+            q[rows], its, ok = self.gauss_newton.solve(begin, self.measured[rows], self.frame_weights[rows],
+                                                       self.coordinate_targets[rows], accuracy, max_iterations)
+            iterations[rows] += its
+            converged[rows] = ok
+            rest = rows[~ok & (its < max_iterations)]         # stopped improving: the engine goes on
+            if rest.size:
+                r = solve_animation(self.scene, q[rest], self.object_poses[rest], settings=settings,
+                                    values=self.coordinate_targets[rest])
+                q[rest] = r.q
+                iterations[rest] += r.iterations
+                converged[rest] = r.converged
 
         if warm_start == "none" or F == 1:
             run(np.arange(F), start)
             passes = 1
         else:
-            run(np.arange(1), start[:1])
-            later = np.arange(1, F)
-            begin = self._carry(start, np.repeat(q[:1], F, axis=0))
-            run(later, begin[later])
+            heads = np.arange(0, F, WARM_STRIDE)
+            run(heads, start[heads])
+            begin = start.copy()                         # the start each frame was last solved from
+            solved = np.zeros(F, dtype=bool)
+            solved[heads] = True
             passes = 1
             limit = np.inf if max_passes is None else max_passes
-            while passes < limit:
+            while passes < limit or not solved.all():
                 new_begin = self._carry(start, np.vstack([q[:1], q[:-1]]))
-                moved = later[np.max(np.abs(new_begin[later] - begin[later]), axis=1) > accuracy]
-                if not moved.size:
+                ready = np.concatenate([[False], solved[:-1]])       # frame 0 keeps the start pose
+                moved = np.max(np.abs(new_begin - begin), axis=1) > accuracy
+                rows = np.flatnonzero(ready & (moved | ~solved))
+                if not rows.size:
                     break
-                begin[moved] = new_begin[moved]
-                run(moved, begin[moved])
+                begin[rows] = new_begin[rows]
+                run(rows, begin[rows])
+                solved[rows] = True
                 passes += 1
         result = self.report(q)
         result.iterations, result.converged, result.passes = iterations, converged, passes
