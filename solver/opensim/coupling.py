@@ -10,8 +10,8 @@ so the Jacobian is diagonal-by-blocks through the chain rule:
 
 A coordinate may drive several axes (the knee angle drives a rotation and two translations of
 gait2354's tibia through splines). Affine f_k (Constant, LinearFunction, multiples of them) are
-evaluated for all frames and axes at once; other functions one axis at a time, each batched
-over frames.
+evaluated for all frames and axes at once; other functions once per distinct function (both
+knees share theirs), each batched over frames and the axes it drives, value and slope together.
 """
 
 from __future__ import annotations

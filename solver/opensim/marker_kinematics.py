@@ -35,8 +35,8 @@ import numpy as np
 from ..model import PRISMATIC, REVOLUTE, Model
 from ..rotations import skew
 
-# -[x]x = sum_l x_l _CROSS[l]: row l of this (3, 9) matrix spreads x_l into the flattened 3x3
-_CROSS = -skew(np.eye(3)).reshape(3, 9)
+# -[x]x = sum_l x_l CROSS[l]: row l of this (3, 9) matrix spreads x_l into the flattened 3x3
+CROSS = -skew(np.eye(3)).reshape(3, 9)
 
 
 class MarkerKinematics:
@@ -97,6 +97,16 @@ class MarkerKinematics:
         has = coordinate_segment >= 0
         moved[:, has] = model.segment_ancestors[self.segments][:, coordinate_segment[has]]
         self.moves = moved                                         # (M, n_q): c moves marker m
+        # before[a, b]: coordinate a's axes come before b's on the way from the world to b
+        # (a's segment is a proper ancestor of b's, or the same with a's axes first)
+        first_axis = np.full(n_q, K)
+        for k in range(K - 1, -1, -1):
+            if driver[k] >= 0:
+                first_axis[driver[k]] = k
+        seg = np.where(has, coordinate_segment, 0)
+        same = seg[:, None] == seg[None, :]
+        above = model.segment_ancestors[seg[None, :], seg[:, None]] & ~same
+        self.before = (above | same & (first_axis[:, None] <= first_axis[None, :])) & has[:, None] & has[None, :]
         self._mask = np.repeat(moved, 3, axis=0).astype(float)     # (3M, n_q)
         self._lever = np.empty((0, self.segments.size, 3, 6))       # scratch [-[x]x  I] per marker
 
@@ -139,7 +149,7 @@ class MarkerKinematics:
         twist = np.zeros((F, S, 6, 6))
         twist[:, :, :3, 3:] = w[:, :, :3]
         twist[:, :, 3:, :3] = w[:, :, 3:]
-        twist[:, :, 3:, 3:] = w[:, :, 3:] @ (o @ _CROSS).reshape(F, S, 3, 3)                   # o x w
+        twist[:, :, 3:, 3:] = w[:, :, 3:] @ (o @ CROSS).reshape(F, S, 3, 3)                   # o x w
         return world, np.tensordot(twist.reshape(F, 6 * S, 6), self._sum, axes=([1], [1]))   # (F, 6, n_q)
 
     def _markers(self, world):
@@ -151,24 +161,25 @@ class MarkerKinematics:
         world, _ = self._forward(q, joints=False)
         return self._markers(world)
 
-    def positions_and_jacobian(self, q, out=None):
-        """(x (F, M, 3), dx/dq (F, 3M, n_q)), rows 3m .. 3m+2 for marker m; the Jacobian is
-        written into `out` when given (a C-contiguous array of that shape, reused across calls
-        by the solver: allocating a megabyte per call costs more than the work on this model)."""
+    def positions_and_jacobian(self, q, out=None, twists: bool = False):
+        """(x (F, M, 3), dx/dq (F, 3M, n_q)), rows 3m .. 3m+2 for marker m, and with `twists` the
+        coordinates' twists (F, 6, n_q) (Omega rows first). The Jacobian is written into `out`
+        when given (a C-contiguous array of that shape, reused across calls by the solver:
+        allocating a megabyte per call costs more than the work on this model)."""
         q = np.asarray(q, dtype=float)
-        world, twists = self._forward(q, joints=True)
+        world, coordinate_twists = self._forward(q, joints=True)
         x = self._markers(world)
         F, M = x.shape[:2]
         if self._lever.shape[0] < F:
             self._lever = np.empty((F, M, 3, 6))
             self._lever[..., 3:] = np.eye(3)
         lever = self._lever[:F]
-        lever[..., :3] = (x @ _CROSS).reshape(F, M, 3, 3)
+        lever[..., :3] = (x @ CROSS).reshape(F, M, 3, 3)
         if out is None:
             out = np.empty((F, 3 * M, self.n_coordinates))
-        np.matmul(lever.reshape(F, 3 * M, 6), twists, out=out)
+        np.matmul(lever.reshape(F, 3 * M, 6), coordinate_twists, out=out)
         out *= self._mask
-        return x, out
+        return (x, out, coordinate_twists) if twists else (x, out)
 
 
 def _compose(a, b):
