@@ -146,6 +146,38 @@ def test_marker_scene_jacobian_missing_markers_and_normalised_weights(gait):
     np.testing.assert_allclose(ev.weight[:, 12], 3.0)
 
 
+@needs_data
+def test_marker_kinematics_jacobian_and_newton_term(gait):
+    """The lean marker kinematics against the engine's (positions) and finite differences (the
+    Jacobian); the Gauss-Newton solver's second-order term S against finite differences of its
+    gradient g = J^T W r: -dg/dq = H - S, exactly but for the knees' own diagonal entries (a
+    coordinate driving three axes through splines, which S approximates) far from a solution."""
+    from solver.opensim.gauss_newton import GaussNewton
+    from solver.opensim.marker_kinematics import MarkerKinematics
+
+    c = gait.coupling
+    kinematics = MarkerKinematics(gait.model, c, gait.markers.segments, gait.markers.locations)
+    rng = np.random.default_rng(11)
+    q = c.default_coordinates(4) + rng.normal(0.0, 0.4, (4, c.n_coordinates))
+    x, J = kinematics.positions_and_jacobian(q)
+    np.testing.assert_allclose(x, gait.marker_positions(q), rtol=0, atol=1e-12)
+    assert relative_difference(J, numerical_jacobian(lambda qq: kinematics.positions(qq).reshape(4, -1), q)) <= 1e-7
+
+    n = c.n_coordinates
+    solver = GaussNewton(kinematics, np.ones(n, bool), c.lower, c.upper, [c.index("lumbar_bending")], [2.0])
+    measured = x + rng.normal(0.0, 0.05, x.shape)                     # 5 cm from the model's markers
+    weights = rng.uniform(0.0, 1.0, x.shape[:2])
+    targets = np.full((4, 1), 0.1)
+    _, H, _, S = solver.normal_equations(q, measured, weights, targets)
+    dg = numerical_jacobian(lambda qq: solver.normal_equations(qq, measured, weights, targets)[2], q)
+    knees = [c.index("knee_angle_r"), c.index("knee_angle_l")]
+    exact = np.ones((n, n), bool)
+    exact[knees, knees] = False
+    assert relative_difference((H - S)[:, exact], -dg[:, exact]) <= 1e-6
+    assert np.max(np.abs(S[:, exact])) > 1e-2                         # the term is there to be checked
+    assert relative_difference((H - S)[:, ~exact], -dg[:, ~exact]) <= 0.2
+
+
 def test_frame_range_picks_the_nearest_frames_like_opensim():
     """OpenSim 4.6's IK tool solves from the frame nearest to the start time to the frame nearest
     to the end time, a tie going to the later frame (measured on the gait trial's 60 Hz times)."""

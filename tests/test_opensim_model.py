@@ -424,3 +424,21 @@ def test_body_without_joint_is_an_error(tmp_path):
     path.write_text(V3.format(**GOOD).replace('<Body name="a">', '<Body name="lonely"><Joint/></Body>\n<Body name="a">'))
     with pytest.raises(OpenSimFileError, match="'lonely' has no joint"):
         load_osim(path)
+
+
+def test_skipped_sections_are_still_checked_and_keep_the_lines():
+    """read_osim skips the content of sections it does not read (ForceSet holds most of a model
+    file): the section stays as an empty element, the lines of what follows are right, and
+    malformed XML inside it is still an error naming its line."""
+    from solver.opensim._xml import parse_bytes
+
+    data = (b"<OpenSimDocument>\n<Model>\n<ForceSet>\n<objects>\n<Thelen2003Muscle name='m'>\n"
+            b"<max_isometric_force>1</max_isometric_force>\n</Thelen2003Muscle>\n</objects>\n</ForceSet>\n"
+            b"<MarkerSet/>\n</Model>\n</OpenSimDocument>\n")
+    model = parse_bytes(data, skip=("ForceSet",))[0]
+    assert [e.tag for e in model] == ["ForceSet", "MarkerSet"]
+    assert len(model[0]) == 0 and model[0].line == 3 and model[1].line == 10
+    assert len(parse_bytes(data)[0][0]) == 1                          # without skip: all built
+    broken = data.replace(b"</max_isometric_force>", b"</max_isometric>")
+    with pytest.raises(OpenSimFileError, match="line 6"):
+        parse_bytes(broken, skip=("ForceSet",))

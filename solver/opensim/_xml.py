@@ -33,20 +33,23 @@ _STRAY_TAIL = re.compile(rb"(?:\s|<!--(?:[^-]|-(?!->))*-->|</[A-Za-z_][\w.:-]*\s
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
 
-def parse(path) -> Element:
-    """Parse the XML file at `path`; see the module docstring."""
+def parse(path, skip=()) -> Element:
+    """Parse the XML file at `path`; see the module docstring. Elements whose tag is in `skip`
+    are kept without their content (still checked to be well-formed XML, but not built: a model's
+    ForceSet holds most of a .osim file and nothing the kinematics read)."""
     path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise OpenSimFileError(path, None, f"cannot read file: {exc.strerror or exc}") from None
-    return parse_bytes(data, path)
+    return parse_bytes(data, path, skip)
 
 
-def parse_bytes(data: bytes, path=None) -> Element:
+def parse_bytes(data: bytes, path=None, skip=()) -> Element:
     parser = expat.ParserCreate()
     stack: list[Element] = []
-    state = {"root": None, "root_end": None, "last": None}
+    state = {"root": None, "root_end": None, "last": None, "depth": 0}
+    skip = frozenset(skip)
 
     def start(tag, attrs):
         elem = Element(tag, attrs)
@@ -57,6 +60,20 @@ def parse_bytes(data: bytes, path=None) -> Element:
             state["root"] = elem
         stack.append(elem)
         state["last"] = None
+        if skip and local(tag) in skip:
+            state["depth"] = 1
+            parser.StartElementHandler, parser.EndElementHandler = start_inside, end_inside
+            parser.CharacterDataHandler = None
+
+    def start_inside(tag, attrs):
+        state["depth"] += 1
+
+    def end_inside(tag):
+        state["depth"] -= 1
+        if not state["depth"]:
+            parser.StartElementHandler, parser.EndElementHandler = start, end
+            parser.CharacterDataHandler = chars
+            end(tag)
 
     def end(tag):
         elem = stack.pop()

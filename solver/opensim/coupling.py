@@ -10,8 +10,8 @@ so the Jacobian is diagonal-by-blocks through the chain rule:
 
 A coordinate may drive several axes (the knee angle drives a rotation and two translations of
 gait2354's tibia through splines). Affine f_k (Constant, LinearFunction, multiples of them) are
-evaluated for all frames and axes at once; other functions one axis at a time, each batched
-over frames.
+evaluated for all frames and axes at once; other functions once per distinct function (both
+knees share theirs), each batched over frames and the axes it drives, value and slope together.
 """
 
 from __future__ import annotations
@@ -59,6 +59,10 @@ class Coupling:
         self._slope = np.array([self.dof_function[k].affine[0] for k in self._affine], dtype=float)
         self._offset = np.array([self.dof_function[k].affine[1] for k in self._affine], dtype=float)
         self._affine_driven = self.dof_coordinate[self._affine] >= 0      # affine axes with a coordinate
+        groups = {}                                                       # equal functions: one call
+        for k in self._other:
+            groups.setdefault(repr(self.dof_function[k]), []).append(k)
+        self._groups = [(self.dof_function[ks[0]], np.array(ks), self.dof_coordinate[ks]) for ks in groups.values()]
 
     def index(self, names) -> np.ndarray:
         """Coordinate indices of `names` (a name gives a 0-d array)."""
@@ -74,35 +78,33 @@ class Coupling:
         """The model's default pose, (n_frames, n_q)."""
         return np.tile(self.default, (n_frames, 1))
 
-    def _argument(self, q, k):
-        c = self.dof_coordinate[k]
-        return q[:, c] if c >= 0 else np.zeros(q.shape[0])
-
     def dofs(self, q) -> np.ndarray:
         """theta (F, n_dof) for coordinates q (F, n_q)."""
+        return self.dofs_and_slopes(q)[0]
+
+    def dofs_and_slopes(self, q):
+        """(theta (F, n_dof), f_k'(q_c(k)) (F, n_dof)): the joint values and each one's
+        derivative along its coordinate (0 for the constant ones), the only nonzero entries of
+        `jacobian`. Axes with equal functions (a knee's spline on both legs) share one call."""
         q = np.asarray(q, dtype=float)
         if q.ndim != 2 or q.shape[1] != self.n_coordinates:
             raise ValueError(f"q must be (F, {self.n_coordinates}), got {q.shape}")
-        theta = np.empty((q.shape[0], self.n_dofs))
-        if self._affine.size:
-            theta[:, self._affine] = self._offset
-            driven = self._affine[self._affine_driven]
-            theta[:, driven] += self._slope[self._affine_driven] * q[:, self.dof_coordinate[driven]]
-        for k in self._other:
-            theta[:, k] = self.dof_function[k].value(self._argument(q, k))
-        return theta
+        F = q.shape[0]
+        theta, slopes = np.empty((F, self.n_dofs)), np.zeros((F, self.n_dofs))
+        theta[:, self._affine] = self._offset
+        driven = self._affine[self._affine_driven]
+        theta[:, driven] += self._slope[self._affine_driven] * q[:, self.dof_coordinate[driven]]
+        slopes[:, driven] = self._slope[self._affine_driven]
+        for function, axes, coordinates in self._groups:
+            argument = np.where(coordinates >= 0, q[:, coordinates], 0.0)
+            theta[:, axes], slope = function.value_and_derivative(argument)
+            slopes[:, axes] = np.where(coordinates >= 0, slope, 0.0)
+        return theta, slopes
 
     def jacobian(self, q) -> np.ndarray:
         """d theta / d q (F, n_dof, n_q)."""
-        q = np.asarray(q, dtype=float)
-        if q.ndim != 2 or q.shape[1] != self.n_coordinates:
-            raise ValueError(f"q must be (F, {self.n_coordinates}), got {q.shape}")
-        J = np.zeros((q.shape[0], self.n_dofs, self.n_coordinates))
-        driven = self._affine[self._affine_driven]
-        if driven.size:
-            J[:, driven, self.dof_coordinate[driven]] = self._slope[self._affine_driven]
-        for k in self._other:
-            c = self.dof_coordinate[k]
-            if c >= 0:
-                J[:, k, c] = self.dof_function[k].derivative(q[:, c])
+        slopes = self.dofs_and_slopes(q)[1]
+        J = np.zeros((slopes.shape[0], self.n_dofs, self.n_coordinates))
+        driven = np.flatnonzero(self.dof_coordinate >= 0)
+        J[:, driven, self.dof_coordinate[driven]] = slopes[:, driven]
         return J

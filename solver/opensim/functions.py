@@ -59,6 +59,10 @@ class Function:
     def derivative(self, x) -> np.ndarray:
         raise NotImplementedError
 
+    def value_and_derivative(self, x):
+        """(f(x), f'(x)), sharing the work where a function can."""
+        return self.value(x), self.derivative(x)
+
     def __call__(self, x) -> np.ndarray:
         return self.value(x)
 
@@ -141,6 +145,10 @@ class MultiplierFunction(Function):
 
     def derivative(self, x):
         return self.scale * self.function.derivative(x)
+
+    def value_and_derivative(self, x):
+        value, slope = self.function.value_and_derivative(x)
+        return self.scale * value, self.scale * slope
 
     def __repr__(self):
         return f"MultiplierFunction({self.function!r}, {self.scale!r})"
@@ -230,20 +238,24 @@ class _CubicSpline(Function):
         raise NotImplementedError
 
     def value(self, x):
-        x = np.asarray(x, dtype=float)
-        i = np.clip(np.searchsorted(self.x, x, side="right") - 1, 0, self.x.size - 2)
-        t = x - self.x[i]
-        inside = self.y[i] + t * (self.b[i] + t * (self.c[i] + t * self.d[i]))
-        left = self.y[0] + self.slope_left * (x - self.x[0])
-        right = self.y[-1] + self.slope_right * (x - self.x[-1])
-        return np.where(x < self.x[0], left, np.where(x > self.x[-1], right, inside))
+        return self.value_and_derivative(x)[0]
 
     def derivative(self, x):
+        return self.value_and_derivative(x)[1]
+
+    def value_and_derivative(self, x):
         x = np.asarray(x, dtype=float)
         i = np.clip(np.searchsorted(self.x, x, side="right") - 1, 0, self.x.size - 2)
         t = x - self.x[i]
-        inside = self.b[i] + t * (2.0 * self.c[i] + 3.0 * t * self.d[i])
-        return np.where(x < self.x[0], self.slope_left, np.where(x > self.x[-1], self.slope_right, inside))
+        b, c, d = self.b[i], self.c[i], self.d[i]
+        value = self.y[i] + t * (b + t * (c + t * d))
+        slope = b + t * (2.0 * c + 3.0 * t * d)
+        left, right = x < self.x[0], x > self.x[-1]
+        if left.any() or right.any():
+            value = np.where(left, self.y[0] + self.slope_left * (x - self.x[0]),
+                             np.where(right, self.y[-1] + self.slope_right * (x - self.x[-1]), value))
+            slope = np.where(left, self.slope_left, np.where(right, self.slope_right, slope))
+        return value, slope
 
     def __repr__(self):
         return f"{type(self).__name__}({self.x.tolist()!r}, {self.y.tolist()!r})"

@@ -210,11 +210,13 @@ def rigid_inverse(X: np.ndarray) -> np.ndarray:
 
 # --------------------------------------------------------------------------------------- parse
 
+_NOT_READ = ("ForceSet", "VisibleObject", "ProbeSet", "ControllerSet", "ContactGeometrySet")     # parsed, not built
+
 def read_osim(path) -> OsimModel:
     """Parse a .osim file; raises OpenSimFileError naming the file and line on malformed or
     unsupported input."""
     path = Path(path).resolve()
-    root = _xml.parse(path)
+    root = _xml.parse(path, skip=_NOT_READ)
     version = None
     if _xml.local(root.tag) == "OpenSimDocument":
         try:

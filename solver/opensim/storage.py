@@ -224,5 +224,6 @@ def write_storage(path, labels, data, name: str = "", in_degrees: bool = False,
            f"inDegrees={'yes' if in_degrees else 'no'}"]
     out += [f"{k}={v}" for k, v in (header or {}).items()]
     out += ["endheader", "\t".join(labels)]
-    out += ["\t".join(fmt % v for v in row) for row in data]
+    row_format = "\t".join([fmt] * len(labels))
+    out += [row_format % tuple(row) for row in data.tolist()]
     Path(path).write_text("\n".join(out) + "\n", encoding="utf-8")
