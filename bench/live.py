@@ -1,0 +1,224 @@
+"""Live preview, one simulation step per frame: our add-on against Blender's iTaSC in simulation
+mode, on the same rig in the same bpy session.
+
+One fresh bpy process per rig, the extension installed from the built zip (tools.blender_session):
+the 6-bone straight chain (tools.blender_ik) and Rigify's human metarig with hands and feet on
+moving targets (tools.demo_rigify), targets keyframed on every frame. Each side plays the same
+frames one after the other, ``scene.frame_set(f)`` then ``view_layer.update()`` (what a redraw
+does: the pose a frame_change_post handler writes is evaluated there, for Blender's own IK it is
+a no-op), after a few untimed warm-up frames:
+
+- theirs: ``pose.ik_solver = 'ITASC'``, ``ik_param.mode = 'SIMULATION'``, its other settings
+  Blender's defaults; the simulation restarts for every pass (solver switched away and back);
+- ours: ``itasc.live_preview = True`` (Blender's IK constraints muted, our frame_change_post
+  handler advances one simulation step per frame with the add-on's defaults); restarts too;
+- muted: every IK constraint muted, no live preview: plain scene evaluation, the floor both
+  sides pay.
+
+Passes alternate between the three (best of REPEATS per side). Errors come from one more,
+untimed pass of each IK side over the same frames from the same start: after each frame the
+evaluated tail of every IK bone is measured against its evaluated target in world space.
+
+    .venv/bin/python -m bench.live --profile 6      # cProfile of our live preview inside Blender
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .common import ERRORS, Column, Table, error_stats, plot, ratio
+
+RIGS = (("6-bone chain", 6), ("Rigify metarig", "rigify"))     # (label, what to build)
+REPEATS = 5
+WARMUP = 5                 # untimed frames played before the timed ones
+SIDES = ("ours (live preview)", "Blender iTaSC simulation", "IK muted")
+
+
+# ---- inside Blender ---------------------------------------------------------------------------
+
+def _build(bpy, rig, n_frames):
+    """(scene, armature object) with IK constraints on keyframed targets, Blender's iTaSC in
+    simulation mode."""
+    if rig == "rigify":
+        from tools.demo_rigify import _build
+        scene, obj, _ = _build(bpy, n_frames)
+    else:
+        from tools.blender_ik import _build_scene
+        scene, obj, _ = _build_scene(rig, n_frames, "ITASC", {})
+    obj.pose.ik_param.mode = "SIMULATION"
+    return scene, obj
+
+
+def _iks(obj):
+    return [(pb, con) for pb in obj.pose.bones for con in pb.constraints if con.type == "IK"]
+
+
+def _set_side(bpy, obj, side):
+    """Switch the rig to one side, its state (our live state, Blender's iTaSC scene) fresh."""
+    settings = obj.itasc
+    settings.live_preview = False
+    settings.active = False                      # Blender's IK constraints as they were
+    obj.pose.ik_solver = "LEGACY"                # drops Blender's iTaSC scene: its simulation restarts
+    bpy.context.view_layer.update()
+    obj.pose.ik_solver = "ITASC"
+    for _, con in _iks(obj):
+        con.mute = side == SIDES[2]
+    if side == SIDES[0]:
+        settings.live_preview = True             # hands over: our drive mutes Blender's IK
+    bpy.context.view_layer.update()
+
+
+def _play(bpy, scene, frames, measure=None):
+    """frame_set + update over `frames`; returns the seconds of each frame (measure() after each,
+    outside the timing)."""
+    update = bpy.context.view_layer.update
+    times = []
+    for f in frames:
+        start = time.perf_counter()
+        scene.frame_set(int(f))
+        update()
+        times.append(time.perf_counter() - start)
+        if measure is not None:
+            measure()
+    return times
+
+
+def _tail_errors(bpy, obj, iks, out):
+    def measure():
+        dg = bpy.context.evaluated_depsgraph_get()
+        ev = obj.evaluated_get(dg)
+        out.append([(ev.matrix_world @ ev.pose.bones[pb.name].tail
+                     - con.target.evaluated_get(dg).matrix_world.translation).length for pb, con in iks])
+    return measure
+
+
+def in_blender(rig, n_frames, repeats):
+    """Build the rig, play it each way; JSON-able per-frame times and errors per side."""
+    import bpy
+
+    scene, obj = _build(bpy, rig, WARMUP + n_frames)
+    iks = _iks(obj)
+    lengths = []
+    for pb, con in iks:
+        bone, length = pb, 0.0
+        for _ in range(con.chain_count):
+            length, bone = length + bone.bone.length, bone.parent
+        lengths.append(length)
+    warm, timed = range(1, WARMUP + 1), range(WARMUP + 1, WARMUP + n_frames + 1)
+    out = {"blender": bpy.app.version_string, "lengths": lengths, "settings": {
+        p: getattr(obj.pose.ik_param, p) for p in ("mode", "reiteration_method", "solver", "feedback",
+                                                   "velocity_max", "use_auto_step", "step_min", "step_max")}}
+    runs = {side: [] for side in SIDES}
+    for _ in range(repeats):
+        for side in SIDES:
+            _set_side(bpy, obj, side)
+            _play(bpy, scene, warm)
+            runs[side].append(_play(bpy, scene, timed))
+    for side in SIDES:
+        per_frame = np.min(np.asarray(runs[side]), axis=0)          # the best of each frame's passes
+        totals = [float(np.sum(t)) for t in runs[side]]
+        errors = []
+        if side != SIDES[2]:
+            _set_side(bpy, obj, side)
+            _play(bpy, scene, warm)
+            _play(bpy, scene, timed, _tail_errors(bpy, obj, iks, errors))
+        out[side] = {"seconds": min(totals), "totals": totals, "median_frame": float(np.median(per_frame)),
+                     "errors": errors}
+    _set_side(bpy, obj, SIDES[2])
+    return out
+
+
+def profile_in_blender(rig, n_frames, top=30):
+    """cProfile of our live preview over n_frames (after the warm-up), by cumulative and own time."""
+    import cProfile
+    import io
+    import pstats
+
+    import bpy
+
+    scene, obj = _build(bpy, rig, WARMUP + n_frames)
+    _set_side(bpy, obj, SIDES[0])
+    _play(bpy, scene, range(1, WARMUP + 1))
+    profiler = cProfile.Profile()
+    profiler.enable()
+    _play(bpy, scene, range(WARMUP + 1, WARMUP + n_frames + 1))
+    profiler.disable()
+    text = io.StringIO()
+    for key in ("cumulative", "tottime"):
+        pstats.Stats(profiler, stream=text).sort_stats(key).print_stats(top)
+    return text.getvalue()
+
+
+# ---- host side --------------------------------------------------------------------------------
+
+def _session(call, rig):
+    from tools import build_extension
+    from tools.blender_session import ROOT, run_in_blender
+
+    zip_path = build_extension.write_zip(ROOT / "dist")
+    # exit_at_once: Blender 4.2 crashes on exit after Rigify was enabled (see run_in_blender).
+    return run_in_blender(f"from bench.live import *\nresult = {call}\n", extension_zip=zip_path,
+                          sys_path=[ROOT], exit_at_once=rig == "rigify")
+
+
+def run(quick: bool = False, n_frames: int = 250) -> Table:
+    n_frames = 50 if quick else n_frames
+    repeats = 1 if quick else REPEATS
+    table = Table(
+        "live", "Live preview, one simulation step per frame: our add-on and Blender's iTaSC (simulation mode)",
+        f"{n_frames} consecutive frames played in one bpy session per rig (extension installed from its zip), "
+        f"each frame `scene.frame_set(f)` then `view_layer.update()` (evaluates the pose a frame_change_post "
+        f"handler wrote), after {WARMUP} untimed warm-up frames. ours: `itasc.live_preview = True`, the "
+        f"add-on's defaults (one simulation step per frame). Blender: `ik_param.mode = 'SIMULATION'`, its "
+        f"other settings default ({{settings}}). IK muted: every IK constraint muted, no live preview (scene "
+        f"evaluation alone); above muted: ms / frame minus the muted one. Each side's simulation restarts "
+        f"at every pass; passes alternate, best of {repeats}. ours / theirs: below 1, ours is faster. "
+        f"Errors: one more untimed pass of each side over the same frames, after each frame every IK bone's "
+        f"evaluated tail measured against its target (m, float32); per frame the worst tail; > 1e-6 L with L "
+        f"the shortest IK chain (6 m; Rigify's arms, {{rigify_l}}). Simulation lags a moving target by design.",
+        [Column("rig", "rig", text=True), Column("side", "solver", text=True),
+         Column("ms_per_frame", "ms / frame", "{:.3f}"), Column("median_ms", "median frame ms", "{:.3f}"),
+         Column("above_muted", "above muted, ms", "{:.3f}"), Column("vs_theirs", "ours / theirs", "{:.2f}"),
+         Column("vs_theirs_above", "ours / theirs above muted", "{:.2f}"), *ERRORS[:5]])
+    version, rigify_l, settings = None, "—", ""
+    for label, rig in RIGS:
+        data = _session(f"in_blender({rig!r}, {n_frames}, {repeats})", rig)
+        version, length = data["blender"], min(data["lengths"])
+        settings = ", ".join(f"{k} {v}" for k, v in data["settings"].items() if k != "mode")
+        if rig == "rigify":
+            rigify_l = f"{length:.3f} m"
+        ms = {side: 1e3 * data[side]["seconds"] / n_frames for side in SIDES}
+        above = {side: ms[side] - ms[SIDES[2]] for side in SIDES}
+        for side in SIDES:
+            d = data[side]
+            row = {"rig": label, "side": side, "ms_per_frame": ms[side], "totals": d["totals"],
+                   "median_ms": 1e3 * d["median_frame"], "above_muted": above[side] if side != SIDES[2] else None}
+            if side == SIDES[0]:
+                row["vs_theirs"] = ratio(ms[side], ms[SIDES[1]])
+                row["vs_theirs_above"] = ratio(above[side], above[SIDES[1]])
+            if d["errors"]:
+                worst = np.max(np.asarray(d["errors"], dtype=float), axis=1)
+                row.update(error_stats(worst, length))
+                row["errors"] = worst.tolist()
+            table.rows.append(row)
+    table.title += f" (Blender {version})"
+    table.caption = table.caption.replace("{rigify_l}", rigify_l).replace("{settings}", settings)
+    return table
+
+
+def draw(table: Table, path) -> None:
+    plot(path, "Live preview: time per frame", "ms per frame (log)",
+         {f"{r['rig']}: {r['side']}": r["ms_per_frame"] for r in table.rows})
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="cProfile of our live preview inside Blender")
+    parser.add_argument("--profile", default="6", help="6 or rigify")
+    parser.add_argument("--frames", type=int, default=250)
+    args = parser.parse_args()
+    rig = args.profile if args.profile == "rigify" else int(args.profile)
+    print(_session(f"profile_in_blender({rig!r}, {args.frames})", rig))
