@@ -25,6 +25,7 @@ from .rig import RigError
 
 MAX_STEP_FRAMES = 4     # frame advances up to this are simulated; larger jumps are re-solved
 _state = {}             # object pointer -> State
+_rigs = {}              # object pointer -> (rig signature, Rig as read, its warnings then)
 _flags = {"baking": 0, "rendering": False, "busy": False}
 
 
@@ -69,6 +70,21 @@ def _standing_aside():
 def changed(obj):
     """The object's live preview was switched: forget its state."""
     _state.pop(obj.as_pointer(), None)
+    _rigs.pop(obj.as_pointer(), None)
+
+
+def _read_rig(obj):
+    """The rig as `rig.read_rig` reads it, read again only when its signature changed (a constraint,
+    a target, a chain bone's rest or IK settings): reading builds the engine's model, which costs
+    more than the solve step itself."""
+    drives = lambda pb, con: properties.chosen(obj, pb, con)      # noqa: E731
+    signature = rig_module.rig_signature(obj, drives)
+    cached = _rigs.get(obj.as_pointer())
+    if cached is None or cached[0] != signature:
+        rig = rig_module.read_rig(obj, drives)
+        cached = _rigs[obj.as_pointer()] = (signature, rig, list(rig.warnings))
+    _, rig, warnings = cached
+    return replace(rig, warnings=list(warnings))    # sampling may add warnings of its own frame
 
 
 def _sample(rig, obj):
@@ -91,7 +107,7 @@ def solve_now(obj, force=True):
 def _solve(obj, force):
     from . import solving
 
-    rig = rig_module.read_rig(obj, lambda pb, con: properties.chosen(obj, pb, con))
+    rig = _read_rig(obj)
     properties.set_active(obj, True)
     samples = _sample(rig, obj)
     frame = float(samples.frames[0])
@@ -100,7 +116,10 @@ def _solve(obj, force):
     names = tuple(rig.model.coordinate_names)
     if state is not None and state.names != names:
         state = None
-    if (state is not None and not force and state.frame == frame
+    # Targets or chain groups added or removed: the last solution still fits, the last samples do not.
+    same_inputs = (state is not None and state.objects.shape == samples.objects.shape
+                   and state.bases.shape == samples.bases.shape)
+    if (same_inputs and not force and state.frame == frame
             and np.allclose(state.objects, samples.objects, atol=1e-9)
             and np.allclose(state.bases, samples.bases, atol=1e-9)):
         return None
@@ -108,7 +127,7 @@ def _solve(obj, force):
     fps = render.fps / render.fps_base
     if state is not None:
         steps = frame - state.frame
-        if 0 < steps <= MAX_STEP_FRAMES:
+        if 0 < steps <= MAX_STEP_FRAMES and same_inputs:
             _, settings = solving.settings_for(obj, fps=fps / steps)
             settings = replace(settings, converge_first_frame=False)
             objects = np.concatenate([state.objects, samples.objects])
@@ -182,6 +201,7 @@ def on_render_end(*_):
 @persistent
 def on_load(*_):
     _state.clear()
+    _rigs.clear()
 
 
 _HANDLERS = (
@@ -207,3 +227,4 @@ def unregister():
         if fn in handlers:
             handlers.remove(fn)
     _state.clear()
+    _rigs.clear()
