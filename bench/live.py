@@ -4,9 +4,9 @@ mode, on the same rig in the same bpy session.
 One fresh bpy process per rig, the extension installed from the built zip (tools.blender_session):
 the 6-bone straight chain (tools.blender_ik) and Rigify's human metarig with hands and feet on
 moving targets (tools.demo_rigify), targets keyframed on every frame. Each side plays the same
-frames one after the other, ``scene.frame_set(f)`` then ``view_layer.update()`` (what a redraw
-does: the pose a frame_change_post handler writes is evaluated there, for Blender's own IK it is
-a no-op), after a few untimed warm-up frames:
+frames one after the other, one ``scene.frame_set(f)`` each (Blender evaluates the scene again
+when frame_change_post handlers changed it: a ``view_layer.update()`` after it finds our written
+pose evaluated already), after a few untimed warm-up frames:
 
 - theirs: ``pose.ik_solver = 'ITASC'``, ``ik_param.mode = 'SIMULATION'``, its other settings
   Blender's defaults; the simulation restarts for every pass (solver switched away and back);
@@ -70,15 +70,13 @@ def _set_side(bpy, obj, side):
     bpy.context.view_layer.update()
 
 
-def _play(bpy, scene, frames, measure=None):
-    """frame_set + update over `frames`; returns the seconds of each frame (measure() after each,
-    outside the timing)."""
-    update = bpy.context.view_layer.update
+def _play(scene, frames, measure=None):
+    """frame_set over `frames`; returns the seconds of each frame (measure() after each, outside the
+    timing)."""
     times = []
     for f in frames:
         start = time.perf_counter()
         scene.frame_set(int(f))
-        update()
         times.append(time.perf_counter() - start)
         if measure is not None:
             measure()
@@ -114,16 +112,16 @@ def in_blender(rig, n_frames, repeats):
     for _ in range(repeats):
         for side in SIDES:
             _set_side(bpy, obj, side)
-            _play(bpy, scene, warm)
-            runs[side].append(_play(bpy, scene, timed))
+            _play(scene, warm)
+            runs[side].append(_play(scene, timed))
     for side in SIDES:
         per_frame = np.min(np.asarray(runs[side]), axis=0)          # the best of each frame's passes
         totals = [float(np.sum(t)) for t in runs[side]]
         errors = []
         if side != SIDES[2]:
             _set_side(bpy, obj, side)
-            _play(bpy, scene, warm)
-            _play(bpy, scene, timed, _tail_errors(bpy, obj, iks, errors))
+            _play(scene, warm)
+            _play(scene, timed, _tail_errors(bpy, obj, iks, errors))
         out[side] = {"seconds": min(totals), "totals": totals, "median_frame": float(np.median(per_frame)),
                      "errors": errors}
     _set_side(bpy, obj, SIDES[2])
@@ -140,10 +138,10 @@ def profile_in_blender(rig, n_frames, top=30):
 
     scene, obj = _build(bpy, rig, WARMUP + n_frames)
     _set_side(bpy, obj, SIDES[0])
-    _play(bpy, scene, range(1, WARMUP + 1))
+    _play(scene, range(1, WARMUP + 1))
     profiler = cProfile.Profile()
     profiler.enable()
-    _play(bpy, scene, range(WARMUP + 1, WARMUP + n_frames + 1))
+    _play(scene, range(WARMUP + 1, WARMUP + n_frames + 1))
     profiler.disable()
     text = io.StringIO()
     for key in ("cumulative", "tottime"):
@@ -169,12 +167,12 @@ def run(quick: bool = False, n_frames: int = 250) -> Table:
     table = Table(
         "live", "Live preview, one simulation step per frame: our add-on and Blender's iTaSC (simulation mode)",
         f"{n_frames} consecutive frames played in one bpy session per rig (extension installed from its zip), "
-        f"each frame `scene.frame_set(f)` then `view_layer.update()` (evaluates the pose a frame_change_post "
-        f"handler wrote), after {WARMUP} untimed warm-up frames. ours: `itasc.live_preview = True`, the "
+        f"each frame one `scene.frame_set(f)` (which evaluates again the pose our frame_change_post handler "
+        f"wrote), after {WARMUP} untimed warm-up frames. ours: `itasc.live_preview = True`, the "
         f"add-on's defaults (one simulation step per frame). Blender: `ik_param.mode = 'SIMULATION'`, its "
         f"other settings default ({{settings}}). IK muted: every IK constraint muted, no live preview (scene "
         f"evaluation alone); above muted: ms / frame minus the muted one. Each side's simulation restarts "
-        f"at every pass; passes alternate, best of {repeats}. ours / theirs: below 1, ours is faster. "
+        f"at every pass; passes alternate, best of {repeats}; median frame: over the frames, each frame's best pass. ours / theirs: below 1, ours is faster. "
         f"Errors: one more untimed pass of each side over the same frames, after each frame every IK bone's "
         f"evaluated tail measured against its target (m, float32); per frame the worst tail; > 1e-6 L with L "
         f"the shortest IK chain (6 m; Rigify's arms, {{rigify_l}}). Simulation lags a moving target by design.",

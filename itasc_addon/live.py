@@ -25,7 +25,7 @@ from .rig import RigError
 
 MAX_STEP_FRAMES = 4     # frame advances up to this are simulated; larger jumps are re-solved
 _state = {}             # object pointer -> State
-_rigs = {}              # object pointer -> (rig signature, Rig as read, its warnings then)
+_rigs = {}              # object pointer -> Reader
 _flags = {"baking": 0, "rendering": False, "busy": False}
 
 
@@ -73,25 +73,34 @@ def changed(obj):
     _rigs.pop(obj.as_pointer(), None)
 
 
-def _read_rig(obj):
-    """The rig as `rig.read_rig` reads it, read again only when its signature changed (a constraint,
-    a target, a chain bone's rest or IK settings): reading builds the engine's model, which costs
-    more than the solve step itself."""
+@dataclass
+class Reader:
+    """An armature as read for live preview, kept while its signature stays the same."""
+
+    signature: tuple
+    rig: rig_module.Rig
+    sampler: rig_module.Sampler     # one frame, read again at every solve
+
+
+def _reader(obj):
+    """(Reader, whether it was read just now). The rig is read again only when its signature changed
+    (a constraint, a target, a chain bone's rest or IK settings): reading builds the engine's model,
+    which costs more than a simulation step. Live preview does not report the rig's warnings."""
     drives = lambda pb, con: properties.chosen(obj, pb, con)      # noqa: E731
     signature = rig_module.rig_signature(obj, drives)
-    cached = _rigs.get(obj.as_pointer())
-    if cached is None or cached[0] != signature:
-        rig = rig_module.read_rig(obj, drives)
-        cached = _rigs[obj.as_pointer()] = (signature, rig, list(rig.warnings))
-    _, rig, warnings = cached
-    return replace(rig, warnings=list(warnings))    # sampling may add warnings of its own frame
+    reader = _rigs.get(obj.as_pointer())
+    if reader is not None and reader.signature == signature:
+        return reader, False
+    rig = rig_module.read_rig(obj, drives)
+    reader = _rigs[obj.as_pointer()] = Reader(signature, rig, rig_module.Sampler(rig, obj, [0.0]))
+    return reader, True
 
 
-def _sample(rig, obj):
+def _sample(reader):
     scene = bpy.context.scene
-    sampler = rig_module.Sampler(rig, obj, [scene.frame_current + scene.frame_subframe])
-    sampler.read(0)
-    return sampler.samples()
+    reader.sampler.frames[0] = scene.frame_current + scene.frame_subframe
+    reader.sampler.read(0)
+    return reader.sampler.samples()
 
 
 def solve_now(obj, force=True):
@@ -107,9 +116,11 @@ def solve_now(obj, force=True):
 def _solve(obj, force):
     from . import solving
 
-    rig = _read_rig(obj)
-    properties.set_active(obj, True)
-    samples = _sample(rig, obj)
+    reader, fresh = _reader(obj)
+    rig = reader.rig
+    if fresh:
+        properties.set_active(obj, True)     # mutes Blender's IK on constraints new to the rig
+    samples = _sample(reader)
     frame = float(samples.frames[0])
     key = obj.as_pointer()
     state = _state.get(key)

@@ -88,7 +88,7 @@ EDITS = [
     (19, lambda rig, con: setattr(con, "target", empty("other", (2.0, -1.0, 3.0)))),
     (22, lambda rig, con: setattr(con, "use_tail", False)),
     (25, lambda rig, con: second_constraint(rig)),
-    (28, lambda rig, con: setattr(properties.entry(rig, "bone03", "IK"), "use", False)),
+    (28, lambda rig, con: setattr(properties.entry(rig, "bone03", "IK", create=True), "use", False)),
     (31, lambda rig, con: setattr(con, "chain_count", 0)),
     (34, lambda rig, con: lengthen_last_bone(rig)),
 ]
