@@ -68,7 +68,7 @@ def _standing_aside():
 
 
 def changed(obj):
-    """The object's live preview was switched: forget its state."""
+    """The object's live preview was switched: forget its state and the rig read."""
     _state.pop(obj.as_pointer(), None)
     _rigs.pop(obj.as_pointer(), None)
 
@@ -96,11 +96,13 @@ def _reader(obj):
     return reader, True
 
 
-def _sample(reader):
+def _sample(reader, obj):
     scene = bpy.context.scene
-    reader.sampler.frames[0] = scene.frame_current + scene.frame_subframe
-    reader.sampler.read(0)
-    return reader.sampler.samples()
+    sampler = reader.sampler
+    sampler.obj = obj           # the Python object of this call (an undo may have replaced the last one)
+    sampler.frames[0] = scene.frame_current + scene.frame_subframe
+    sampler.read(0)
+    return sampler.samples()
 
 
 def solve_now(obj, force=True):
@@ -120,7 +122,7 @@ def _solve(obj, force):
     rig = reader.rig
     if fresh:
         properties.set_active(obj, True)     # mutes Blender's IK on constraints new to the rig
-    samples = _sample(reader)
+    samples = _sample(reader, obj)
     frame = float(samples.frames[0])
     key = obj.as_pointer()
     state = _state.get(key)
