@@ -25,6 +25,7 @@ from .rig import RigError
 
 MAX_STEP_FRAMES = 4     # frame advances up to this are simulated; larger jumps are re-solved
 _state = {}             # object pointer -> State
+_rigs = {}              # object pointer -> Reader
 _flags = {"baking": 0, "rendering": False, "busy": False}
 
 
@@ -67,13 +68,39 @@ def _standing_aside():
 
 
 def changed(obj):
-    """The object's live preview was switched: forget its state."""
+    """The object's live preview was switched: forget its state and the rig read."""
     _state.pop(obj.as_pointer(), None)
+    _rigs.pop(obj.as_pointer(), None)
 
 
-def _sample(rig, obj):
+@dataclass
+class Reader:
+    """An armature as read for live preview, kept while its signature stays the same."""
+
+    signature: tuple
+    rig: rig_module.Rig
+    sampler: rig_module.Sampler     # one frame, read again at every solve
+
+
+def _reader(obj):
+    """(Reader, whether it was read just now). The rig is read again only when its signature changed
+    (a constraint, a target, a chain bone's rest or IK settings): reading builds the engine's model,
+    which costs more than a simulation step. Live preview does not report the rig's warnings."""
+    drives = lambda pb, con: properties.chosen(obj, pb, con)      # noqa: E731
+    signature = rig_module.rig_signature(obj, drives)
+    reader = _rigs.get(obj.as_pointer())
+    if reader is not None and reader.signature == signature:
+        return reader, False
+    rig = rig_module.read_rig(obj, drives)
+    reader = _rigs[obj.as_pointer()] = Reader(signature, rig, rig_module.Sampler(rig, obj, [0.0]))
+    return reader, True
+
+
+def _sample(reader, obj):
     scene = bpy.context.scene
-    sampler = rig_module.Sampler(rig, obj, [scene.frame_current + scene.frame_subframe])
+    sampler = reader.sampler
+    sampler.obj = obj           # the Python object of this call (an undo may have replaced the last one)
+    sampler.frames[0] = scene.frame_current + scene.frame_subframe
     sampler.read(0)
     return sampler.samples()
 
@@ -91,16 +118,21 @@ def solve_now(obj, force=True):
 def _solve(obj, force):
     from . import solving
 
-    rig = rig_module.read_rig(obj, lambda pb, con: properties.chosen(obj, pb, con))
-    properties.set_active(obj, True)
-    samples = _sample(rig, obj)
+    reader, fresh = _reader(obj)
+    rig = reader.rig
+    if fresh:
+        properties.set_active(obj, True)     # mutes Blender's IK on constraints new to the rig
+    samples = _sample(reader, obj)
     frame = float(samples.frames[0])
     key = obj.as_pointer()
     state = _state.get(key)
     names = tuple(rig.model.coordinate_names)
     if state is not None and state.names != names:
         state = None
-    if (state is not None and not force and state.frame == frame
+    # Targets or chain groups added or removed: the last solution still fits, the last samples do not.
+    same_inputs = (state is not None and state.objects.shape == samples.objects.shape
+                   and state.bases.shape == samples.bases.shape)
+    if (same_inputs and not force and state.frame == frame
             and np.allclose(state.objects, samples.objects, atol=1e-9)
             and np.allclose(state.bases, samples.bases, atol=1e-9)):
         return None
@@ -108,7 +140,7 @@ def _solve(obj, force):
     fps = render.fps / render.fps_base
     if state is not None:
         steps = frame - state.frame
-        if 0 < steps <= MAX_STEP_FRAMES:
+        if 0 < steps <= MAX_STEP_FRAMES and same_inputs:
             _, settings = solving.settings_for(obj, fps=fps / steps)
             settings = replace(settings, converge_first_frame=False)
             objects = np.concatenate([state.objects, samples.objects])
@@ -182,6 +214,7 @@ def on_render_end(*_):
 @persistent
 def on_load(*_):
     _state.clear()
+    _rigs.clear()
 
 
 _HANDLERS = (
@@ -207,3 +240,4 @@ def unregister():
         if fn in handlers:
             handlers.remove(fn)
     _state.clear()
+    _rigs.clear()

@@ -330,6 +330,67 @@ def read_rig(obj, drives=None) -> Rig:
     return Rig(obj.name, scene, list(model.names), groups, driven, targets, stretch_coordinate, scale, warnings)
 
 
+# --- telling whether a rig changed --------------------------------------------------------------
+
+_CONSTRAINT_FIELDS = ("influence", "ik_type", "use_tail", "chain_count", "use_stretch", "use_location",
+                      "use_rotation", "lock_location_x", "lock_location_y", "lock_location_z", "lock_rotation_x",
+                      "lock_rotation_y", "lock_rotation_z", "reference_axis", "weight", "orient_weight",
+                      "distance", "limit_mode", "subtarget")
+_BONE_FIELDS = ("lock_ik_x", "lock_ik_y", "lock_ik_z", "use_ik_limit_x", "use_ik_limit_y", "use_ik_limit_z",
+                "ik_min_x", "ik_max_x", "ik_min_y", "ik_max_y", "ik_min_z", "ik_max_z", "ik_stiffness_x",
+                "ik_stiffness_y", "ik_stiffness_z", "ik_stretch")
+
+
+def _name(ob):
+    return None if ob is None else ob.name
+
+
+def _target_signature(obj, target):
+    """What `_target` and `_cycle` read of a target: the object, its parents and their constraints.
+    A target that hangs from the armature adds the armature's bone hierarchy (the cycle test's)."""
+    items, seen, hangs = [], set(), False
+    ob = target
+    while ob is not None and ob.name not in seen:
+        seen.add(ob.name)
+        cons = tuple((c.type, _name(getattr(c, "target", None)), getattr(c, "subtarget", ""), c.mute)
+                     for c in getattr(ob, "constraints", ()))
+        items.append((ob.name, ob.type, _name(ob.parent), ob.parent_type, ob.parent_bone, cons))
+        hangs = hangs or ob.parent == obj or any(getattr(c, "target", None) == obj for c in ob.constraints)
+        ob = ob.parent
+    if target is not None and target.type == "ARMATURE" and target.pose is not None:
+        items.append(tuple(pb.name for pb in target.pose.bones))
+    if hangs:
+        items.append(tuple((b.name, _name(b.parent)) for b in obj.data.bones))
+    return tuple(items)
+
+
+def rig_signature(obj, drives=None):
+    """Everything `read_rig(obj, drives)` reads from Blender that is not the pose (the IK
+    constraints, which of them are driven, their targets' hierarchy, the chain bones' rest and IK
+    settings), as one comparable value: while it stays equal, so does the rig read. The pose bones'
+    rotations and the targets' matrices, which change every frame, are not part of it."""
+    drives = drives or (lambda pb, con: not con.mute)
+    bones = obj.data.bones
+    rest = np.empty(len(bones) * 16, np.float32)
+    bones.foreach_get("matrix_local", rest)
+    length = np.empty(len(bones), np.float32)
+    bones.foreach_get("length", length)
+    items = [obj.name, rest.tobytes(), length.tobytes()]
+    chain_bones = {}
+    for pb, con in ik_constraints(obj):
+        items.append((pb.name, con.name, bool(drives(pb, con)), _name(con.pole_target),
+                      *(getattr(con, f) for f in _CONSTRAINT_FIELDS), _target_signature(obj, con.target)))
+        # The chain (from the bone or its parent, chain_count long) and the bone it hangs from.
+        bone, count = pb, con.chain_count + 1 if con.chain_count > 0 else 1 << 30
+        while bone is not None and count >= 0:
+            if bone.name not in chain_bones:
+                chain_bones[bone.name] = (_name(bone.parent), bone.bone.use_connect,
+                                          *(getattr(bone, f) for f in _BONE_FIELDS))
+            bone, count = bone.parent, count - 1
+    items.append(tuple(chain_bones.items()))
+    return tuple(items)
+
+
 def with_joint_control(rig: Rig, obj, q0, warnings):
     """The rig's scene plus Blender's IK "rotation control" and "linear control" of its bones: a soft
     task holding each controlled joint value at the animated pose's (JointValue, weight

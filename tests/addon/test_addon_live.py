@@ -51,3 +51,99 @@ def test_live_preview_tracks_the_target_while_scrubbing_and_when_it_moves(extens
     assert max(errors) < 0.1                           # simulation follows with a small lag (~1% of reach)
     assert r["after_move"] < 1e-5                    # a hand move within a frame converges
     assert r["stopped"] == ["FINISHED"] and not r["off"]
+
+
+CACHE = r'''
+live = importlib.import_module("bl_ext.user_default.itasc_ik.itasc_addon.live")
+rig_module = importlib.import_module("bl_ext.user_default.itasc_ik.itasc_addon.rig")
+properties = importlib.import_module("bl_ext.user_default.itasc_ik.itasc_addon.properties")
+read_rig, rig_signature = rig_module.read_rig, rig_module.rig_signature
+
+
+def empty(name, location):
+    ob = bpy.data.objects.new(name, None)
+    bpy.context.scene.collection.objects.link(ob)
+    ob.location = location
+    return ob
+
+
+def lengthen_last_bone(rig):
+    bpy.ops.object.mode_set(mode="EDIT")
+    rig.data.edit_bones[-1].tail.z += 0.5
+    bpy.ops.object.mode_set(mode="OBJECT")
+
+
+def second_constraint(rig):
+    con = rig.pose.bones["bone03"].constraints.new("IK")
+    con.target, con.chain_count = empty("second", (1.0, 1.0, 2.5)), 2
+
+
+# The user's edits while live preview runs: (frame before which it happens, edit).
+EDITS = [
+    (6, lambda rig, con: setattr(con, "chain_count", 4)),
+    (10, lambda rig, con: setattr(rig.pose.bones["bone02"], "lock_ik_x", True)),
+    (13, lambda rig, con: setattr(rig.pose.bones["bone04"], "ik_stiffness_y", 0.8)),
+    (16, lambda rig, con: (setattr(rig.pose.bones["bone03"], "use_ik_limit_z", True),
+                           setattr(rig.pose.bones["bone03"], "ik_max_z", 0.05))),
+    (19, lambda rig, con: setattr(con, "target", empty("other", (2.0, -1.0, 3.0)))),
+    (22, lambda rig, con: setattr(con, "use_tail", False)),
+    (25, lambda rig, con: second_constraint(rig)),
+    (28, lambda rig, con: setattr(properties.entry(rig, "bone03", "IK", create=True), "use", False)),
+    (31, lambda rig, con: setattr(con, "chain_count", 0)),
+    (34, lambda rig, con: lengthen_last_bone(rig)),
+]
+
+
+def play(how):
+    """Live preview over 40 frames with the edits; the pose bones' matrix_basis after each frame.
+    how: 'cached' (as shipped), 'fresh' (the rig read anew every frame), 'stale' (never re-read)."""
+    clear_scene()
+    live._rigs.clear()
+    scene, rig, target = chain_rig(6, 48)
+    con = rig.pose.bones[-1].constraints[0]
+    reads, signature_changed = [0], []
+    def counting_read(*args):
+        reads[0] += 1
+        return read_rig(*args)
+    rig_module.read_rig = counting_read
+    rig_module.rig_signature = (lambda obj, drives=None: 0) if how == "stale" else rig_signature
+    rig.itasc.live_preview = True
+    poses, edits = [], dict(EDITS)
+    try:
+        for f in range(1, 41):
+            if f in edits:
+                drives = lambda pb, c: properties.chosen(rig, pb, c)
+                before = rig_signature(rig, drives)
+                edits[f](rig, con)
+                signature_changed.append(before != rig_signature(rig, drives))
+            if how == "fresh":
+                live._rigs.clear()
+            scene.frame_set(f)
+            bpy.context.view_layer.update()
+            poses.append([list(map(list, pb.matrix_basis)) for pb in rig.pose.bones])
+    finally:
+        rig_module.read_rig, rig_module.rig_signature = read_rig, rig_signature
+    return {"poses": poses, "reads": reads[0], "signature_changed": signature_changed,
+            "message": rig.itasc.result_message}
+
+
+result = {how: play(how) for how in ("cached", "fresh", "stale")}
+'''
+
+
+def test_live_preview_reads_the_rig_again_when_the_user_edits_it(extension_zip):
+    """Live preview keeps the rig it read while nothing but the pose and the targets change, and
+    reads it again after each kind of edit: the poses equal those of a rig read anew every frame."""
+    import numpy as np
+
+    r = run_in_blender(SCENES + CACHE, extension_zip=extension_zip)
+    cached, fresh, stale = (r[k] for k in ("cached", "fresh", "stale"))
+    assert cached["message"] == "" and fresh["message"] == ""
+    assert all(cached["signature_changed"]), cached["signature_changed"]       # every edit is seen
+    assert cached["reads"] == 1 + len(cached["signature_changed"])             # and nothing else re-reads
+    assert fresh["reads"] >= 40
+    poses = {k: np.asarray(v["poses"]) for k, v in r.items()}
+    np.testing.assert_allclose(poses["cached"], poses["fresh"], rtol=0, atol=1e-12)
+    # The edits matter: a cache that never re-read would pose the rig differently.
+    assert stale["reads"] == 1
+    assert np.abs(poses["stale"] - poses["fresh"]).max() > 1e-2

@@ -1,0 +1,244 @@
+"""Live preview, one simulation step per frame: our add-on against Blender's iTaSC in simulation
+mode, on the same rig in the same bpy session.
+
+One fresh bpy process per rig, the extension installed from the built zip (tools.blender_session):
+the 6-bone straight chain (tools.blender_ik) and Rigify's human metarig with hands and feet on
+moving targets (tools.demo_rigify), targets keyframed on every frame. Each side plays the same
+frames one after the other, one ``scene.frame_set(f)`` each (Blender evaluates the scene again
+when frame_change_post handlers changed it: a ``view_layer.update()`` after it finds our written
+pose evaluated already), after a few untimed warm-up frames:
+
+- theirs: ``pose.ik_solver = 'ITASC'``, ``ik_param.mode = 'SIMULATION'``, its other settings
+  Blender's defaults; the simulation restarts for every pass (solver switched away and back);
+- ours: ``itasc.live_preview = True`` (Blender's IK constraints muted, our frame_change_post
+  handler advances one simulation step per frame with the add-on's defaults); restarts too;
+- muted: every IK constraint muted, no live preview: plain scene evaluation, the floor both
+  sides pay.
+
+Passes alternate between the three; each frame counts with its best of REPEATS passes. Errors come from one more,
+untimed pass of each IK side over the same frames from the same start: after each frame the
+evaluated tail of every IK bone is measured against its evaluated target in world space.
+
+    .venv/bin/python -m bench.live --profile 6      # cProfile of our live preview inside Blender
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .bake import _pose, _reset
+from .common import ERRORS, Column, Table, error_stats, plot, ratio
+
+RIGS = (("6-bone chain", 6), ("Rigify metarig", "rigify"))     # (label, what to build)
+REPEATS = 7
+WARMUP = 5                 # untimed frames played before the timed ones
+SIDES = ("ours (live preview)", "Blender iTaSC simulation", "IK muted")
+
+
+# ---- inside Blender ---------------------------------------------------------------------------
+
+def _build(bpy, rig, n_frames):
+    """(scene, armature object) with IK constraints on keyframed targets, Blender's iTaSC in
+    simulation mode."""
+    if rig == "rigify":
+        from tools.demo_rigify import _build
+        scene, obj, _ = _build(bpy, n_frames)
+    else:
+        from tools.blender_ik import _build_scene
+        scene, obj, _ = _build_scene(rig, n_frames, "ITASC", {})
+    obj.pose.ik_param.mode = "SIMULATION"
+    return scene, obj
+
+
+def _iks(obj):
+    return [(pb, con) for pb in obj.pose.bones for con in pb.constraints if con.type == "IK"]
+
+
+def _set_side(bpy, obj, side, pose):
+    """Switch the rig to one side from the starting pose `pose` (bench.bake's), its state (our live
+    state, Blender's iTaSC scene) fresh. Both simulations start from the pose's bones."""
+    import importlib
+
+    from tools.blender_session import EXTENSION_MODULE
+
+    api = importlib.import_module(EXTENSION_MODULE + ".itasc_addon.api")
+    settings = obj.itasc
+    settings.live_preview = False
+    _reset(bpy, api, obj, pose)                  # Blender's IK constraints as they were, the pose put back
+    obj.pose.ik_solver = "LEGACY"                # drops Blender's iTaSC scene: its simulation restarts
+    bpy.context.view_layer.update()
+    obj.pose.ik_solver = "ITASC"
+    for _, con in _iks(obj):
+        con.mute = side == SIDES[2]
+    if side == SIDES[0]:
+        settings.live_preview = True             # hands over: our drive mutes Blender's IK
+    bpy.context.view_layer.update()
+
+
+def _play(scene, frames, measure=None):
+    """frame_set over `frames`; returns the seconds of each frame (measure() after each, outside the
+    timing)."""
+    times = []
+    for f in frames:
+        start = time.perf_counter()
+        scene.frame_set(int(f))
+        times.append(time.perf_counter() - start)
+        if measure is not None:
+            measure()
+    return times
+
+
+def _tails(bpy, obj, iks):
+    """The IK bones' evaluated tails in world space, as a flat list."""
+    ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return [v for pb, _ in iks for v in ev.matrix_world @ ev.pose.bones[pb.name].tail]
+
+
+def _tail_errors(bpy, obj, iks, out):
+    def measure():
+        dg = bpy.context.evaluated_depsgraph_get()
+        ev = obj.evaluated_get(dg)
+        out.append([(ev.matrix_world @ ev.pose.bones[pb.name].tail
+                     - con.target.evaluated_get(dg).matrix_world.translation).length for pb, con in iks])
+    return measure
+
+
+def in_blender(rig, n_frames, repeats):
+    """Build the rig, play it each way; JSON-able per-frame times and errors per side."""
+    import bpy
+
+    scene, obj = _build(bpy, rig, WARMUP + n_frames)
+    pose = _pose(obj)
+    iks = _iks(obj)
+    lengths = []
+    for pb, con in iks:
+        bone, length = pb, 0.0
+        for _ in range(con.chain_count):
+            length, bone = length + bone.bone.length, bone.parent
+        lengths.append(length)
+    warm, timed = range(1, WARMUP + 1), range(WARMUP + 1, WARMUP + n_frames + 1)
+    out = {"blender": bpy.app.version_string, "lengths": lengths, "settings": {
+        p: getattr(obj.pose.ik_param, p) for p in ("mode", "reiteration_method", "solver", "feedback",
+                                                   "velocity_max", "use_auto_step", "step_min", "step_max")}}
+    runs, ends = {side: [] for side in SIDES}, {side: [] for side in SIDES}
+    for _ in range(repeats):
+        for side in SIDES:
+            _set_side(bpy, obj, side, pose)
+            _play(scene, warm)
+            runs[side].append(_play(scene, timed))
+            ends[side].append(_tails(bpy, obj, iks))
+    for side in SIDES:
+        per_frame = np.min(np.asarray(runs[side]), axis=0)          # the best of each frame's passes
+        totals = [float(np.sum(t)) for t in runs[side]]
+        errors = []
+        if side != SIDES[2]:
+            _set_side(bpy, obj, side, pose)
+            _play(scene, warm)
+            _play(scene, timed, _tail_errors(bpy, obj, iks, errors))
+            ends[side].append(_tails(bpy, obj, iks))
+        # Every pass, timed or not, must have played the same simulation from the same start.
+        spread = float(np.ptp(np.asarray(ends[side]), axis=0).max())
+        if spread > 1e-6:
+            raise RuntimeError(f"{side}: the passes ended {spread:.3g} apart; they did not start alike")
+        out[side] = {"best_frames": per_frame.tolist(), "totals": totals, "errors": errors}
+    _set_side(bpy, obj, SIDES[2], pose)
+    return out
+
+
+def profile_in_blender(rig, n_frames, top=30):
+    """cProfile of our live preview over n_frames (after the warm-up), by cumulative and own time."""
+    import cProfile
+    import io
+    import pstats
+
+    import bpy
+
+    scene, obj = _build(bpy, rig, WARMUP + n_frames)
+    pose = _pose(obj)
+    _set_side(bpy, obj, SIDES[0], pose)
+    _play(scene, range(1, WARMUP + 1))
+    profiler = cProfile.Profile()
+    profiler.enable()
+    _play(scene, range(WARMUP + 1, WARMUP + n_frames + 1))
+    profiler.disable()
+    text = io.StringIO()
+    for key in ("cumulative", "tottime"):
+        pstats.Stats(profiler, stream=text).sort_stats(key).print_stats(top)
+    return text.getvalue()
+
+
+# ---- host side --------------------------------------------------------------------------------
+
+def _session(call, rig):
+    from tools import build_extension
+    from tools.blender_session import ROOT, run_in_blender
+
+    zip_path = build_extension.write_zip(ROOT / "dist")
+    # exit_at_once: Blender 4.2 crashes on exit after Rigify was enabled (see run_in_blender).
+    return run_in_blender(f"from bench.live import *\nresult = {call}\n", extension_zip=zip_path,
+                          sys_path=[ROOT], exit_at_once=rig == "rigify")
+
+
+def run(quick: bool = False, n_frames: int = 250) -> Table:
+    n_frames = 50 if quick else n_frames
+    repeats = 1 if quick else REPEATS
+    table = Table(
+        "live", "Live preview, one simulation step per frame: our add-on and Blender's iTaSC (simulation mode)",
+        f"{n_frames} consecutive frames played in one bpy session per rig (extension installed from its zip), "
+        f"each frame one `scene.frame_set(f)` (which evaluates again the pose our frame_change_post handler "
+        f"wrote), after {WARMUP} untimed warm-up frames. ours: `itasc.live_preview = True`, the "
+        f"add-on's defaults (one simulation step per frame). Blender: `ik_param.mode = 'SIMULATION'`, its "
+        f"other settings default ({{settings}}). IK muted: every IK constraint muted, no live preview (scene "
+        f"evaluation alone); above muted: ms / frame minus the muted one. Each side's simulation restarts "
+        f"at every pass; passes alternate; each frame's time is its best of {repeats} passes (other people's load on this machine only adds), ms / frame their mean, median frame their median; best pass: the fastest whole pass. ours / theirs: below 1, ours is faster. "
+        f"Errors: one more untimed pass of each side over the same frames, after each frame every IK bone's "
+        f"evaluated tail measured against its target (m, float32); per frame the worst tail; > 1e-6 L with L "
+        f"the shortest IK chain (6 m; Rigify's arms, {{rigify_l}}). Simulation lags a moving target by design.",
+        [Column("rig", "rig", text=True), Column("side", "solver", text=True),
+         Column("ms_per_frame", "ms / frame", "{:.3f}"), Column("median_ms", "median frame ms", "{:.3f}"),
+         Column("best_pass_ms", "best pass, ms / frame", "{:.3f}"),
+         Column("above_muted", "above muted, ms", "{:.3f}"), Column("vs_theirs", "ours / theirs", "{:.2f}"),
+         Column("vs_theirs_above", "ours / theirs above muted", "{:.2f}"), *ERRORS[:5]])
+    version, rigify_l, settings = None, "—", ""
+    for label, rig in RIGS:
+        data = _session(f"in_blender({rig!r}, {n_frames}, {repeats})", rig)
+        version, length = data["blender"], min(data["lengths"])
+        settings = ", ".join(f"{k} {v}" for k, v in data["settings"].items() if k != "mode")
+        if rig == "rigify":
+            rigify_l = f"{length:.3f} m"
+        ms = {side: 1e3 * float(np.mean(data[side]["best_frames"])) for side in SIDES}
+        above = {side: ms[side] - ms[SIDES[2]] for side in SIDES}
+        for side in SIDES:
+            d = data[side]
+            row = {"rig": label, "side": side, "ms_per_frame": ms[side], "totals": d["totals"],
+                   "median_ms": 1e3 * float(np.median(d["best_frames"])), "best_pass_ms": 1e3 * min(d["totals"]) / n_frames,
+                   "above_muted": above[side] if side != SIDES[2] else None}
+            if side == SIDES[0]:
+                row["vs_theirs"] = ratio(ms[side], ms[SIDES[1]])
+                row["vs_theirs_above"] = ratio(above[side], above[SIDES[1]])
+            if d["errors"]:
+                worst = np.max(np.asarray(d["errors"], dtype=float), axis=1)
+                row.update(error_stats(worst, length))
+                row["errors"] = worst.tolist()
+            table.rows.append(row)
+    table.title += f" (Blender {version})"
+    table.caption = table.caption.replace("{rigify_l}", rigify_l).replace("{settings}", settings)
+    return table
+
+
+def draw(table: Table, path) -> None:
+    plot(path, "Live preview: time per frame", "ms per frame (log)",
+         {f"{r['rig']}: {r['side']}": r["ms_per_frame"] for r in table.rows})
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="cProfile of our live preview inside Blender")
+    parser.add_argument("--profile", default="6", help="6 or rigify")
+    parser.add_argument("--frames", type=int, default=250)
+    args = parser.parse_args()
+    rig = args.profile if args.profile == "rigify" else int(args.profile)
+    print(_session(f"profile_in_blender({rig!r}, {args.frames})", rig))
