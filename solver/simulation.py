@@ -104,7 +104,7 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
                 obj = advance(previous, twist_obj, elapsed)
             obj[:, gone] = np.nan
         base = None if bases is None else advance(bases[f - 1:f], twist_base, elapsed)
-        return scene.evaluate(q, obj, base, values=values)
+        return scene.evaluate(q, obj, base, values=values, b_matrix=settings.feedforward)
 
     def step(ev, h):
         y_dot = settings.feedback * (ev.yd - ev.y)
