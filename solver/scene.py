@@ -126,8 +126,7 @@ class Scene:
         self._xu_index = (ends[:, None, None], six[None, :, None], columns[:, None, None] + six[None, None, :])
         # Constraints with a target to reach (pose and distance; joint values are soft).
         self.hard_tasks = np.array([k for k, c in enumerate(self.constraints) if hasattr(c, "Cf")], dtype=int)
-        bounds = (self.lower, self.upper)
-        self.limited = bool(np.isfinite(bounds).any()) or (coupling is None and model.elliptic_joints.size > 0)
+        self.limited = bool(np.isfinite(self.lower).any() or np.isfinite(self.upper).any())
         self.free = self.weight > 0
 
     def project(self, q: np.ndarray) -> np.ndarray:
