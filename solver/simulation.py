@@ -58,6 +58,7 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
     def at(array, f):
         return None if array is None else array[f:f + 1]
 
+    ahead = None   # this frame's final evaluation, when the next step starts from it
     for f in range(F):
         if not finite[f]:
             out_q[f] = q[0]
@@ -67,8 +68,15 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
                 first = solve_animation(scene, q, at(objects, f), at(bases, f), settings, at(values, f))
                 q, iterations[f] = first.q, first.iterations[0]
         else:
-            q, iterations[f], sigma_min[f] = _simulation_step(scene, q, objects, bases, at(values, f), f, settings)
-        ev = scene.evaluate(q, at(objects, f), at(bases, f), jacobians=False, values=at(values, f))
+            q, iterations[f], sigma_min[f] = _simulation_step(scene, q, objects, bases, at(values, f), f, settings,
+                                                              ahead)
+        # The next step starts from this q in this frame's scene (its objects at elapsed time 0),
+        # unless an object is missing or joint values are given per frame: then this evaluation,
+        # with Jacobians, is also the next step's first.
+        next_step = f + 1 < F and finite[f + 1] and complete[f] and complete[f + 1] and values is None
+        ev = scene.evaluate(q, at(objects, f), at(bases, f), jacobians=next_step, values=at(values, f),
+                            b_matrix=settings.feedforward)
+        ahead = ev if next_step else None
         out_q[f] = q[0]
         position_error[f], rotation_error[f] = ev.position_error[0], ev.rotation_error[0]
         converged[f] = reached(scene, ev, settings.precision)[0] and (settings.fit or complete[f])
@@ -77,9 +85,10 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
                   names=list(scene.names))
 
 
-def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: Settings):
+def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: Settings, start=None):
     """Integrate q from frame f-1 to frame f; objects and bases move at constant velocity between
-    their poses at the two frames. Returns q, the number of sub-steps and the last s_min."""
+    their poses at the two frames. `start`, when given, is the evaluation (with A and B) at q in
+    frame f-1's scene. Returns q, the number of sub-steps and the last s_min."""
     dt = 1.0 / settings.fps
     twist_obj, previous = None, None
     if objects is not None:
@@ -113,7 +122,7 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
         return constrained_step(scene, q, ev.A, h * y_dot, ev.weight, np.array([settings.max_velocity * h]),
                                 pseudoinverse_solver(settings))
 
-    ev = evaluate(0.0)
+    ev = evaluate(0.0) if start is None else start
     n_sub, probe = settings.substeps, None
     if n_sub == 0:  # automatic: keep each sub-step's largest coordinate change under substep_angle
         probe = step(ev, dt)
