@@ -120,7 +120,7 @@ class _Batch:
     def evaluate(self, coords, frames):
         pick = lambda poses: None if poses is None else poses[frames]  # noqa: E731
         return self.scene.evaluate(coords, pick(self.objects), pick(self.bases), values=pick(self.values),
-                                   b_matrix=False)
+                                   jacobians="A")
 
     def _to_secant(self, frames):
         for f in frames:

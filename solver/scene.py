@@ -102,6 +102,7 @@ class Scene:
         # together: y = p_T - p_B in world axes, A = J_T - J_B (linear rows), B = -(those in Xu).
         self.point_tasks = [k for k in self.looped if self.constraints[k].points_only]
         self._point_set = set(self.point_tasks)
+        self._point_columns = np.array(self.point_tasks, dtype=int)
         ends = np.array([2 * self.looped.index(k) for k in self.point_tasks], dtype=int)
         self._point_ends = (ends, ends + 1)
         self._point_rows = np.array([self.rows[k] for k in self.point_tasks], dtype=int)[:, None] + np.arange(3)
@@ -126,8 +127,6 @@ class Scene:
         self._xu_index = (ends[:, None, None], six[None, :, None], columns[:, None, None] + six[None, None, :])
         # Constraints with a target to reach (pose and distance; joint values are soft).
         self.hard_tasks = np.array([k for k, c in enumerate(self.constraints) if hasattr(c, "Cf")], dtype=int)
-        self.limited = bool(np.isfinite(self.lower).any() or np.isfinite(self.upper).any())
-        self.free = self.weight > 0
 
     def project(self, q: np.ndarray) -> np.ndarray:
         """q moved onto its limits (see limits.project); coupled coordinates have box limits."""
@@ -190,7 +189,7 @@ class Scene:
                 gone[:, obj >= 0] |= missing[:, obj[obj >= 0]]
             w, err = np.where(gone, 0.0, w), np.where(gone, np.nan, err)
         weight[:, self._point_rows] = w[..., None]
-        position_error[:, self.point_tasks] = err
+        position_error[:, self._point_columns] = err
         if A is not None:
             n = self.model.n_coordinates
             J = Jends[:, tip, :3] - Jends[:, base, :3]                           # (F, P, 3, n [+ n_u])
@@ -198,12 +197,11 @@ class Scene:
             if B is not None:
                 B[:, self._point_rows] = -J[..., n:]
 
-    def evaluate(self, q, objects=None, bases=None, jacobians: bool = True, values=None,
-                 b_matrix: bool = True) -> Evaluation:
+    def evaluate(self, q, objects=None, bases=None, jacobians: bool | str = True, values=None) -> Evaluation:
         """Outputs (and, with `jacobians`, A and B) at coordinates q (F, n), object poses
         (F, K, 4, 4) and armature bases (F, A, 4, 4). `values` (F, number of JointValue tasks, in
         their order) gives those tasks a desired value per frame; NaN leaves a task out of a frame.
-        Without `b_matrix`, B is left out (None): only simulation mode feeds Xu' forward."""
+        jacobians="A" leaves B out (None): only simulation mode feeds Xu' forward."""
         q = np.asarray(q, dtype=float)
         F = q.shape[0]
         m = self.model
@@ -222,7 +220,7 @@ class Scene:
         C, M, n = len(self.constraints), self.n_outputs, m.n_coordinates
         y, yd, weight = np.zeros((F, M)), np.zeros((F, M)), np.zeros((F, M))
         position_error, rotation_error = np.full((F, C), np.nan), np.full((F, C), np.nan)
-        b_matrix = jacobians and b_matrix
+        b_matrix = bool(jacobians) and not isinstance(jacobians, str)     # jacobians="A": A only
         A = np.zeros((F, M, n)) if jacobians else None
         B = np.zeros((F, M, self.n_u)) if b_matrix else None
         Jends = self._endpoint_jacobians(pose, frames, objects, bases, b_matrix) if jacobians and self.looped else None

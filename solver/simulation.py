@@ -74,8 +74,8 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
         # unless an object is missing or joint values are given per frame: then this evaluation,
         # with Jacobians, is also the next step's first.
         next_step = f + 1 < F and finite[f + 1] and complete[f] and complete[f + 1] and values is None
-        ev = scene.evaluate(q, at(objects, f), at(bases, f), jacobians=next_step, values=at(values, f),
-                            b_matrix=settings.feedforward)
+        jacobians = (True if settings.feedforward else "A") if next_step else False
+        ev = scene.evaluate(q, at(objects, f), at(bases, f), jacobians=jacobians, values=at(values, f))
         ahead = ev if next_step else None
         out_q[f] = q[0]
         position_error[f], rotation_error[f] = ev.position_error[0], ev.rotation_error[0]
@@ -97,7 +97,7 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
         previous = np.where(was_gone[..., None, None], objects[f:f + 1], objects[f - 1:f])
         with np.errstate(invalid="ignore"):
             twist_obj = twist_between(previous, objects[f:f + 1], dt)
-        twist_obj = np.nan_to_num(twist_obj, nan=0.0, posinf=0.0, neginf=0.0)
+        twist_obj = np.where(np.isfinite(twist_obj), twist_obj, 0.0)   # a missing pose moves nothing
         gone = ~np.all(np.isfinite(objects[f]), axis=(-2, -1))
     twist_base = twist_between(bases[f - 1:f], bases[f:f + 1], dt) if bases is not None else None
     Xu_dot = np.zeros((1, scene.n_u))
@@ -113,7 +113,7 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
                 obj = advance(previous, twist_obj, elapsed)
             obj[:, gone] = np.nan
         base = None if bases is None else advance(bases[f - 1:f], twist_base, elapsed)
-        return scene.evaluate(q, obj, base, values=values, b_matrix=settings.feedforward)
+        return scene.evaluate(q, obj, base, values=values, jacobians=True if settings.feedforward else "A")
 
     def step(ev, h):
         y_dot = settings.feedback * (ev.yd - ev.y)

@@ -108,7 +108,7 @@ def constrained_step(scene: Scene, q, A, rhs, weight, max_step, solve):
     smallest singular value the solver saw. `solve(A, rhs, weight, cols, locked_step)` returns
     the free step x (scaled by cols) and s_min; `max_step` (F,) bounds the free part of dq."""
     free = np.empty(q.shape, dtype=bool)
-    free[:] = scene.free
+    free[:] = scene.weight > 0
     locked_step = np.zeros_like(q)
     for _ in range(scene.n_coordinates + 1):
         cols = scene.weight * free
@@ -118,9 +118,6 @@ def constrained_step(scene: Scene, q, A, rhs, weight, max_step, solve):
         free_step *= np.where(largest > max_step, max_step / np.maximum(largest, 1e-300), 1.0)[:, None]
         dq = free_step + locked_step
         moved = q + dq
-        if not scene.limited:
-            inside = moved
-            break
         inside = scene.limit(moved)
         hit = free & (inside != moved)
         if not hit.any():
