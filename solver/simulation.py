@@ -129,7 +129,7 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
         dq = probe[0]
         # ... and the feedback stable: K h <= 1 per sub-step.
         n_sub = max(np.ceil(np.max(np.abs(dq), initial=0.0) / settings.substep_angle), np.ceil(settings.feedback * dt))
-        n_sub = int(np.clip(n_sub, 1, settings.max_substeps))
+        n_sub = int(min(max(n_sub, 1), settings.max_substeps))
     h = dt / n_sub
     for k in range(n_sub):
         if k:
