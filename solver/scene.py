@@ -192,7 +192,7 @@ class Scene:
         position_error[:, self._point_columns] = err
         if A is not None:
             n = self.model.n_coordinates
-            J = Jends[:, tip, :3] - Jends[:, base, :3]                           # (F, P, 3, n [+ n_u])
+            J = Jends[:, tip, :3] - Jends[:, base, :3]                           # (F, P, 3, n + n_u)
             A[:, self._point_rows] = J[..., :n]
             if B is not None:
                 B[:, self._point_rows] = -J[..., n:]

@@ -70,9 +70,9 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
         else:
             q, iterations[f], sigma_min[f] = _simulation_step(scene, q, objects, bases, at(values, f), f, settings,
                                                               ahead)
-        # The next step starts from this q in this frame's scene (its objects at elapsed time 0),
-        # unless an object is missing or joint values are given per frame: then this evaluation,
-        # with Jacobians, is also the next step's first.
+        # The next step starts from this q in this frame's scene (its objects at elapsed time 0).
+        # When no object is missing at either frame and no joint values are given per frame, this
+        # evaluation, with Jacobians, is also that step's first.
         next_step = f + 1 < F and finite[f + 1] and complete[f] and complete[f + 1] and values is None
         jacobians = (True if settings.feedforward else "A") if next_step else False
         ev = scene.evaluate(q, at(objects, f), at(bases, f), jacobians=jacobians, values=at(values, f))
@@ -87,7 +87,7 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
 
 def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: Settings, start=None):
     """Integrate q from frame f-1 to frame f; objects and bases move at constant velocity between
-    their poses at the two frames. `start`, when given, is the evaluation (with A and B) at q in
+    their poses at the two frames. `start`, when given, is the evaluation (with Jacobians) at q in
     frame f-1's scene. Returns q, the number of sub-steps and the last s_min."""
     dt = 1.0 / settings.fps
     twist_obj, previous = None, None
