@@ -42,7 +42,7 @@ _SETTLED = 1e-13      # relative fall of the error energy below which a secant f
 _SLOW = 0.5          # an update-law step is slow when it does not halve the error energy
 _SLOW_RUN = 3        # after this many slow steps in a row a frame turns to secant steps
 _PROMISE = 0.1       # a cut-short step is sound when the linear model promised this fall or more
-_FIELDS = ("y", "yd", "weight", "position_error", "rotation_error", "A", "B")
+_FIELDS = ("y", "yd", "weight", "position_error", "rotation_error", "A")   # B: animation has no Xu'
 
 
 def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settings = Settings(),
@@ -66,9 +66,10 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
         done = hard_ok & (batch.last_step[active] <= settings.precision)
         converged[active[done]] = True
         going_on = ~done & (iterations[active] < settings.max_iterations) & (batch.lam[active] < _LAMBDA_GIVE_UP)
-        sigma_min[active[~going_on]] = _sigma_min(scene, _select(ev, ~going_on))
-        keep = np.flatnonzero(going_on)
-        active, current, ev, hard_ok = active[keep], current[keep], _select(ev, keep), hard_ok[keep]
+        if not going_on.all():
+            sigma_min[active[~going_on]] = _sigma_min(scene, _select(ev, ~going_on))
+            keep = np.flatnonzero(going_on)
+            active, current, ev, hard_ok = active[keep], current[keep], _select(ev, keep), hard_ok[keep]
         if not active.size:
             break
         iterations[active] += 1
@@ -119,7 +120,8 @@ class _Batch:
 
     def evaluate(self, coords, frames):
         pick = lambda poses: None if poses is None else poses[frames]  # noqa: E731
-        return self.scene.evaluate(coords, pick(self.objects), pick(self.bases), values=pick(self.values))
+        return self.scene.evaluate(coords, pick(self.objects), pick(self.bases), values=pick(self.values),
+                                   jacobians="A")
 
     def _to_secant(self, frames):
         for f in frames:
@@ -203,6 +205,8 @@ class _Batch:
     def stationary(self, active, stuck, hard_ok, ev, current):
         """Frames whose full step vanished: done where the targets are reached; elsewhere they may
         sit on a saddle, so they are nudged off once, and stop the second time."""
+        if not stuck.any():
+            return
         self.last_step[active[stuck & hard_ok]] = 0.0
         frames = active[stuck & ~hard_ok]
         self.lam[frames[self.nudged[frames]]] = _LAMBDA_GIVE_UP

@@ -17,21 +17,14 @@ import numpy as np
 from .model import Model
 
 
-def _elliptic_groups(model: Model):
-    """Coordinate index arrays (k, 2) for elliptic swings and (k, 3) for elliptic spheres."""
-    groups = {}
-    for j in model.elliptic_joints:
-        n = model.joints[j].n_coordinates
-        groups.setdefault(n, []).append(model.joint_first[j] + np.arange(n))
-    return [np.array(g) for g in groups.values()]
-
-
 def project(model: Model, q: np.ndarray) -> np.ndarray:
     """The nearest allowed coordinates along the limit rules above, for q (F, n). Frozen
     coordinates (weight 0) of an elliptic joint keep their values while they fit: the free ones
     are scaled onto what the ellipse leaves them."""
+    if not model.limited:
+        return q.copy()
     out = np.clip(q, model.lower, model.upper)
-    for coords in _elliptic_groups(model):
+    for coords in model.elliptic_groups:
         phi = q[:, coords]                                       # (F, k, d)
         semi = np.where(phi >= 0, model.upper[coords], -model.lower[coords])
         phi = np.where(semi > 0, phi, 0.0)
@@ -54,9 +47,9 @@ def wrap_spheres(model: Model, q: np.ndarray) -> np.ndarray:
     """The same pose with every unlimited sphere joint turned the short way round (angle <= pi)."""
     if not model.unlimited_spheres.size:
         return q
-    c = model.joint_first[model.unlimited_spheres][:, None] + np.arange(3)     # (k, 3)
+    c = model.unlimited_sphere_coordinates                                      # (k, 3)
     phi = q[:, c]
-    t = np.linalg.norm(phi, axis=-1, keepdims=True)
+    t = np.sqrt(np.sum(phi * phi, axis=-1, keepdims=True))
     if not np.any(t > np.pi):
         return q
     out = q.copy()
@@ -70,7 +63,7 @@ def violation(model: Model, q: np.ndarray) -> np.ndarray:
     elliptic excess sqrt(sum (phi/a)^2) - 1, for tests and input checks."""
     excess = np.max(np.maximum(q - model.upper, model.lower - q), axis=-1, initial=0.0)
     excess = np.maximum(excess, 0.0)
-    for coords in _elliptic_groups(model):
+    for coords in model.elliptic_groups:
         phi = q[:, coords]
         semi = np.where(phi >= 0, model.upper[coords], -model.lower[coords])
         ratio = np.where(semi > 0, phi / np.where(semi > 0, semi, 1.0), np.where(phi != 0, np.inf, 0.0))

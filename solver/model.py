@@ -177,6 +177,13 @@ class Model:
             [k for k, j in enumerate(joints)
              if j.kind == SPHERE and np.all(np.isinf(j.lower)) and np.all(np.isinf(j.upper)) and min(j.weight) > 0],
             dtype=int)  # wrapped the short way round (limits.wrap_spheres); frozen components stay put
+        self.unlimited_sphere_coordinates = self.joint_first[self.unlimited_spheres][:, None] + np.arange(3)
+        self.limited = bool(np.isfinite(self.lower).any() or np.isfinite(self.upper).any())
+        # Coordinate index arrays (k, 2) of elliptic swings and (k, 3) of elliptic spheres (limits.project).
+        elliptic = {}
+        for j in self.elliptic_joints:
+            elliptic.setdefault(joints[j].n_coordinates, []).append(self.joint_first[j] + np.arange(joints[j].n_coordinates))
+        self.elliptic_groups = [np.array(g) for g in elliptic.values()]
 
         # Tree levels (segments whose parent lies on the previous level) for batched composition.
         depth = np.zeros(n_seg, dtype=int)

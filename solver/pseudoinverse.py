@@ -50,7 +50,7 @@ def solve(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-1
     s_max, s_min = s[..., :1], s[..., -1]
     if rank is not None:
         last = np.clip(np.asarray(rank) - 1, 0, s.shape[-1] - 1)
-        s_min = np.take_along_axis(s, last[..., None], axis=-1)[..., 0]
+        s_min = s[np.arange(s.shape[0]), last]
     alpha = np.einsum("fmk,fm->fk", U, b)                        # b in the singular basis
     if method == "pinv":
         inv = np.where(s > rcond * s_max, 1.0 / np.maximum(s, 1e-300), 0.0)

@@ -58,9 +58,12 @@ def _series_coefficients(t2: np.ndarray):
     t = np.sqrt(t2)
     small = t < _SMALL
     ts = np.where(small, 1.0, t)
-    a = np.where(small, 1.0 - t2 / 6.0 + t2 * t2 / 120.0, np.sin(ts) / ts)
-    b = np.where(small, 0.5 - t2 / 24.0 + t2 * t2 / 720.0, (1.0 - np.cos(ts)) / ts**2)
-    c = np.where(small, 1.0 / 6.0 - t2 / 120.0 + t2 * t2 / 5040.0, (ts - np.sin(ts)) / ts**3)
+    sin, cos = np.sin(ts), np.cos(ts)
+    a, b, c = sin / ts, (1.0 - cos) / ts**2, (ts - sin) / ts**3
+    if small.any():
+        a = np.where(small, 1.0 - t2 / 6.0 + t2 * t2 / 120.0, a)
+        b = np.where(small, 0.5 - t2 / 24.0 + t2 * t2 / 720.0, b)
+        c = np.where(small, 1.0 / 6.0 - t2 / 120.0 + t2 * t2 / 5040.0, c)
     return a, b, c
 
 

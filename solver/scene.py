@@ -36,6 +36,19 @@ class Evaluation:
     B: np.ndarray | None = None
 
 
+def shift_matrix(r: np.ndarray) -> np.ndarray:
+    """S(r) = [[I, -[r]x], [0, I]] (..., 6, 6): shift_twist(r, I)."""
+    S = np.zeros(r.shape[:-1] + (6, 6))
+    _diagonal6(S)[...] = 1.0
+    S[..., :3, 3:] = -skew(r)
+    return S
+
+
+def _diagonal6(M: np.ndarray) -> np.ndarray:
+    """The diagonals (..., 6) of contiguous matrices M (..., 6, 6), as a writable view."""
+    return M.reshape(M.shape[:-2] + (36,))[..., ::7]
+
+
 def shift_twist(r: np.ndarray, J: np.ndarray) -> np.ndarray:
     """S(r) J: twist Jacobians (..., 6, k) whose linear rows are moved to a point r further on
     (v + w x r, the velocity of a point rigidly attached at offset r)."""
@@ -89,6 +102,7 @@ class Scene:
         # together: y = p_T - p_B in world axes, A = J_T - J_B (linear rows), B = -(those in Xu).
         self.point_tasks = [k for k in self.looped if self.constraints[k].points_only]
         self._point_set = set(self.point_tasks)
+        self._point_columns = np.array(self.point_tasks, dtype=int)
         ends = np.array([2 * self.looped.index(k) for k in self.point_tasks], dtype=int)
         self._point_ends = (ends, ends + 1)
         self._point_rows = np.array([self.rows[k] for k in self.point_tasks], dtype=int)[:, None] + np.arange(3)
@@ -96,50 +110,69 @@ class Scene:
         self._point_objects = np.array([[e.obj for e in (self.constraints[k].base, self.constraints[k].tip)]
                                         for k in self.point_tasks], dtype=int).reshape(-1, 2)
 
+        # Per-scene constants of evaluate, so that a call builds none of them.
+        self._seg_of_ends = np.array([endpoints[k].segment for k in self._seg_ends], dtype=int)
+        self._obj_of_ends = np.array([endpoints[k].obj for k in self._obj_ends], dtype=int)
+        self._seg_offsets, self._obj_offsets = self._offsets[self._seg_ends], self._offsets[self._obj_ends]
+        self._loop_end = {k: 2 * i for i, k in enumerate(self.looped)}            # constraint -> base endpoint
+        self._value_column = {k: i for i, k in enumerate(self.joint_tasks)}      # constraint -> column of values
+        self._joint_rows = np.array([self.rows[k] for k in self.joint_tasks], dtype=int)
+        self._joint_coordinates = np.array([self.constraints[k].coordinate for k in self.joint_tasks], dtype=int)
+        # Where each endpoint's own twist (Xu) enters B: the columns of its object, or of the
+        # armature base of its segment; as index arrays (endpoints, 6, 6) for one assignment.
+        n, six = self.model.n_coordinates, np.arange(6)
+        columns = np.concatenate([n + 6 * (self.n_objects + model.armature[self._seg_of_ends]),
+                                  n + 6 * self._obj_of_ends]).astype(int)
+        ends = np.concatenate([self._seg_ends, self._obj_ends]).astype(int)
+        self._xu_index = (ends[:, None, None], six[None, :, None], columns[:, None, None] + six[None, None, :])
+        # Constraints with a target to reach (pose and distance; joint values are soft).
+        self.hard_tasks = np.array([k for k, c in enumerate(self.constraints) if hasattr(c, "Cf")], dtype=int)
+
     def project(self, q: np.ndarray) -> np.ndarray:
         """q moved onto its limits (see limits.project); coupled coordinates have box limits."""
+        return self.wrap(self.limit(q))
+
+    def limit(self, q: np.ndarray) -> np.ndarray:
+        """q clamped onto its limits (a new array), sphere joints not yet wrapped (see `wrap`)."""
         if self.coupling is None:
-            return wrap_spheres(self.model, project(self.model, q))
+            return project(self.model, q)
         return np.clip(q, self.lower, self.upper)
 
-    def hits_limit(self, q: np.ndarray) -> np.ndarray:
-        """Which coordinates of q lie outside their limits (before `project`)."""
-        inside = project(self.model, q) if self.coupling is None else np.clip(q, self.lower, self.upper)
-        return inside != q
+    def wrap(self, q: np.ndarray) -> np.ndarray:
+        """The same pose with unlimited sphere joints turned the short way round (limits.wrap_spheres)."""
+        return wrap_spheres(self.model, q) if self.coupling is None else q
 
     def _endpoint_frames(self, pose: Pose, objects):
         F = pose.frames.shape[0]
         frames = np.empty((F, len(self._endpoints), 4, 4))
         if self._seg_ends.size:
-            seg = np.array([self._endpoints[k].segment for k in self._seg_ends])
-            frames[:, self._seg_ends] = pose.frames[:, seg] @ self._offsets[self._seg_ends]
+            frames[:, self._seg_ends] = pose.frames[:, self._seg_of_ends] @ self._seg_offsets
         if self._obj_ends.size:
-            obj = np.array([self._endpoints[k].obj for k in self._obj_ends])
-            frames[:, self._obj_ends] = objects[:, obj] @ self._offsets[self._obj_ends]
+            frames[:, self._obj_ends] = objects[:, self._obj_of_ends] @ self._obj_offsets
         return frames
 
-    def _endpoint_jacobians(self, pose: Pose, frames, objects, bases):
-        """Twist Jacobians (F, E, 6, n + n_u) of all endpoints, at their own origins."""
+    def _endpoint_jacobians(self, pose: Pose, frames, objects, bases, b_matrix: bool):
+        """Twist Jacobians (F, E, 6, n + n_u) of all endpoints, at their own origins; the Xu
+        columns are left zero without `b_matrix`. (They stay in the array even then: A's products
+        over its first n columns then round exactly as they do with B.)"""
         F, E = frames.shape[:2]
         m = self.model
         n = m.n_coordinates
         J = np.zeros((F, E, 6, n + self.n_u))
         points = frames[..., :3, 3]
-        eye6 = np.eye(6)
         if self._seg_ends.size:
-            seg = np.array([self._endpoints[k].segment for k in self._seg_ends])
-            J[:, self._seg_ends, :, :n] = point_jacobian(m, pose, seg, points[:, self._seg_ends])
-            base_origin = (np.zeros((F, m.n_armatures, 3)) if bases is None else bases[..., :3, 3])
-            arm = m.armature[seg]
-            r = points[:, self._seg_ends] - base_origin[:, arm]
-            for k, (e, a) in enumerate(zip(self._seg_ends, arm)):
-                col = n + 6 * (self.n_objects + a)
-                J[:, e, :, col:col + 6] = shift_twist(r[:, k], eye6)
-        if self._obj_ends.size:
-            for e in self._obj_ends:
-                k = self._endpoints[e].obj
-                r = points[:, e] - objects[:, k, :3, 3]
-                J[:, e, :, n + 6 * k:n + 6 * k + 6] = shift_twist(r, eye6)
+            J[:, self._seg_ends, :, :n] = point_jacobian(m, pose, self._seg_of_ends, points[:, self._seg_ends])
+        if b_matrix:
+            # An endpoint moves with its object's or its armature base's twist, shifted from that
+            # origin to the endpoint's: S(p_e - o).
+            origins = np.empty((F, E, 3))
+            if self._seg_ends.size:
+                arm = m.armature[self._seg_of_ends]
+                origins[:, self._seg_ends] = 0.0 if bases is None else bases[:, arm][..., :3, 3]
+            if self._obj_ends.size:
+                origins[:, self._obj_ends] = objects[:, self._obj_of_ends][..., :3, 3]
+            ends = self._xu_index[0][:, 0, 0]
+            J[(slice(None),) + self._xu_index] = shift_matrix(points[:, ends] - origins[:, ends])
         return J
 
     def _point_outputs(self, frames, Jends, missing, y, weight, position_error, A, B):
@@ -147,26 +180,28 @@ class Scene:
         base, tip = self._point_ends
         d = frames[:, tip][..., :3, 3] - frames[:, base][..., :3, 3]             # (F, P, 3)
         y[:, self._point_rows] = d
-        w = np.broadcast_to(self._point_weight, d.shape[:2]).copy()
+        w = self._point_weight
         err = np.linalg.norm(d, axis=-1)
         if missing is not None:
-            gone = np.zeros(w.shape, dtype=bool)
+            gone = np.zeros(d.shape[:2], dtype=bool)
             for side in range(2):
                 obj = self._point_objects[:, side]
                 gone[:, obj >= 0] |= missing[:, obj[obj >= 0]]
-            w[gone], err[gone] = 0.0, np.nan
+            w, err = np.where(gone, 0.0, w), np.where(gone, np.nan, err)
         weight[:, self._point_rows] = w[..., None]
-        position_error[:, self.point_tasks] = err
+        position_error[:, self._point_columns] = err
         if A is not None:
             n = self.model.n_coordinates
             J = Jends[:, tip, :3] - Jends[:, base, :3]                           # (F, P, 3, n + n_u)
             A[:, self._point_rows] = J[..., :n]
-            B[:, self._point_rows] = -J[..., n:]
+            if B is not None:
+                B[:, self._point_rows] = -J[..., n:]
 
-    def evaluate(self, q, objects=None, bases=None, jacobians: bool = True, values=None) -> Evaluation:
+    def evaluate(self, q, objects=None, bases=None, jacobians: bool | str = True, values=None) -> Evaluation:
         """Outputs (and, with `jacobians`, A and B) at coordinates q (F, n), object poses
         (F, K, 4, 4) and armature bases (F, A, 4, 4). `values` (F, number of JointValue tasks, in
-        their order) gives those tasks a desired value per frame; NaN leaves a task out of a frame."""
+        their order) gives those tasks a desired value per frame; NaN leaves a task out of a frame.
+        jacobians="A" leaves B out (None): only simulation mode feeds Xu' forward."""
         q = np.asarray(q, dtype=float)
         F = q.shape[0]
         m = self.model
@@ -185,9 +220,10 @@ class Scene:
         C, M, n = len(self.constraints), self.n_outputs, m.n_coordinates
         y, yd, weight = np.zeros((F, M)), np.zeros((F, M)), np.zeros((F, M))
         position_error, rotation_error = np.full((F, C), np.nan), np.full((F, C), np.nan)
+        b_matrix = bool(jacobians) and not isinstance(jacobians, str)     # jacobians="A": A only
         A = np.zeros((F, M, n)) if jacobians else None
-        B = np.zeros((F, M, self.n_u)) if jacobians else None
-        Jends = self._endpoint_jacobians(pose, frames, objects, bases) if jacobians and self.looped else None
+        B = np.zeros((F, M, self.n_u)) if b_matrix else None
+        Jends = self._endpoint_jacobians(pose, frames, objects, bases, b_matrix) if jacobians and self.looped else None
 
         if self.point_tasks:
             self._point_outputs(frames, Jends, missing, y, weight, position_error, A, B)
@@ -196,7 +232,7 @@ class Scene:
             if k in self._point_set:
                 continue
             if isinstance(c, JointValue):
-                value = np.broadcast_to(c.value if values is None else values[:, self.joint_tasks.index(k)], (F,))
+                value = np.broadcast_to(c.value if values is None else values[:, self._value_column[k]], (F,))
                 given = np.isfinite(value)
                 value = np.where(given, value, q[:, c.coordinate])
                 y[:, rows] = q[:, c.coordinate, None]
@@ -205,7 +241,7 @@ class Scene:
                 err = np.where(given, np.abs(q[:, c.coordinate] - value), np.nan)
                 (rotation_error if c.has_rotation else position_error)[:, k] = err
                 continue
-            e = 2 * self.looped.index(k)
+            e = self._loop_end[k]
             Tb, Tt = frames[:, e], frames[:, e + 1]
             Jb, Jt = (Jends[:, e], Jends[:, e + 1]) if jacobians else (None, None)
             Xf, Jinv = c.loop(Tb, Tt)
@@ -225,11 +261,10 @@ class Scene:
                 G = c.Cf @ Jinv @ to_base                                   # (F, m, 6)
                 loop = Jt - shift_twist(Tt[:, :3, 3] - Tb[:, :3, 3], Jb)
                 A[:, rows] = G @ loop[..., :n]
-                B[:, rows] = -(G @ loop[..., n:])
+                if b_matrix:
+                    B[:, rows] = -(G @ loop[..., n:])
         if jacobians:
             if self.coupling is not None:
                 A = A @ self.coupling.jacobian(q)
-            for k, c in enumerate(self.constraints):
-                if isinstance(c, JointValue):
-                    A[:, self.rows[k], c.coordinate] = 1.0
+            A[:, self._joint_rows, self._joint_coordinates] = 1.0
         return Evaluation(y, yd, weight, position_error, rotation_error, pose, A, B)

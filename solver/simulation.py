@@ -58,6 +58,7 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
     def at(array, f):
         return None if array is None else array[f:f + 1]
 
+    ahead = None   # this frame's final evaluation, when the next step starts from it
     for f in range(F):
         if not finite[f]:
             out_q[f] = q[0]
@@ -67,8 +68,15 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
                 first = solve_animation(scene, q, at(objects, f), at(bases, f), settings, at(values, f))
                 q, iterations[f] = first.q, first.iterations[0]
         else:
-            q, iterations[f], sigma_min[f] = _simulation_step(scene, q, objects, bases, at(values, f), f, settings)
-        ev = scene.evaluate(q, at(objects, f), at(bases, f), jacobians=False, values=at(values, f))
+            q, iterations[f], sigma_min[f] = _simulation_step(scene, q, objects, bases, at(values, f), f, settings,
+                                                              ahead)
+        # The next step starts from this q in this frame's scene (its objects at elapsed time 0).
+        # When no object is missing at either frame and no joint values are given per frame, this
+        # evaluation, with Jacobians, is also that step's first.
+        next_step = f + 1 < F and finite[f + 1] and complete[f] and complete[f + 1] and values is None
+        jacobians = (True if settings.feedforward else "A") if next_step else False
+        ev = scene.evaluate(q, at(objects, f), at(bases, f), jacobians=jacobians, values=at(values, f))
+        ahead = ev if next_step else None
         out_q[f] = q[0]
         position_error[f], rotation_error[f] = ev.position_error[0], ev.rotation_error[0]
         converged[f] = reached(scene, ev, settings.precision)[0] and (settings.fit or complete[f])
@@ -77,9 +85,10 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
                   names=list(scene.names))
 
 
-def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: Settings):
+def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: Settings, start=None):
     """Integrate q from frame f-1 to frame f; objects and bases move at constant velocity between
-    their poses at the two frames. Returns q, the number of sub-steps and the last s_min."""
+    their poses at the two frames. `start`, when given, is the evaluation (with Jacobians) at q in
+    frame f-1's scene. Returns q, the number of sub-steps and the last s_min."""
     dt = 1.0 / settings.fps
     twist_obj, previous = None, None
     if objects is not None:
@@ -88,7 +97,7 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
         previous = np.where(was_gone[..., None, None], objects[f:f + 1], objects[f - 1:f])
         with np.errstate(invalid="ignore"):
             twist_obj = twist_between(previous, objects[f:f + 1], dt)
-        twist_obj = np.nan_to_num(twist_obj, nan=0.0, posinf=0.0, neginf=0.0)
+        twist_obj = np.where(np.isfinite(twist_obj), twist_obj, 0.0)   # a missing pose moves nothing
         gone = ~np.all(np.isfinite(objects[f]), axis=(-2, -1))
     twist_base = twist_between(bases[f - 1:f], bases[f:f + 1], dt) if bases is not None else None
     Xu_dot = np.zeros((1, scene.n_u))
@@ -104,7 +113,7 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
                 obj = advance(previous, twist_obj, elapsed)
             obj[:, gone] = np.nan
         base = None if bases is None else advance(bases[f - 1:f], twist_base, elapsed)
-        return scene.evaluate(q, obj, base, values=values)
+        return scene.evaluate(q, obj, base, values=values, jacobians=True if settings.feedforward else "A")
 
     def step(ev, h):
         y_dot = settings.feedback * (ev.yd - ev.y)
@@ -113,14 +122,14 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
         return constrained_step(scene, q, ev.A, h * y_dot, ev.weight, np.array([settings.max_velocity * h]),
                                 pseudoinverse_solver(settings))
 
-    ev = evaluate(0.0)
+    ev = evaluate(0.0) if start is None else start
     n_sub, probe = settings.substeps, None
     if n_sub == 0:  # automatic: keep each sub-step's largest coordinate change under substep_angle
         probe = step(ev, dt)
         dq = probe[0]
         # ... and the feedback stable: K h <= 1 per sub-step.
         n_sub = max(np.ceil(np.max(np.abs(dq), initial=0.0) / settings.substep_angle), np.ceil(settings.feedback * dt))
-        n_sub = int(np.clip(n_sub, 1, settings.max_substeps))
+        n_sub = int(min(max(n_sub, 1), settings.max_substeps))
     h = dt / n_sub
     for k in range(n_sub):
         if k:

@@ -81,13 +81,14 @@ def cost(ev: Evaluation) -> np.ndarray:
 def reached(scene: Scene, ev: Evaluation, precision: float) -> np.ndarray:
     """Frames where every pose and distance constraint is within precision (joint-value tasks are
     soft, and constraints of zero weight ask nothing: neither counts)."""
-    ok = np.ones(ev.y.shape[0], dtype=bool)
-    for k, c in enumerate(scene.constraints):
-        if hasattr(c, "Cf"):
-            ignored = np.max(ev.weight[:, scene.rows[k]:scene.rows[k + 1]], axis=1) == 0
-            for err in (ev.position_error[:, k], ev.rotation_error[:, k]):
-                ok &= ignored | np.isnan(err) | (err <= precision)
-    return ok
+    hard = scene.hard_tasks
+    if not hard.size:
+        return np.ones(ev.y.shape[0], dtype=bool)
+    ignored = np.maximum.reduceat(ev.weight, scene.rows[:-1], axis=1)[:, hard] == 0   # every constraint has rows
+    ok = np.ones(ignored.shape, dtype=bool)
+    for err in (ev.position_error[:, hard], ev.rotation_error[:, hard]):
+        ok &= ignored | np.isnan(err) | (err <= precision)
+    return np.all(ok, axis=1)
 
 
 def pseudoinverse_solver(settings: Settings):
@@ -106,7 +107,8 @@ def constrained_step(scene: Scene, q, A, rhs, weight, max_step, solve):
     """One weighted update dq (F, n) with A dq ~ rhs that keeps every limit exactly, and the
     smallest singular value the solver saw. `solve(A, rhs, weight, cols, locked_step)` returns
     the free step x (scaled by cols) and s_min; `max_step` (F,) bounds the free part of dq."""
-    free = np.broadcast_to(scene.weight > 0, q.shape).copy()
+    free = np.empty(q.shape, dtype=bool)
+    free[:] = scene.weight > 0
     locked_step = np.zeros_like(q)
     for _ in range(scene.n_coordinates + 1):
         cols = scene.weight * free
@@ -115,12 +117,14 @@ def constrained_step(scene: Scene, q, A, rhs, weight, max_step, solve):
         largest = np.max(np.abs(free_step), axis=-1, initial=0.0)
         free_step *= np.where(largest > max_step, max_step / np.maximum(largest, 1e-300), 1.0)[:, None]
         dq = free_step + locked_step
-        hit = free & scene.hits_limit(q + dq)
+        moved = q + dq
+        inside = scene.limit(moved)
+        hit = free & (inside != moved)
         if not hit.any():
             break
-        locked_step[hit] = (scene.project(q + dq) - q)[hit]
+        locked_step[hit] = (scene.wrap(inside) - q)[hit]
         free &= ~hit
-    return scene.project(q + dq) - q, s_min
+    return scene.wrap(inside) - q, s_min
 
 
 def check_inputs(scene: Scene, q, objects, bases, values=None):

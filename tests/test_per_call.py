@@ -1,0 +1,78 @@
+"""The shortcuts that keep a single-frame solve cheap give exactly what the full computation gives."""
+
+import numpy as np
+import pytest
+
+from solver import Settings, solve_simulation
+from solver.constraints import CopyPose, Distance, JointValue, on_object, on_segment
+from solver.examples import lissajous, reach_scene, straight_chain
+from solver.scene import Evaluation, Scene
+from solver.update import reached
+from tests.random_models import random_transform, random_tree
+
+
+def mixed_scene(rng):
+    """Two armatures, two objects, and every kind of task: points only, pose with rotation, a
+    joint value between them, a distance, and a bone-to-bone link across the armatures."""
+    model = random_tree(rng, 8, n_armatures=2)
+    tasks = [CopyPose(on_segment(3, (0, 0.5, 0)), on_object(0), name="point"),
+             JointValue(1, 0.2, weight=0.5, name="value"),
+             CopyPose(on_segment(5), on_object(1), rotation=(True, False, True), reference="target", name="pose"),
+             Distance(on_segment(2), on_object(1), 0.7, name="distance"),
+             CopyPose(on_segment(6), on_segment(1), rotation=(True, True, True), name="link")]
+    return Scene(model, tasks, n_objects=2)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_only_evaluation_is_the_full_one_without_b(seed):
+    rng = np.random.default_rng(seed)
+    scene = mixed_scene(rng)
+    F = 3
+    q = rng.uniform(-1, 1, size=(F, scene.n_coordinates))
+    objects = np.stack([[random_transform(rng) for _ in range(2)] for _ in range(F)])
+    objects[1, 0, 0, 3] = np.nan                                 # a missing object in frame 1
+    bases = np.stack([[random_transform(rng, 0.3) for _ in range(2)] for _ in range(F)])
+    full = scene.evaluate(q, objects, bases)
+    a_only = scene.evaluate(q, objects, bases, jacobians="A")
+    assert a_only.B is None and full.B.shape == (F, scene.n_outputs, scene.n_u)
+    for name in ("y", "yd", "weight", "position_error", "rotation_error", "A"):
+        assert np.array_equal(getattr(full, name), getattr(a_only, name), equal_nan=True), name
+
+
+def reached_one_by_one(scene, ev, precision):
+    """The definition: every constraint with a target (not joint values), unless all its rows
+    have weight 0, has position and rotation errors NaN or within precision."""
+    ok = np.ones(ev.y.shape[0], dtype=bool)
+    for k, c in enumerate(scene.constraints):
+        if isinstance(c, JointValue):
+            continue
+        ignored = np.max(ev.weight[:, scene.rows[k]:scene.rows[k + 1]], axis=1) == 0
+        for err in (ev.position_error[:, k], ev.rotation_error[:, k]):
+            ok &= ignored | np.isnan(err) | (err <= precision)
+    return ok
+
+
+def test_reached_takes_each_constraint_on_its_own_rows():
+    rng = np.random.default_rng(5)
+    scene = mixed_scene(rng)
+    F, C, M = 4000, len(scene.constraints), scene.n_outputs
+    weight = np.where(rng.random((F, M)) < 0.5, 0.0, 1.0)
+    errors = [np.where(rng.random((F, C)) < 0.2, np.nan, rng.uniform(0, 1.2e-5, (F, C))) for _ in range(2)]
+    ev = Evaluation(np.zeros((F, M)), np.zeros((F, M)), weight, errors[0], errors[1], pose=None)
+    expected = reached_one_by_one(scene, ev, 1e-5)
+    assert 0 < expected.sum() < F                                # both outcomes occur
+    assert np.array_equal(reached(scene, ev, 1e-5), expected)
+
+
+@pytest.mark.parametrize("feedforward", [True, False])
+def test_simulation_reusing_a_frames_last_evaluation_steps_exactly_as_without(feedforward):
+    """A frame's final evaluation starts the next step only when values are not given per frame;
+    values of shape (F, 0) (the scene has no joint-value tasks) turn that off and must change nothing."""
+    scene = reach_scene(straight_chain(6))
+    poses = lissajous(60, 6.0)
+    settings = Settings(feedforward=feedforward)
+    reused = solve_simulation(scene, scene.model.neutral(1), poses, settings=settings)
+    fresh = solve_simulation(scene, scene.model.neutral(1), poses, settings=settings, values=np.zeros((60, 0)))
+    assert np.array_equal(reused.q, fresh.q)
+    assert np.array_equal(reused.iterations, fresh.iterations)
+    assert np.abs(np.diff(reused.q, axis=0)).max() > 1e-3       # the chain did move
