@@ -41,7 +41,7 @@ _NUDGE = 1e-3
 _SETTLED = 1e-13      # relative fall of the error energy below which a secant frame has settled
 _SLOW = 0.5          # an update-law step is slow when it does not halve the error energy
 _SLOW_RUN = 3        # after this many slow steps in a row a frame turns to secant steps
-_PROMISE = 0.1       # a cut-short step is sound when the linear model promised this fall or more
+_PROMISE = 0.1       # an SDLS step is sound when the linear model promised this fall or more
 _FIELDS = ("y", "yd", "weight", "position_error", "rotation_error", "A")   # B: animation has no Xu'
 
 
@@ -132,7 +132,9 @@ class _Batch:
         if not rows.size:
             return
         frames = active[rows]
-        dq, _ = constrained_step(self.scene, self.q[frames], ev.A[rows], (ev.yd - ev.y)[rows], ev.weight[rows],
+        # Read before stepping: the step's evaluation may share its arrays with ev.
+        residual, weight, A = (ev.yd - ev.y)[rows], ev.weight[rows], ev.A[rows]
+        dq, _ = constrained_step(self.scene, self.q[frames], A, residual, weight,
                                  np.full(rows.size, self.settings.max_step), pseudoinverse_solver(self.settings))
         out.proposed[rows] = np.max(np.abs(dq), axis=1, initial=0.0)
         pending, alpha = np.arange(rows.size), 1.0
@@ -151,16 +153,15 @@ class _Batch:
             if not pending.size:
                 break
         # Frames where the linear model falls short (no step helps, or the error energy does not
-        # even halve, several times in a row) continue on secant steps. A step cut short (by
-        # max_step or SDLS's bounds) that promised a real fall and delivered half of it is slow
-        # but sound; a crawl toward an unreachable target's optimum promises next to nothing.
-        b = (ev.yd - ev.y)[rows]
-        after = b - taken[:, None] * np.einsum("fmn,fn->fm", ev.A[rows], dq)
-        promised = current[rows] - np.sum(ev.weight[rows] * after**2, axis=-1)
-        fell = current[rows] - out.cost[rows]
-        sound = (promised >= _PROMISE * current[rows]) & (fell >= _SLOW * promised)
-        slow = ((out.cost[rows] > _SLOW * current[rows]) & ~sound
-                & (self.settings.method != "gradient"))  # a baseline stays plain
+        # even halve, several times in a row) continue on secant steps. SDLS bounds every step
+        # on purpose: its step is slow but sound when it promised a real fall and delivered at
+        # least half of it (a crawl toward an unreachable target's optimum promises next to nothing).
+        slow = (out.cost[rows] > _SLOW * current[rows]) & (self.settings.method != "gradient")  # a baseline stays plain
+        if self.settings.method == "sdls":
+            after = residual - taken[:, None] * np.einsum("fmn,fn->fm", A, dq)
+            promised = current[rows] - np.sum(weight * after**2, axis=-1)
+            fell = current[rows] - out.cost[rows]
+            slow &= ~((promised >= _PROMISE * current[rows]) & (fell >= _SLOW * promised))
         self.slow_run[frames] = np.where(slow, self.slow_run[frames] + 1, 0)
         self._to_secant(frames[self.slow_run[frames] >= _SLOW_RUN])
 

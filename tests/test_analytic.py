@@ -473,7 +473,7 @@ def test_planar3_given_q2_random_batch(a):
     assert np.abs(ang_diff(q[..., 1], q2[:, None])).max() < 1e-15
     # the seed's squared-distance equation holds for every valid solution
     a1, a2, a3, a4 = a
-    q1_, q2_, q3_ = q[..., 0], q[..., 1], q[..., 2]
+    q2_, q3_ = q[..., 1], q[..., 2]
     rhs = (a1 ** 2 + a2 ** 2 + a3 ** 2 + 2 * a1 * a2 * np.cos(q2_) + 2 * a2 * a3 * np.cos(q3_)
            + 2 * a1 * a3 * np.cos(q2_ - q3_))
     lhs = np.broadcast_to(((x - a4) ** 2 + y ** 2)[:, None], rhs.shape)
