@@ -3,19 +3,21 @@
 A frame first takes the update law's steps with K h = 1, A dq = yd - y (see `update`), halved
 until they lower the weighted error sum_i w_i (yd_i - y_i)^2. When three steps in a row fail to
 halve that error, the linear model has stopped describing the frame: its error is large where
-the Jacobian barely moves it (an unreachable target seen from a nearly straight chain). From then
-on the frame takes damped Gauss-Newton steps on the same system with the curvature the linear
-model misses,
+the Jacobian barely moves it (an unreachable target seen from a nearly straight chain). (SDLS
+bounds its steps by design: an SDLS step that delivered at least half of the fall the linear
+model promised for it, a promise of at least a tenth of the error, does not count as failing.)
+From then on the frame takes damped Gauss-Newton steps on the same system with the curvature the
+linear model misses,
 
     (C (A^T W A + S) C + lambda I) x = C A^T W (yd - y),    dq = C x   (C: free, weighted columns)
 
 S estimates sum_i w_i r_i Hess(y_i) from the change of A along each accepted step, by the
 structured secant update of Dennis, Gay and Welsch (S s = (A_new - A_old)^T W r_new, sized down
-first as in NL2SOL). Each iteration tries the step with S and without it (plain
-Levenberg-Marquardt) and keeps the better; lambda (relative to the largest diagonal of
-C A^T W A) shrinks by 3 after a success and grows by 4 after a failure. This turns the linear crawl
-of Gauss-Newton toward an unreachable target's optimum into fast convergence; a frame stops
-when its error energy no longer falls measurably (relative 1e-13).
+first as in NL2SOL), kept as a low-rank product (curvature.py). Each iteration tries the step
+with S and without it (plain Levenberg-Marquardt) and keeps the better; lambda (relative to the
+largest diagonal of C A^T W A) shrinks by 3 after a success and grows by 4 after a failure. This
+turns the linear crawl of Gauss-Newton toward an unreachable target's optimum into fast
+convergence; a frame stops when its error energy no longer falls measurably (relative 1e-13).
 
 A frame whose steps all vanish without reaching its targets sits on a stationary point, which
 may be a saddle (a straight chain aimed directly away from its target): it is nudged off once and
