@@ -6,12 +6,9 @@ frame that has taken k secant steps has
     S = Z K Z^T,   Z (n, 2k),   K (2k, 2k) block diagonal with 2x2 blocks
 
 and the damped system of a secant step, (C (A^T W A + S) C + d I) x = rhs with C the diagonal
-column weights, is d I + U G U^T with U = C [A^T W^1/2, Z] (n, M + 2k) and G = diag(I, K).
-While M + 2k < n it is solved through the (M + 2k)-square system of the push-through identity
-
-    (d I + U G U^T)^-1 = (I - U G (d I + U^T U G)^-1 U^T) / d
-
-and otherwise densely: long chains (n = 300 coordinates) no longer pay for n x n solves.
+column weights, is d I + U G U^T with U = C [A^T W^1/2, Z] (n, M + 2k) and G = diag(I, K). While M + 2k < n it
+is solved on the span of U, an (M + 2k)-square system (see `shifted_solve`), and otherwise
+densely: long chains (n = 300 coordinates) no longer pay for n x n solves.
 """
 
 from __future__ import annotations
@@ -70,14 +67,19 @@ def solve_damped(A, b, weight, cols, S: LowRank, lam, locked_step):
 
 
 def shifted_solve(d, U, G, rhs):
-    """x with (d I + U G U^T) x = rhs, for d (F,), U (F, n, k), G (F, k, k), rhs (F, n)."""
+    """x with (d I + U G U^T) x = rhs, for d (F,), U (F, n, k), G (F, k, k) symmetric, rhs (F, n).
+    With U = Q R (Q orthonormal columns) the system is d I + Q M Q^T, M = R G R^T, solved as
+    x = (rhs - Q c) / d + Q (d I + M)^-1 c with c = Q^T rhs: the k-square system has the
+    eigenvalues of the full one on the span of U, so it is no worse conditioned than it."""
     n, k = U.shape[-2:]
     if k >= n:
         H = U @ G @ np.swapaxes(U, -1, -2) + d[:, None, None] * np.eye(n)
         return np.linalg.solve(H, rhs[..., None])[..., 0]
-    inner = d[:, None, None] * np.eye(k) + np.swapaxes(U, -1, -2) @ U @ G
-    t = np.linalg.solve(inner, np.einsum("fnk,fn->fk", U, rhs)[..., None])[..., 0]
-    return (rhs - np.einsum("fnk,fk->fn", U, np.einsum("fkl,fl->fk", G, t))) / d[:, None]
+    Q, R = np.linalg.qr(U)
+    M = R @ G @ np.swapaxes(R, -1, -2)
+    c = np.einsum("fnk,fn->fk", Q, rhs)
+    t = np.linalg.solve(d[:, None, None] * np.eye(k) + M, c[..., None])[..., 0]
+    return (rhs - np.einsum("fnk,fk->fn", Q, c)) / d[:, None] + np.einsum("fnk,fk->fn", Q, t)
 
 
 def dgw_update(S: LowRank, s, A_old, r_old, A_new, r_new, weight_old, weight_new) -> LowRank:

@@ -28,6 +28,25 @@ def test_shifted_solve_matches_the_dense_system(n, k):
     np.testing.assert_allclose(shifted_solve(d, U, G, rhs), expected, rtol=1e-9, atol=1e-12)
 
 
+def test_shifted_solve_stays_accurate_with_nearly_dependent_columns_and_a_large_core():
+    # What long secant runs produce: update directions that repeat, 1 / (y.s) large, little damping.
+    rng = np.random.default_rng(5)
+    F, n, k = 50, 15, 13
+    base = rng.normal(size=(F, n, 4))
+    U = base @ rng.normal(size=(F, 4, k)) + 1e-9 * rng.normal(size=(F, n, k))
+    G = rng.normal(size=(F, k, k)) * 1e7
+    G = G + np.swapaxes(G, -1, -2)
+    d = np.full(F, 3e-5)
+    rhs = rng.normal(size=(F, n))
+    H = U @ G @ np.swapaxes(U, -1, -2) + d[:, None, None] * np.eye(n)
+    x = shifted_solve(d, U, G, rhs)
+    expected = np.linalg.solve(H, rhs[..., None])[..., 0]
+    residual = np.linalg.norm(np.einsum("fij,fj->fi", H, x) - rhs, axis=-1)
+    reference = np.linalg.norm(np.einsum("fij,fj->fi", H, expected) - rhs, axis=-1)
+    assert np.all(np.isfinite(x))
+    assert np.all(residual <= 100 * reference + 1e-9 * np.linalg.norm(rhs, axis=-1))
+
+
 @pytest.mark.parametrize("n, M, r", [(18, 3, 4), (40, 6, 10), (6, 3, 8)])
 def test_damped_secant_system_matches_the_dense_one(n, M, r):
     rng = np.random.default_rng(n)
