@@ -196,11 +196,14 @@ class _Batch:
                 self.curvature[f] = learned.frame(i, self.curvature[f][0].shape[1] + 2)
         self.lam[frames] = np.where(better, np.maximum(self.lam[frames] / 3.0, 1e-12), self.lam[frames] * 4.0)
         # The error no longer falls measurably: this is the optimum the frame can reach, where a
-        # fit has converged and an IK solve stops short of its targets.
+        # fit has converged and an IK solve stops short of its targets. The error is flat there,
+        # so an IK solve also waits for its step to fall below the precision, which places the
+        # optimum itself (a stalled frame stops anyway once its damping has grown to give up).
         settled = better & (current[rows] - trial_cost <= _SETTLED * current[rows])
         if self.settings.fit:
             out.proposed[rows[settled]] = 0.0
         else:
+            settled &= out.proposed[rows] <= self.settings.precision
             self.lam[frames[settled]] = _LAMBDA_GIVE_UP
         out.q[rows[better]], out.cost[rows[better]] = trial[better], trial_cost[better]
         _put(out.ev, trial_ev, better, rows[better])
