@@ -193,7 +193,7 @@ class _Batch:
             learned = dgw_update(LowRank(S.Z[better], S.K[better]), trial[better] - self.q[frames[better]],
                                  old.A, old.y - old.yd, new.A, new.y - new.yd, old.weight, new.weight)
             for i, f in enumerate(frames[better]):
-                self.curvature[f] = learned.frame(i, self.curvature[f][0].shape[1] + 2)
+                self.curvature[f] = learned.frame(i)
         self.lam[frames] = np.where(better, np.maximum(self.lam[frames] / 3.0, 1e-12), self.lam[frames] * 4.0)
         # The error no longer falls measurably: this is the optimum the frame can reach, where a
         # fit has converged and an IK solve stops short of its targets. The error is flat there,

@@ -5,6 +5,7 @@ frame that has taken k secant steps has
 
     S = Z K Z^T,   Z (n, 2k),   K (2k, 2k) block diagonal with 2x2 blocks
 
+until 2k would exceed n, when S itself is kept (Z = I, K = S) and the updates go on from there.
 and the damped system of a secant step, (C (A^T W A + S) C + d I) x = rhs with C the diagonal
 column weights, is d I + U G U^T with U = C [A^T W^1/2, Z] (n, M + 2k) and G = diag(I, K). While M + 2k < n it
 is solved on the span of U, an (M + 2k)-square system (see `shifted_solve`), and otherwise
@@ -32,19 +33,22 @@ class LowRank:
     @staticmethod
     def stack(parts) -> "LowRank":
         """One batch from single frames (Z (n, r_f), K (r_f, r_f)); shorter ones are padded with
-        zero columns in front, so that a frame's own terms stay its last r_f columns."""
-        r = max(Z.shape[1] for Z, _ in parts)
-        Zs = np.stack([np.pad(Z, ((0, 0), (r - Z.shape[1], 0))) for Z, _ in parts])
-        Ks = np.stack([np.pad(K, ((r - K.shape[0], 0),) * 2) for _, K in parts])
+        zero columns in front."""
+        n, r = parts[0][0].shape[0], max(Z.shape[1] for Z, _ in parts)
+        Zs, Ks = np.zeros((len(parts), n, r)), np.zeros((len(parts), r, r))
+        for i, (Z, K) in enumerate(parts):
+            k = Z.shape[1]
+            Zs[i, :, r - k:], Ks[i, r - k:, r - k:] = Z, K
         return LowRank(Zs, Ks)
 
     def times(self, x: np.ndarray) -> np.ndarray:
         """S x for x (F, n)."""
         return np.einsum("fnr,fr->fn", self.Z, np.einsum("frs,fs->fr", self.K, np.einsum("fnr,fn->fr", self.Z, x)))
 
-    def frame(self, i: int, rank: int):
-        """Frame i's own (Z, K): its last `rank` columns."""
-        return self.Z[i, :, self.Z.shape[2] - rank:], self.K[i, self.K.shape[1] - rank:, self.K.shape[2] - rank:]
+    def frame(self, i: int):
+        """Frame i's own (Z, K), without the zero columns of Z (padding, or terms that vanished)."""
+        used = np.any(self.Z[i] != 0.0, axis=0)
+        return self.Z[i][:, used], self.K[i][np.ix_(used, used)]
 
 
 def solve_damped(A, b, weight, cols, S: LowRank, lam, locked_step):
@@ -58,7 +62,7 @@ def solve_damped(A, b, weight, cols, S: LowRank, lam, locked_step):
     G = np.zeros((F, M + r, M + r))
     G[:, :M, :M] = np.eye(M)
     G[:, M:, M:] = S.K
-    diagonal = np.einsum("fij,fjk,fik->fi", U, G, U)
+    diagonal = np.sum((U @ G) * U, axis=-1)
     scale = np.max(diagonal, axis=-1, initial=0.0)
     d = lam * np.where(scale > 0, scale, 1.0)
     rhs = cols * (np.einsum("fmn,fm->fn", A, weight * (b - np.einsum("fmn,fn->fm", A, locked_step)))
@@ -106,4 +110,8 @@ def dgw_update(S: LowRank, s, A_old, r_old, A_new, r_new, weight_old, weight_new
     K = np.zeros((F, r + 2, r + 2))
     K[:, :r, :r] = tau[:, None, None] * S.K
     K[:, r:, r:] = block
-    return LowRank(np.concatenate([S.Z, v[..., None], y[..., None]], axis=-1), K)
+    Z = np.concatenate([S.Z, v[..., None], y[..., None]], axis=-1)
+    n = Z.shape[1]
+    if r + 2 > n:            # more terms than coordinates: S itself (Z = I) is the smaller form
+        return LowRank(np.broadcast_to(np.eye(n), (F, n, n)).copy(), Z @ K @ np.swapaxes(Z, -1, -2))
+    return LowRank(Z, K)

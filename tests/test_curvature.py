@@ -94,7 +94,24 @@ def test_dgw_update_matches_the_dense_formula_and_keeps_each_frames_own_terms():
             v = y_sharp[f] - tau * Ss
             expected = expected + (np.outer(v, y[f]) + np.outer(y[f], v)) / ys - (v @ s[f]) / ys**2 * np.outer(y[f], y[f])
         np.testing.assert_allclose(dense(updated)[f], expected, rtol=1e-9, atol=1e-9)
-    # A frame's own terms are its last columns: cutting the padding changes nothing.
+    # A frame's own terms without the padding give the same S, in at most its own rank + 2 columns.
     for f, rank in enumerate((0, 2, 4, 2, 0, 6)):
-        Z, K = updated.frame(f, rank + 2)
+        Z, K = updated.frame(f)
+        assert Z.shape[1] <= rank + 2
         np.testing.assert_allclose(Z @ K @ Z.T, dense(updated)[f], rtol=1e-12, atol=1e-12)
+
+
+def test_dgw_update_keeps_s_itself_once_the_terms_outnumber_the_coordinates():
+    rng = np.random.default_rng(4)
+    F, M, n = 3, 2, 5
+    S = LowRank.zero(F, n)
+    expected = np.zeros((F, n, n))
+    for _ in range(6):                                 # 12 terms for 5 coordinates
+        s = rng.normal(size=(F, n))
+        A_old, A_new = rng.normal(size=(F, M, n)), rng.normal(size=(F, M, n))
+        r_old, r_new, w = rng.normal(size=(F, M)), rng.normal(size=(F, M)), np.ones((F, M))
+        S = dgw_update(S, s, A_old, r_old, A_new, r_new, w, w)
+        expected = dense(dgw_update(LowRank(np.broadcast_to(np.eye(n), (F, n, n)).copy(), expected), s,
+                                    A_old, r_old, A_new, r_new, w, w))
+        assert S.Z.shape[-1] <= n + 2
+    np.testing.assert_allclose(dense(S), expected, rtol=1e-10, atol=1e-10)
