@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from .common import ERRORS, Column, Table, error_stats, plot, ratio
+from .common import ERRORS, Column, Table, blender_session, error_stats, plot, profile_report, ratio
 
 RIGS = (("6-bone chain", 6), ("30-bone chain", 30), ("Rigify metarig", "rigify"))     # (label, what to build)
 REPEATS = 3                # the best of 3 bakes counts
@@ -31,15 +31,16 @@ SOLVERS = (("ours (api.bake)", None), ("Blender iTaSC", "ITASC"), ("Blender Stan
 
 # ---- inside Blender ---------------------------------------------------------------------------
 
-def _build(bpy, rig, n_frames):
-    """(scene, armature object) with its IK constraints on keyframed targets."""
+def _build(bpy, rig, n_frames, mode="ANIMATION"):
+    """(scene, armature object) with its IK constraints on keyframed targets, Blender's iTaSC in
+    `mode`."""
     if rig == "rigify":
         from tools.demo_rigify import _build
         scene, obj, _ = _build(bpy, n_frames)
     else:
         from tools.blender_ik import _build_scene
         scene, obj, _ = _build_scene(rig, n_frames, "ITASC", {})
-    obj.pose.ik_param.mode = "ANIMATION"
+    obj.pose.ik_param.mode = mode
     return scene, obj
 
 
@@ -139,8 +140,6 @@ def profile_in_blender(rig, n_frames, top=30):
     """cProfile of one `api.bake` (after a warm-up), sorted by cumulative and by own time."""
     import cProfile
     import importlib
-    import io
-    import pstats
 
     import bpy
     from tools.blender_session import EXTENSION_MODULE
@@ -154,22 +153,14 @@ def profile_in_blender(rig, n_frames, top=30):
     profiler.enable()
     api.bake(obj, 1, n_frames)
     profiler.disable()
-    text = io.StringIO()
-    for key in ("cumulative", "tottime"):
-        pstats.Stats(profiler, stream=text).sort_stats(key).print_stats(top)
-    return text.getvalue()
+    return profile_report(profiler, top)
 
 
 # ---- host side --------------------------------------------------------------------------------
 
 def _session(call, rig):
-    from tools import build_extension
-    from tools.blender_session import ROOT, run_in_blender
-
-    zip_path = build_extension.write_zip(ROOT / "dist")
     # exit_at_once: Blender 4.2 crashes on exit after Rigify was enabled (see run_in_blender).
-    return run_in_blender(f"from bench.bake import *\nresult = {call}\n", extension_zip=zip_path,
-                          sys_path=[ROOT], exit_at_once=rig == "rigify")
+    return blender_session("bake", call, exit_at_once=rig == "rigify")
 
 
 def run(quick: bool = False, n_frames: int = 1000) -> Table:

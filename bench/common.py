@@ -150,3 +150,25 @@ def plot(path: Path, title: str, ylabel: str, series: dict, x=None, xlabel: str 
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def blender_session(module: str, call: str, exit_at_once: bool):
+    """The value of `call`, an expression over bench.<module>'s names, evaluated in a fresh bpy
+    process with the extension installed from a freshly built zip (tools.blender_session)."""
+    from tools import build_extension
+    from tools.blender_session import ROOT, run_in_blender
+
+    zip_path = build_extension.write_zip(ROOT / "dist")
+    return run_in_blender(f"from bench.{module} import *\nresult = {call}\n", extension_zip=zip_path,
+                          sys_path=[ROOT], exit_at_once=exit_at_once)
+
+
+def profile_report(profiler, top: int) -> str:
+    """A cProfile run's `top` entries sorted by cumulative and by own time, as text."""
+    import io
+    import pstats
+
+    text = io.StringIO()
+    for key in ("cumulative", "tottime"):
+        pstats.Stats(profiler, stream=text).sort_stats(key).print_stats(top)
+    return text.getvalue()

@@ -28,8 +28,8 @@ import time
 
 import numpy as np
 
-from .bake import _pose, _reset
-from .common import ERRORS, Column, Table, error_stats, plot, ratio
+from .bake import _build, _pose, _reset
+from .common import ERRORS, Column, Table, blender_session, error_stats, plot, profile_report, ratio
 
 RIGS = (("6-bone chain", 6), ("Rigify metarig", "rigify"))     # (label, what to build)
 REPEATS = 7
@@ -38,19 +38,6 @@ SIDES = ("ours (live preview)", "Blender iTaSC simulation", "IK muted")
 
 
 # ---- inside Blender ---------------------------------------------------------------------------
-
-def _build(bpy, rig, n_frames):
-    """(scene, armature object) with IK constraints on keyframed targets, Blender's iTaSC in
-    simulation mode."""
-    if rig == "rigify":
-        from tools.demo_rigify import _build
-        scene, obj, _ = _build(bpy, n_frames)
-    else:
-        from tools.blender_ik import _build_scene
-        scene, obj, _ = _build_scene(rig, n_frames, "ITASC", {})
-    obj.pose.ik_param.mode = "SIMULATION"
-    return scene, obj
-
 
 def _iks(obj):
     return [(pb, con) for pb in obj.pose.bones for con in pb.constraints if con.type == "IK"]
@@ -109,7 +96,7 @@ def in_blender(rig, n_frames, repeats):
     """Build the rig, play it each way; JSON-able per-frame times and errors per side."""
     import bpy
 
-    scene, obj = _build(bpy, rig, WARMUP + n_frames)
+    scene, obj = _build(bpy, rig, WARMUP + n_frames, mode="SIMULATION")
     pose = _pose(obj)
     iks = _iks(obj)
     lengths = []
@@ -150,12 +137,10 @@ def in_blender(rig, n_frames, repeats):
 def profile_in_blender(rig, n_frames, top=30):
     """cProfile of our live preview over n_frames (after the warm-up), by cumulative and own time."""
     import cProfile
-    import io
-    import pstats
 
     import bpy
 
-    scene, obj = _build(bpy, rig, WARMUP + n_frames)
+    scene, obj = _build(bpy, rig, WARMUP + n_frames, mode="SIMULATION")
     pose = _pose(obj)
     _set_side(bpy, obj, SIDES[0], pose)
     _play(scene, range(1, WARMUP + 1))
@@ -163,22 +148,14 @@ def profile_in_blender(rig, n_frames, top=30):
     profiler.enable()
     _play(scene, range(WARMUP + 1, WARMUP + n_frames + 1))
     profiler.disable()
-    text = io.StringIO()
-    for key in ("cumulative", "tottime"):
-        pstats.Stats(profiler, stream=text).sort_stats(key).print_stats(top)
-    return text.getvalue()
+    return profile_report(profiler, top)
 
 
 # ---- host side --------------------------------------------------------------------------------
 
 def _session(call, rig):
-    from tools import build_extension
-    from tools.blender_session import ROOT, run_in_blender
-
-    zip_path = build_extension.write_zip(ROOT / "dist")
     # exit_at_once: Blender 4.2 crashes on exit after Rigify was enabled (see run_in_blender).
-    return run_in_blender(f"from bench.live import *\nresult = {call}\n", extension_zip=zip_path,
-                          sys_path=[ROOT], exit_at_once=rig == "rigify")
+    return blender_session("live", call, exit_at_once=rig == "rigify")
 
 
 def run(quick: bool = False, n_frames: int = 250) -> Table:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import Column, Table, plot
+from .common import Column, Table, blender_session, plot
 
 LENGTHS = (1000, 5000, 20000)
 QUICK_LENGTHS = (200, 1000, 2000)
@@ -68,13 +68,8 @@ def in_blender(n_frames, traced=False):
 # ---- host side --------------------------------------------------------------------------------
 
 def _session(call):
-    from tools import build_extension
-    from tools.blender_session import ROOT, run_in_blender
-
-    zip_path = build_extension.write_zip(ROOT / "dist")
     # exit_at_once: Blender 4.2 crashes on exit after Rigify was enabled (see run_in_blender).
-    return run_in_blender(f"from bench.long_bake import *\nresult = {call}\n", extension_zip=zip_path,
-                          sys_path=[ROOT], exit_at_once=True)
+    return blender_session("long_bake", call, exit_at_once=True)
 
 
 def run(quick: bool = False) -> Table:
