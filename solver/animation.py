@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .constraints import JointValue
-from .curvature import LowRank, dgw_update, solve_damped
+from .curvature import LowRank, Store, dgw_update, solve_damped
 from .scene import Evaluation, Scene
 from .update import (Result, Settings, check_inputs, complete_frames, constrained_step, cost, finite_frames,
                      pseudoinverse_solver, reached)
@@ -112,7 +112,7 @@ class _Batch:
         self.objects, self.bases, self.values = objects, bases, values
         F = q.shape[0]
         self.lam = np.zeros(F)                   # 0: update-law steps; > 0: damped secant steps
-        self.curvature = {}                      # frame -> (Z, K) of S = Z K Z^T, on secant steps
+        self.curvature = Store(F, scene.n_coordinates)   # S = Z K Z^T per frame, on secant steps
         self.nudged = np.zeros(F, dtype=bool)
         self.slow_run = np.zeros(F, dtype=int)   # consecutive update-law steps that were slow
         # Soft tasks (joint values) have no error to reach, and a fit's targets are not meant to
@@ -126,8 +126,8 @@ class _Batch:
                                    jacobians="A")
 
     def _to_secant(self, frames):
-        for f in frames:
-            self.lam[f], self.curvature[f] = _LAMBDA_START, (np.zeros((self.scene.n_coordinates, 0)), np.zeros((0, 0)))
+        self.lam[frames] = _LAMBDA_START
+        self.curvature.reset(frames)
 
     def update_law_steps(self, active, rows, ev, current, out: _Iteration):
         """Update-law steps for the frames active[rows], halved until the error falls."""
@@ -172,7 +172,7 @@ class _Batch:
         if not rows.size:
             return
         frames = active[rows]
-        S = LowRank.stack([self.curvature[f] for f in frames])
+        S = self.curvature.get(frames)
         candidates = []
         for S_try in (S, LowRank.zero(rows.size, self.scene.n_coordinates)):
             dq, _ = constrained_step(self.scene, self.q[frames], ev.A[rows], (ev.yd - ev.y)[rows], ev.weight[rows],
@@ -192,8 +192,7 @@ class _Batch:
             old, new = _select(ev, rows[better]), _select(trial_ev, better)
             learned = dgw_update(LowRank(S.Z[better], S.K[better]), trial[better] - self.q[frames[better]],
                                  old.A, old.y - old.yd, new.A, new.y - new.yd, old.weight, new.weight)
-            for i, f in enumerate(frames[better]):
-                self.curvature[f] = learned.frame(i)
+            self.curvature.put(frames[better], learned)
         self.lam[frames] = np.where(better, np.maximum(self.lam[frames] / 3.0, 1e-12), self.lam[frames] * 4.0)
         # The error no longer falls measurably: this is the optimum the frame can reach, where a
         # fit has converged and an IK solve stops short of its targets. The error is flat there,

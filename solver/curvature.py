@@ -30,25 +30,46 @@ class LowRank:
     def zero(F: int, n: int) -> "LowRank":
         return LowRank(np.zeros((F, n, 0)), np.zeros((F, 0, 0)))
 
-    @staticmethod
-    def stack(parts) -> "LowRank":
-        """One batch from single frames (Z (n, r_f), K (r_f, r_f)); shorter ones are padded with
-        zero columns in front."""
-        n, r = parts[0][0].shape[0], max(Z.shape[1] for Z, _ in parts)
-        Zs, Ks = np.zeros((len(parts), n, r)), np.zeros((len(parts), r, r))
-        for i, (Z, K) in enumerate(parts):
-            k = Z.shape[1]
-            Zs[i, :, r - k:], Ks[i, r - k:, r - k:] = Z, K
-        return LowRank(Zs, Ks)
-
     def times(self, x: np.ndarray) -> np.ndarray:
         """S x for x (F, n)."""
         return np.einsum("fnr,fr->fn", self.Z, np.einsum("frs,fs->fr", self.K, np.einsum("fnr,fn->fr", self.Z, x)))
 
-    def frame(self, i: int):
-        """Frame i's own (Z, K), without the zero columns of Z (padding, or terms that vanished)."""
-        used = np.any(self.Z[i] != 0.0, axis=0)
-        return self.Z[i][:, used], self.K[i][np.ix_(used, used)]
+
+class Store:
+    """The curvature estimate of every frame of a solve, one batch padded to a common number of
+    columns (a frame with fewer terms has zero columns: they add nothing to Z K Z^T)."""
+
+    def __init__(self, F: int, n: int):
+        self.Z, self.K = np.zeros((F, n, 0)), np.zeros((F, 0, 0))
+
+    def reset(self, frames) -> None:
+        """S = 0 for these frames."""
+        self.Z[frames], self.K[frames] = 0.0, 0.0
+
+    def get(self, frames) -> LowRank:
+        """The frames' S, without the columns that are zero in all of them."""
+        Z, K = self.Z[frames], self.K[frames]
+        used = np.any(Z != 0.0, axis=(0, 1))
+        if used.all():
+            return LowRank(Z, K)
+        return LowRank(Z[..., used], K[:, used][..., used])
+
+    def put(self, frames, S: LowRank) -> None:
+        """Store S for these frames, padding it or the others in front to a common width."""
+        width, r = self.Z.shape[-1], S.Z.shape[-1]
+        if r > width:
+            self.Z, self.K = _pad_front(self.Z, self.K, r)
+        self.Z[frames], self.K[frames] = _pad_front(S.Z, S.K, max(r, width))
+
+
+def _pad_front(Z, K, width: int):
+    """Z (F, n, r) and K (F, r, r) with width - r zero columns (and rows of K) in front."""
+    r = Z.shape[-1]
+    if r == width:
+        return Z, K
+    Zp, Kp = np.zeros(Z.shape[:-1] + (width,)), np.zeros(K.shape[:-2] + (width, width))
+    Zp[..., width - r:], Kp[..., width - r:, width - r:] = Z, K
+    return Zp, Kp
 
 
 def solve_damped(A, b, weight, cols, S: LowRank, lam, locked_step):

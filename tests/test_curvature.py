@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from solver.curvature import LowRank, dgw_update, shifted_solve, solve_damped
+from solver.curvature import LowRank, Store, dgw_update, shifted_solve, solve_damped
 
 
 def dense(S: LowRank) -> np.ndarray:
@@ -72,7 +72,11 @@ def test_damped_secant_system_matches_the_dense_one(n, M, r):
 def test_dgw_update_matches_the_dense_formula_and_keeps_each_frames_own_terms():
     rng = np.random.default_rng(3)
     F, M, n = 6, 3, 10
-    S = LowRank.stack([(rng.normal(size=(n, r)), np.diag(rng.normal(size=r))) for r in (0, 2, 4, 2, 0, 6)])
+    store = Store(F, n)
+    for f, r in enumerate((0, 2, 4, 2, 0, 6)):
+        store.put([f], LowRank(rng.normal(size=(1, n, r)), np.diag(rng.normal(size=r))[None]))
+    S = store.get(np.arange(F))
+    assert S.Z.shape[-1] == 6                          # the others padded to the widest frame
     s = rng.normal(size=(F, n))
     A_old, A_new = rng.normal(size=(F, M, n)), rng.normal(size=(F, M, n))
     r_old, r_new = rng.normal(size=(F, M)), rng.normal(size=(F, M))
@@ -94,11 +98,13 @@ def test_dgw_update_matches_the_dense_formula_and_keeps_each_frames_own_terms():
             v = y_sharp[f] - tau * Ss
             expected = expected + (np.outer(v, y[f]) + np.outer(y[f], v)) / ys - (v @ s[f]) / ys**2 * np.outer(y[f], y[f])
         np.testing.assert_allclose(dense(updated)[f], expected, rtol=1e-9, atol=1e-9)
-    # A frame's own terms without the padding give the same S, in at most its own rank + 2 columns.
+    # Stored and read back one frame at a time: the same S without the padding, in at most the
+    # frame's own rank + 2 columns.
+    store.put(np.arange(F), updated)
     for f, rank in enumerate((0, 2, 4, 2, 0, 6)):
-        Z, K = updated.frame(f)
-        assert Z.shape[1] <= rank + 2
-        np.testing.assert_allclose(Z @ K @ Z.T, dense(updated)[f], rtol=1e-12, atol=1e-12)
+        own = store.get([f])
+        assert own.Z.shape[-1] <= rank + 2
+        np.testing.assert_allclose(dense(own)[0], dense(updated)[f], rtol=1e-12, atol=1e-12)
 
 
 def test_dgw_update_keeps_s_itself_once_the_terms_outnumber_the_coordinates():

@@ -1,0 +1,61 @@
+"""The damped pseudo-inverses (from the Gram matrix's eigenvectors) against the same formulas
+written out one matrix at a time on numpy's full SVD."""
+
+import numpy as np
+import pytest
+
+from solver import pseudoinverse
+from solver.pseudoinverse import svd_by_gram
+
+
+def matrices(rng, F, M, n, rank=None):
+    """Random A (F, M, n), of the given rank when asked, with singular values 1e-3 to 10."""
+    k = min(M, n) if rank is None else rank
+    U = np.linalg.qr(rng.normal(size=(F, M, M)))[0][..., :k]
+    V = np.linalg.qr(rng.normal(size=(F, n, n)))[0][..., :k]
+    s = 10.0 ** rng.uniform(-3, 1, (F, k))
+    return (U * s[:, None, :]) @ np.swapaxes(V, -1, -2)
+
+
+def dls_reference(A, b, damping_max=0.5, epsilon=0.1):
+    U, s, Vt = np.linalg.svd(A, full_matrices=False)
+    k = np.linalg.matrix_rank(A)                       # the directions A has
+    U, s, Vt = U[:, :k], s[:k], Vt[:k]
+    lam2 = (1.0 - (s[-1] / epsilon) ** 2) * damping_max**2 if s[-1] < epsilon else 0.0
+    return Vt.T @ (s / (s**2 + lam2) * (U.T @ b))
+
+
+def sdls_reference(A, b, gamma_max=np.pi / 4):
+    """Buss and Kim's selectively damped step, direction by direction."""
+    U, s, Vt = np.linalg.svd(A, full_matrices=False)
+    step = np.zeros(A.shape[1])
+    for i in range(np.linalg.matrix_rank(A)):
+        u, v = U[:, i], Vt[i]
+        N = np.sum(np.abs(u))
+        M = np.sum(np.abs(v) * np.sum(np.abs(A), axis=0)) / s[i]
+        gamma = min(1.0, N / M) * gamma_max
+        phi = (u @ b) / s[i] * v
+        step += phi * min(1.0, gamma / np.max(np.abs(phi)))
+    return step * min(1.0, gamma_max / np.max(np.abs(step)))
+
+
+@pytest.mark.parametrize("M, n, rank", [(3, 18, None), (3, 18, 2), (6, 7, None), (6, 7, 5), (9, 4, None), (9, 4, 3)])
+def test_svd_by_gram_rebuilds_a_and_matches_numpys_singular_values(M, n, rank):
+    A = matrices(np.random.default_rng(M * n), 50, M, n, rank)
+    U, s, Vt = svd_by_gram(A)
+    np.testing.assert_allclose((U * s[:, None, :]) @ Vt, A, atol=1e-12)
+    kept = min(M, n) if rank is None else rank
+    # accurate to machine epsilon * s_max^2 / s: the price of the Gram matrix
+    np.testing.assert_allclose(s[:, :kept], np.linalg.svd(A, compute_uv=False)[:, :kept], rtol=1e-6, atol=1e-10)
+    assert np.all(U[:, :, kept:] == 0.0) and np.all(Vt[:, kept:] == 0.0)   # undetermined directions dropped
+
+
+@pytest.mark.parametrize("method, reference", [("dls", dls_reference), ("sdls", sdls_reference)])
+@pytest.mark.parametrize("M, n, rank", [(3, 18, None), (3, 18, 2), (6, 7, None), (6, 7, 5), (9, 4, 3)])
+def test_damped_steps_match_the_formulas_on_a_full_svd(method, reference, M, n, rank):
+    rng = np.random.default_rng(7 * M + n)
+    A = matrices(rng, 40, M, n, rank)
+    b = rng.normal(size=(40, M))
+    x, _ = pseudoinverse.solve(A, b, method, rank=np.linalg.matrix_rank(A))
+    expected = np.stack([reference(A[f], b[f]) for f in range(40)])
+    np.testing.assert_allclose(x, expected, rtol=1e-7, atol=1e-9)
