@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from solver import keep_freed_memory
+
 from . import bake, blender, chains, fly_vs_ikpy, live, long_bake, opensim_ik, random_poses, scaling
 from .common import RESULTS
 
@@ -92,7 +94,9 @@ def write_markdown(path: Path, tables, meta: dict) -> None:
         body = [START + preamble.rstrip()]
     else:
         body = [START, "", f"Command: `{meta['command']}`  ", f"Date: {meta['date']}  ", f"Commit: {meta['commit']}  ",
-                f"Machine: {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}, numpy {m['numpy']}"]
+                f"Machine: {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}, numpy {m['numpy']}  ",
+                f"glibc keeps freed memory (solver.keep_freed_memory, also in every Blender session): "
+                f"{'yes' if meta['keep_freed_memory'] else 'no'}"]
     for name in [*old, *(n for n in new if n not in old)]:
         body += ["", new.get(name) or old[name]]
     body += ["", END]
@@ -105,12 +109,14 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="+", choices=list(BENCHMARKS), default=list(BENCHMARKS))
     parser.add_argument("--markdown", type=Path, help="rewrite the tables between the bench markers of this file")
     args = parser.parse_args(argv)
+    freed_memory_kept = keep_freed_memory()      # as our add-on and command line do (solver.allocator)
 
     out = RESULTS / "quick" if args.quick else RESULTS
     out.mkdir(parents=True, exist_ok=True)
     meta = {"command": "python -m bench " + shlex.join(sys.argv[1:] if argv is None else argv),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "quick": args.quick, "commit": revision(), "machine": machine()}
+            "quick": args.quick, "commit": revision(), "machine": machine(),
+            "keep_freed_memory": freed_memory_kept}
     tables = []
     for name in args.only:
         run, draw = BENCHMARKS[name]

@@ -9,12 +9,14 @@ OpenSim marker IK in Blender: `opensim_import` (.osim as an armature, .trc as ma
 
 import bpy
 
+from .. import solver
 from . import live, opensim_operators, opensim_panels, opensim_properties, operators, panels, properties
 
 _modules = (properties, operators, panels, live, opensim_properties, opensim_operators, opensim_panels)
 
 
 def register():
+    solver.keep_freed_memory()      # batched solves reuse freed memory instead of faulting it in again
     for module in _modules:
         module.register()
     bpy.types.Object.itasc = bpy.props.PointerProperty(type=properties.ITASC_PG_settings)

@@ -3,6 +3,7 @@
 Importable with numpy alone; nothing here imports Blender.
 """
 
+from .allocator import keep_freed_memory
 from .bones import Bone, combine, model_from_bones, rest_matrix
 from .constraints import CopyPose, Distance, Endpoint, JointValue, on_object, on_segment
 from .kinematics import Pose, forward_kinematics, point_jacobian
@@ -17,5 +18,5 @@ __all__ = [
     "CopyPose", "Distance", "Endpoint", "JointValue", "on_object", "on_segment",
     "Pose", "forward_kinematics", "point_jacobian",
     "Joint", "Model", "Segment", "prismatic", "revolute", "sphere", "swing",
-    "Evaluation", "Scene", "Result", "Settings", "solve_animation", "solve_simulation",
+    "Evaluation", "Scene", "Result", "Settings", "solve_animation", "solve_simulation", "keep_freed_memory",
 ]

@@ -22,6 +22,8 @@ def main(argv=None) -> int:
                          "from the default pose")
     ik.add_argument("-v", "--verbose", action="store_true", help="one line per frame")
     args = parser.parse_args(argv)
+    from . import keep_freed_memory
+    keep_freed_memory()
     if args.command == "demo":
         from .demo import run
         run(args.bones, args.frames)
