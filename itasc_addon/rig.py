@@ -446,10 +446,9 @@ def orthonormalize(M):
     return M
 
 
-def _matrices(collection, attribute, count):
-    flat = np.empty(count * 16, dtype=np.float32)
-    collection.foreach_get(attribute, flat)
-    return np.swapaxes(flat.reshape(count, 4, 4), -1, -2).astype(float)
+def _matrices(raw):
+    """(F, n, 4, 4) float matrices from foreach_get's rows (F, n, 16) of column-major float32."""
+    return np.swapaxes(raw.reshape(raw.shape[:2] + (4, 4)), -1, -2).astype(float)
 
 
 class Sampler:
@@ -462,17 +461,24 @@ class Sampler:
 
         self.rig, self.obj = rig, obj
         self.frames = np.asarray(frames, dtype=float)
-        F, K, S = len(self.frames), len(rig.targets), len(rig.bones)
+        F, K = len(self.frames), len(rig.targets)
         self.world = np.zeros((F, 4, 4))               # the armature object
         self.target_world = np.zeros((F, K, 4, 4))     # target objects
         self.target_bone = np.broadcast_to(np.eye(4), (F, K, 4, 4)).copy()   # target bones in their armature
-        self.basis = np.zeros((F, S, 4, 4))
-        self.root_basis = np.zeros((F, len(rig.groups), 4, 4))
-        self.root_matrix = np.zeros((F, len(rig.groups), 4, 4))
         self._bpy = bpy
         bone_order = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
-        self._index = np.array([bone_order[n] for n in rig.bones])
-        self._root_index = np.array([bone_order[root] for root, _ in rig.groups])
+        index = np.array([bone_order[n] for n in rig.bones])
+        root_index = np.array([bone_order[root] for root, _ in rig.groups])
+        self._hanging = [a for a, (_, parent) in enumerate(rig.groups) if parent is not None]
+        # Per frame, the matrix_basis of the chains' bones and roots (and the pose matrix of
+        # roots that hang from a bone) as Blender hands them over: float32, column-major, one row
+        # of 16 per bone; `samples()` converts all frames at once.
+        self._read_basis, where = np.unique(np.concatenate([index, root_index]), return_inverse=True)
+        self._index, self._root_index = where[:len(index)], where[len(index):]
+        self._read_matrix = root_index[self._hanging]
+        self._all = np.zeros((len(obj.pose.bones), 16), dtype=np.float32)   # one frame of every bone
+        self._raw_basis = np.zeros((F, len(self._read_basis), 16), dtype=np.float32)
+        self._raw_matrix = np.zeros((F, len(self._read_matrix), 16), dtype=np.float32)
         self._rest = np.stack([np.array(obj.data.bones[root].matrix_local, float) for root, _ in rig.groups])
         for name in (t.object for t in rig.targets):
             if name not in bpy.data.objects:
@@ -493,11 +499,11 @@ class Sampler:
             self.target_world[i, k] = tob.matrix_world
             if t.bone:
                 self.target_bone[i, k] = tob.pose.bones[t.bone].matrix
-        n = len(ob.pose.bones)
-        basis = _matrices(ob.pose.bones, "matrix_basis", n)
-        self.basis[i] = basis[self._index]
-        self.root_basis[i] = basis[self._root_index]
-        self.root_matrix[i] = _matrices(ob.pose.bones, "matrix", n)[self._root_index]
+        ob.pose.bones.foreach_get("matrix_basis", self._all.ravel())
+        self._raw_basis[i] = self._all[self._read_basis]
+        if self._hanging:
+            ob.pose.bones.foreach_get("matrix", self._all.ravel())
+            self._raw_matrix[i] = self._all[self._read_matrix]
 
     def _scales(self):
         """The armature's uniform scale per frame; a non-uniform or degenerate one is an error."""
@@ -506,23 +512,27 @@ class Sampler:
             object_scale(self.world[i], f"armature '{self.obj.name}' at frame {self.frames[i]:g}")   # raises
         return scale
 
-    def _bases(self):
+    def _bases(self, pose_basis):
         """Each chain group's base (F, A, 4, 4) in armature space: the rest frame of its root bone
         as its parent (or the armature) carries it, with the root's own pose location."""
-        loc = np.broadcast_to(np.eye(4), self.root_basis.shape).copy()
-        loc[..., :3, 3] = self.root_basis[..., :3, 3]
+        root_basis = pose_basis[:, self._root_index]
+        loc = np.broadcast_to(np.eye(4), root_basis.shape).copy()
+        loc[..., :3, 3] = root_basis[..., :3, 3]
         rest_inverse = np.linalg.inv(self._rest)
         bases = self._rest @ loc @ rest_inverse
-        hanging = [a for a, (_, parent) in enumerate(self.rig.groups) if parent is not None]
+        hanging = self._hanging
         if hanging:
-            parent_frame = self.root_matrix[:, hanging] @ np.linalg.inv(self.root_basis[:, hanging])
+            root_matrix = _matrices(self._raw_matrix)
+            parent_frame = root_matrix @ np.linalg.inv(root_basis[:, hanging])
             bases[:, hanging] = parent_frame @ loc[:, hanging] @ rest_inverse[hanging]
         return bases
 
     def samples(self) -> Samples:
         scale = self._scales()
         objects = np.linalg.inv(self.world)[:, None] @ self.target_world @ self.target_bone
-        bases = self._bases()
+        pose_basis = _matrices(self._raw_basis)
+        self.basis = pose_basis[:, self._index]
+        bases = self._bases(pose_basis)
         for what, array in (("targets", objects), ("the chains' parent bones", bases),
                             ("the animated pose", self.basis)):
             bad = ~np.isfinite(array).all(axis=tuple(range(1, array.ndim)))
