@@ -76,3 +76,24 @@ def test_simulation_reusing_a_frames_last_evaluation_steps_exactly_as_without(fe
     assert np.array_equal(reused.q, fresh.q)
     assert np.array_equal(reused.iterations, fresh.iterations)
     assert np.abs(np.diff(reused.q, axis=0)).max() > 1e-3       # the chain did move
+
+
+def test_a_long_animation_solved_in_blocks_is_each_block_solved_alone(monkeypatch):
+    """More frames than animation.BLOCK are solved block by block: the same answer per frame as
+    each block solved in a call of its own, with a missing target and a bad base on the way."""
+    from solver import animation
+
+    monkeypatch.setattr(animation, "BLOCK", 16)
+    scene = reach_scene(straight_chain(4))
+    objects = lissajous(40, 4.0)
+    objects[5, 0, 0, 3] = np.nan                                  # a target missing in block 0
+    bases = np.broadcast_to(np.eye(4), (40, 1, 4, 4)).copy()
+    bases[33, 0, 1, 3] = np.inf                                   # an unusable base in block 2
+    q0 = np.zeros((40, scene.n_coordinates))
+    whole = animation.solve_animation(scene, q0, objects, bases)
+    for a in (0, 16, 32):
+        alone = animation.solve_animation(scene, q0[a:a + 16], objects[a:a + 16], bases[a:a + 16])
+        for name in ("q", "position_error", "rotation_error", "iterations", "converged", "sigma_min"):
+            np.testing.assert_array_equal(getattr(whole, name)[a:a + 16], getattr(alone, name), err_msg=name)
+    assert whole.q.shape == (40, scene.n_coordinates) and whole.frames.tolist() == list(range(40))
+    assert not whole.converged[5] and not whole.converged[33] and whole.converged.sum() == 38
