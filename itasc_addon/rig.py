@@ -346,8 +346,8 @@ def _name(ob):
 
 
 def _target_signature(obj, target):
-    """What `_target` and `_cycle` read of a target: the object, its parents and their constraints.
-    A target that hangs from the armature adds the armature's bone hierarchy (the cycle test's)."""
+    """What `_target` and `_cycle` read of a target: the object, its parents and their constraints;
+    and whether it hangs from the armature (then the cycle test reads the armature's bone hierarchy)."""
     items, seen, hangs = [], set(), False
     ob = target
     while ob is not None and ob.name not in seen:
@@ -359,9 +359,7 @@ def _target_signature(obj, target):
         ob = ob.parent
     if target is not None and target.type == "ARMATURE" and target.pose is not None:
         items.append(tuple(pb.name for pb in target.pose.bones))
-    if hangs:
-        items.append(tuple((b.name, _name(b.parent)) for b in obj.data.bones))
-    return tuple(items)
+    return tuple(items), hangs
 
 
 def rig_signature(obj, drives=None):
@@ -376,10 +374,12 @@ def rig_signature(obj, drives=None):
     length = np.empty(len(bones), np.float32)
     bones.foreach_get("length", length)
     items = [obj.name, rest.tobytes(), length.tobytes()]
-    chain_bones = {}
+    chain_bones, hanging = {}, False
     for pb, con in ik_constraints(obj):
+        target, hangs = _target_signature(obj, con.target)
+        hanging = hanging or hangs
         items.append((pb.name, con.name, bool(drives(pb, con)), _name(con.pole_target),
-                      *(getattr(con, f) for f in _CONSTRAINT_FIELDS), _target_signature(obj, con.target)))
+                      *(getattr(con, f) for f in _CONSTRAINT_FIELDS), target))
         # The chain (from the bone or its parent, chain_count long) and the bone it hangs from.
         bone, count = pb, con.chain_count + 1 if con.chain_count > 0 else 1 << 30
         while bone is not None and count >= 0:
@@ -388,6 +388,8 @@ def rig_signature(obj, drives=None):
                                           *(getattr(bone, f) for f in _BONE_FIELDS))
             bone, count = bone.parent, count - 1
     items.append(tuple(chain_bones.items()))
+    if hanging:
+        items.append(tuple((b.name, _name(b.parent)) for b in obj.data.bones))
     return tuple(items)
 
 
@@ -477,9 +479,11 @@ class Sampler:
         self._index, self._root_index = where[:len(index)], where[len(index):]
         self._read_matrix = root_index[self._hanging]
         self._all = np.zeros((len(obj.pose.bones), 16), dtype=np.float32)   # one frame of every bone
+        self._stretches = np.array([n in rig.stretch_coordinate for n in rig.bones], dtype=bool)
         self._raw_basis = np.zeros((F, len(self._read_basis), 16), dtype=np.float32)
         self._raw_matrix = np.zeros((F, len(self._read_matrix), 16), dtype=np.float32)
         self._rest = np.stack([np.array(obj.data.bones[root].matrix_local, float) for root, _ in rig.groups])
+        self._rest_inverse = np.linalg.inv(self._rest)
         for name in (t.object for t in rig.targets):
             if name not in bpy.data.objects:
                 raise RigError(f"target object '{name}' no longer exists")
@@ -518,7 +522,7 @@ class Sampler:
         root_basis = pose_basis[:, self._root_index]
         loc = np.broadcast_to(np.eye(4), root_basis.shape).copy()
         loc[..., :3, 3] = root_basis[..., :3, 3]
-        rest_inverse = np.linalg.inv(self._rest)
+        rest_inverse = self._rest_inverse
         bases = self._rest @ loc @ rest_inverse
         hanging = self._hanging
         if hanging:
@@ -540,22 +544,22 @@ class Sampler:
                 raise RigError(f"{what} are not finite at frame(s) {self.frames[bad][:5].tolist()}")
         # The solver models rigid bones: a chain bone scaled to (near) zero collapses its children.
         size = np.linalg.norm(self.basis[..., :3, :3], axis=-2)          # (F, S, 3)
-        for s, name in enumerate(self.rig.bones):
-            axes = [0, 2] if name in self.rig.stretch_coordinate else [0, 1, 2]
-            flat = size[:, s].min(axis=-1) < 1e-6
-            if flat.any():
-                raise RigError(f"bone '{name}' is scaled to zero at frame(s) {self.frames[flat][:5].tolist()}; "
-                               "the solver needs chain bones of non-zero size: reset its scale")
-            off = np.abs(size[:, s, axes] - 1.0).max(axis=-1) > 1e-4
-            message = f"bone '{name}' has a pose scale; the solver treats it as unscaled: expect errors"
-            if off.any() and message not in self.rig.warnings:
+        flat = size.min(axis=-1) < 1e-6                                   # (F, S)
+        for s in np.flatnonzero(flat.any(axis=0))[:1]:
+            raise RigError(f"bone '{self.rig.bones[s]}' is scaled to zero at frame(s) "
+                           f"{self.frames[flat[:, s]][:5].tolist()}; the solver needs chain bones of non-zero "
+                           "size: reset its scale")
+        off = np.abs(size - 1.0) > 1e-4
+        off[..., 1] &= ~self._stretches                                   # a stretching bone's Y scale is its own
+        for s in np.flatnonzero(off.any(axis=(0, 2))):
+            message = f"bone '{self.rig.bones[s]}' has a pose scale; the solver treats it as unscaled: expect errors"
+            if message not in self.rig.warnings:
                 self.rig.warnings.append(message)
         objects = orthonormalize(objects)
-        for i in range(bases.shape[1]):
-            s = np.linalg.norm(bases[:, i, :3, :3], axis=-2)
-            if np.any(np.abs(s - 1.0) > 1e-4):
-                raise RigError(f"the bone '{self.rig.groups[i][1]}' that chain '{self.rig.groups[i][0]}' hangs from "
-                               "is scaled; the solver needs unscaled parents")
+        scaled = np.any(np.abs(np.linalg.norm(bases[..., :3, :3], axis=-2) - 1.0) > 1e-4, axis=(0, 2))   # (A,)
+        for i in np.flatnonzero(scaled)[:1]:
+            raise RigError(f"the bone '{self.rig.groups[i][1]}' that chain '{self.rig.groups[i][0]}' hangs from "
+                           "is scaled; the solver needs unscaled parents")
         bases = orthonormalize(bases)
         return Samples(self.frames, objects, bases, self.basis, scale)
 

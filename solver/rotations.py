@@ -17,19 +17,19 @@ import numpy as np
 
 # Below this angle the closed forms lose precision and their Taylor series take over.
 _SMALL = 1e-4
+_IDENTITY = np.eye(3)
 
 
 def skew(v: np.ndarray) -> np.ndarray:
     """[v]x, the cross-product matrix: skew(a) @ b == cross(a, b)."""
     v = np.asarray(v, dtype=float)
-    out = np.zeros(v.shape[:-1] + (3, 3))
-    out[..., 0, 1] = -v[..., 2]
-    out[..., 0, 2] = v[..., 1]
-    out[..., 1, 0] = v[..., 2]
-    out[..., 1, 2] = -v[..., 0]
-    out[..., 2, 0] = -v[..., 1]
-    out[..., 2, 1] = v[..., 0]
-    return out
+    return (v @ _SKEW_BASIS).reshape(v.shape + (3,))
+
+
+# [v]x = v_x E_x + v_y E_y + v_z E_z, the three generators flattened as rows (one product builds it)
+_SKEW_BASIS = np.array([[0, 0, 0, 0, 0, -1, 0, 1, 0],
+                        [0, 0, 1, 0, 0, 0, -1, 0, 0],
+                        [0, -1, 0, 1, 0, 0, 0, 0, 0]], dtype=float)
 
 
 def axis_angle_matrix(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
@@ -75,20 +75,14 @@ def exp_map(phi: np.ndarray) -> np.ndarray:
 def exp_map_with_jacobian(phi: np.ndarray):
     """R = exp([phi]x) and J(phi), sharing their coefficients. With [phi]x^2 = phi phi^T - t^2 I:
     R = cos t I + (sin t / t) [phi]x + ((1 - cos t) / t^2) phi phi^T and
-    J = (sin t / t) I + ((1 - cos t) / t^2) [phi]x + ((t - sin t) / t^3) phi phi^T,
-    written entry by entry (twice as fast on many small matrices as the matrix algebra)."""
+    J = (sin t / t) I + ((1 - cos t) / t^2) [phi]x + ((t - sin t) / t^3) phi phi^T."""
     phi = np.asarray(phi, dtype=float)
-    x, y, z = phi[..., 0], phi[..., 1], phi[..., 2]
-    t2 = x * x + y * y + z * z
-    a, b, c = _series_coefficients(t2)
-    R, J = np.empty(phi.shape + (3,)), np.empty(phi.shape + (3,))
-    for M, diagonal, outer, cross in ((R, 1.0 - b * t2, b, a), (J, a, c, b)):   # cos t = 1 - t^2 (1 - cos t) / t^2
-        ox, oy, cx, cy, cz = outer * x, outer * y, cross * x, cross * y, cross * z
-        M[..., 0, 0], M[..., 1, 1], M[..., 2, 2] = ox * x + diagonal, oy * y + diagonal, outer * z * z + diagonal
-        xy, xz, yz = ox * y, ox * z, oy * z
-        M[..., 0, 1], M[..., 1, 0] = xy - cz, xy + cz
-        M[..., 0, 2], M[..., 2, 0] = xz + cy, xz - cy
-        M[..., 1, 2], M[..., 2, 1] = yz - cx, yz + cx
+    t2 = np.einsum("...i,...i->...", phi, phi)
+    a, b, c = (x[..., None, None] for x in _series_coefficients(t2))
+    k = skew(phi)
+    outer = phi[..., :, None] * phi[..., None, :]
+    R = b * outer + a * k + (1.0 - b * t2[..., None, None]) * _IDENTITY    # cos t = 1 - t^2 (1 - cos t) / t^2
+    J = c * outer + b * k + a * _IDENTITY
     return R, J
 
 
