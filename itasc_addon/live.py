@@ -36,6 +36,7 @@ class State:
     frame: float
     objects: np.ndarray
     bases: np.ndarray
+    evaluation: object = None    # the engine's evaluation at q in this frame, the next step's start
 
 
 def baking():
@@ -145,7 +146,8 @@ def _solve(obj, force):
             settings = replace(settings, converge_first_frame=False)
             objects = np.concatenate([state.objects, samples.objects])
             bases = np.concatenate([state.bases, samples.bases])
-            res = solver.solve_simulation(rig.scene, state.q, objects, bases, settings)
+            start = None if fresh else state.evaluation      # a rig read again has a new scene
+            res = solver.solve_simulation(rig.scene, state.q, objects, bases, settings, start=start)
             q = res.q[-1:]
         else:
             _, settings = solving.settings_for(obj, fps=fps)
@@ -160,7 +162,7 @@ def _solve(obj, force):
         raise RigError("the solver returned non-finite joint values; the pose was left as it was")
     R, y_scale = rig_module.pose_from_coordinates(rig, q)
     rig_module.apply_pose(rig, obj, R[0], y_scale[0])
-    _state[key] = State(names, q, frame, samples.objects, samples.bases)
+    _state[key] = State(names, q, frame, samples.objects, samples.bases, res.evaluation)
     return res
 
 

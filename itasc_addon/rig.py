@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import solver
+from ..solver.kinematics import segment_motions
 from ..solver.rotations import exp_map, log_map
 
 # Only the two-bone fast path (two_bone.py) follows pole targets; it drops this warning when it runs.
@@ -651,9 +652,7 @@ def pose_from_coordinates(rig: Rig, q):
     """Per model bone and frame: rotation matrices (F, S, 3, 3) and Y scales (F, S) (1 without
     stretch) that make the pose bones' matrix_basis reproduce the solved joints."""
     q = np.asarray(q, float)
-    pose = solver.forward_kinematics(rig.model, q)
-    local = pose.local
-    R = local[..., :3, :3]
+    R = segment_motions(rig.model, q)[..., :3, :3]
     y_scale = np.ones(q.shape[:1] + (len(rig.bones),))
     for name, c in rig.stretch_coordinate.items():
         s = rig.bones.index(name)

@@ -242,12 +242,12 @@ class Job:
             return solver.solve_simulation(scene, self.q0[a], self.objects[a:b], s.bases[a:b], self.settings)
         # Simulation continues from the last solved frame: include it, then drop it.
         from dataclasses import replace
-        start = self.pieces[-1].q[-1]
-        res = solver.solve_simulation(scene, start, self.objects[a - 1:b], s.bases[a - 1:b],
-                                      replace(self.settings, converge_first_frame=False))
+        last = self.pieces[-1]
+        res = solver.solve_simulation(scene, last.q[-1], self.objects[a - 1:b], s.bases[a - 1:b],
+                                      replace(self.settings, converge_first_frame=False), start=last.evaluation)
         return solver.Result(q=res.q[1:], position_error=res.position_error[1:], rotation_error=res.rotation_error[1:],
                              iterations=res.iterations[1:], converged=res.converged[1:], sigma_min=res.sigma_min[1:],
-                             seconds=res.seconds)
+                             seconds=res.seconds, evaluation=res.evaluation)
 
     def _finish(self):
         rig, obj = self.rig, self.obj

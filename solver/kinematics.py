@@ -75,20 +75,7 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
     F = q.shape[0]
     S = len(model.segments)
     T, columns = joint_transforms(model, q)
-
-    # Compose each segment's joints slot by slot, remembering the motion before each later joint.
-    if model.one_joint_per_segment:
-        local, before = T, {}
-    else:
-        local = np.broadcast_to(np.eye(4), (F, S, 4, 4)).copy()
-        before = {}
-        for slot, joints in enumerate(model.slots):
-            seg = model.joint_segment[joints]
-            if slot == 0:
-                local[:, seg] = T[:, joints]
-            else:
-                before[slot] = local[:, seg]
-                local[:, seg] = before[slot] @ T[:, joints]
+    local, before = _compose(model, T)
 
     frames = np.empty((F, S, 4, 4))
     pre = np.empty((F, S, 4, 4))
@@ -111,6 +98,28 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
     direction = np.einsum("fnij,fnj->fni", np.take(joint_R, model.coordinate_joint, axis=1), columns)
     pivot = np.take(joint_frame[..., :3, 3], model.coordinate_joint, axis=1)
     return Pose(frames=frames, local=local, direction=direction, pivot=pivot)
+
+
+def segment_motions(model: Model, q: np.ndarray) -> np.ndarray:
+    """Each segment's own joint motion (F, S, 4, 4), rest-relative: Pose.local without the rest."""
+    return _compose(model, joint_transforms(model, np.asarray(q, dtype=float))[0])[0]
+
+
+def _compose(model: Model, T: np.ndarray):
+    """Each segment's joints (transforms T (F, G, 4, 4)) composed slot by slot: the segments'
+    motions (F, S, 4, 4) and, per later slot, the motion before its joints."""
+    if model.one_joint_per_segment:
+        return T, {}
+    local = np.broadcast_to(np.eye(4), (T.shape[0], len(model.segments), 4, 4)).copy()
+    before = {}
+    for slot, joints in enumerate(model.slots):
+        seg = model.joint_segment[joints]
+        if slot == 0:
+            local[:, seg] = T[:, joints]
+        else:
+            before[slot] = local[:, seg]
+            local[:, seg] = before[slot] @ T[:, joints]
+    return local, before
 
 
 def _times_constant(M: np.ndarray, C: np.ndarray) -> np.ndarray:

@@ -24,6 +24,8 @@ from .update import (Result, Settings, check_inputs, complete_frames, constraine
 def twist_between(T0: np.ndarray, T1: np.ndarray, dt: float) -> np.ndarray:
     """World twist (..., 6) that carries pose T0 to T1 in time dt at constant velocity:
     linear velocity of the origin, then angular velocity log(R1 R0^T) / dt."""
+    if np.array_equal(T0, T1):              # standing still (a chain's base, mostly): no log map needed
+        return np.zeros(np.broadcast_shapes(T0.shape, T1.shape)[:-2] + (6,))
     v = (T1[..., :3, 3] - T0[..., :3, 3]) / dt
     w = log_map(T1[..., :3, :3] @ np.swapaxes(T0[..., :3, :3], -1, -2)) / dt
     return np.concatenate([v, w], axis=-1)
@@ -38,11 +40,13 @@ def advance(T0: np.ndarray, twist: np.ndarray, h: float) -> np.ndarray:
 
 
 def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: Settings = Settings(),
-                     values=None) -> Result:
+                     values=None, start=None) -> Result:
     """Advance one time step (1 / fps) per frame from the previous frame's solution. q_start (n,)
     or (1, n); objects (F, K, 4, 4), bases (F, A, 4, 4) and values (F, joint-value tasks) give
-    the scene at every frame."""
-    start = time.perf_counter()
+    the scene at every frame. A call that goes on where another ended (q_start its last q, its
+    last frame's poses this call's first) may pass that call's `Result.evaluation` as `start`:
+    the first frame is then not evaluated again."""
+    started = time.perf_counter()
     q0 = np.atleast_2d(np.asarray(q_start, dtype=float))
     given = [a for a in (objects, bases, values) if a is not None]
     F = np.shape(given[0])[0] if given else 1
@@ -59,6 +63,7 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
         return None if array is None else array[f:f + 1]
 
     ahead = None   # this frame's final evaluation, when the next step starts from it
+    last = None
     for f in range(F):
         if not finite[f]:
             out_q[f] = q[0]
@@ -73,16 +78,28 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
         # The next step starts from this q in this frame's scene (its objects at elapsed time 0).
         # When no object is missing at either frame and no joint values are given per frame, this
         # evaluation, with Jacobians, is also that step's first.
-        next_step = f + 1 < F and finite[f + 1] and complete[f] and complete[f + 1] and values is None
+        # The last frame is evaluated the same way, for a next call to start from (`start`).
+        next_step = (f + 1 == F or finite[f + 1] and complete[f + 1]) and complete[f] and values is None
         jacobians = (True if settings.feedforward else "A") if next_step else False
-        ev = scene.evaluate(q, at(objects, f), at(bases, f), jacobians=jacobians, values=at(values, f))
+        if f == 0 and next_step and _continues(start, settings):
+            ev = start
+        else:
+            ev = scene.evaluate(q, at(objects, f), at(bases, f), jacobians=jacobians, values=at(values, f))
         ahead = ev if next_step else None
+        last = ahead
         out_q[f] = q[0]
         position_error[f], rotation_error[f] = ev.position_error[0], ev.rotation_error[0]
         converged[f] = reached(scene, ev, settings.precision)[0] and (settings.fit or complete[f])
     return Result(q=out_q, position_error=position_error, rotation_error=rotation_error, iterations=iterations,
-                  converged=converged, sigma_min=sigma_min, seconds=time.perf_counter() - start,
-                  names=list(scene.names))
+                  converged=converged, sigma_min=sigma_min, seconds=time.perf_counter() - started,
+                  names=list(scene.names), evaluation=last)
+
+
+def _continues(start, settings: Settings) -> bool:
+    """Whether a `start` evaluation can stand for the first frame's: given, with the Jacobians the
+    step needs, and the first frame not to be solved to convergence first."""
+    return (start is not None and not settings.converge_first_frame and start.A is not None
+            and (start.B is not None or not settings.feedforward))
 
 
 def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: Settings, start=None):

@@ -67,6 +67,7 @@ class Result:
     seconds: float
     frames: np.ndarray = field(default=None)
     names: list = field(default_factory=list)     # the constraints' names, in column order
+    evaluation: object = None    # simulation: the last frame's Evaluation, a next call's `start`
 
     def __post_init__(self):
         if self.frames is None:

@@ -97,3 +97,26 @@ def test_a_long_animation_solved_in_blocks_is_each_block_solved_alone(monkeypatc
             np.testing.assert_array_equal(getattr(whole, name)[a:a + 16], getattr(alone, name), err_msg=name)
     assert whole.q.shape == (40, scene.n_coordinates) and whole.frames.tolist() == list(range(40))
     assert not whole.converged[5] and not whole.converged[33] and whole.converged.sum() == 38
+
+
+@pytest.mark.parametrize("feedforward", [True, False])
+def test_a_simulation_continued_from_the_last_evaluation_is_the_same_simulation(feedforward):
+    """Live preview's way: each call goes on from the previous call's last frame and passes its
+    Result.evaluation as `start`. Frame by frame that gives what one call over all frames gives."""
+    rng = np.random.default_rng(5)
+    scene = mixed_scene(rng)
+    F = 8
+    objects = np.stack([[random_transform(rng, 0.2) for _ in range(2)] for _ in range(F)])
+    bases = np.broadcast_to(np.stack([random_transform(rng, 0.3) for _ in range(2)]), (F, 2, 4, 4)).copy()
+    settings = Settings(method="sdls", feedforward=feedforward, converge_first_frame=False)
+    q0 = rng.uniform(-0.5, 0.5, scene.n_coordinates)
+    whole = solve_simulation(scene, q0, objects, bases, settings)
+    q, start = q0[None], None
+    for f in range(1, F):
+        step = solve_simulation(scene, q, objects[f - 1:f + 1], bases[f - 1:f + 1], settings, start=start)
+        if start is not None:     # the same first evaluation as computing it again
+            again = solve_simulation(scene, q, objects[f - 1:f + 1], bases[f - 1:f + 1], settings)
+            assert np.array_equal(again.q, step.q)
+        q, start = step.q[-1:], step.evaluation
+        np.testing.assert_allclose(q[0], whole.q[f], rtol=0, atol=1e-12)
+    assert start is not None and (start.B is not None) == feedforward
