@@ -140,7 +140,8 @@ class _Batch:
                                    jacobians="A")
 
     def _to_secant(self, frames):
-        self.lam[frames] = _LAMBDA_START
+        """Frames that continue on secant steps (or, without secant steps, stop)."""
+        self.lam[frames] = _LAMBDA_START if self.settings.secant else _LAMBDA_GIVE_UP
         self.curvature.reset(frames)
 
     def update_law_steps(self, active, rows, ev, current, out: _Iteration):
@@ -244,8 +245,9 @@ class _Batch:
 
 def _secant_solver(S: LowRank, lam):
     """The damped secant system as a pseudo-inverse solver for constrained_step (curvature.py)."""
-    def solve(A, b, weight, cols, locked_step):
-        return solve_damped(A, b, weight, cols, S, lam, locked_step), np.full(A.shape[0], np.nan)
+    def solve(A, b, weight, cols, locked_step, frames):
+        S_part = LowRank(S.Z[frames], S.K[frames])
+        return solve_damped(A, b, weight, cols, S_part, lam[frames], locked_step), np.full(A.shape[0], np.nan)
     return solve
 
 

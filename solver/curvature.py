@@ -6,10 +6,11 @@ frame that has taken k secant steps has
     S = Z K Z^T,   Z (n, 2k),   K (2k, 2k) block diagonal with 2x2 blocks
 
 until 2k would exceed n, when S itself is kept (Z = I, K = S) and the updates go on from there.
-and the damped system of a secant step, (C (A^T W A + S) C + d I) x = rhs with C the diagonal
-column weights, is d I + U G U^T with U = C [A^T W^1/2, Z] (n, M + 2k) and G = diag(I, K). While M + 2k < n it
-is solved on the span of U, an (M + 2k)-square system (see `shifted_solve`), and otherwise
-densely: long chains (n = 300 coordinates) no longer pay for n x n solves.
+The damped system of a secant step, (C (A^T W A + S) C + d I) x = rhs with C the diagonal
+column weights, is d I + U G U^T with U = C [A^T W^1/2, Z] (n, M + 2k) and G = diag(I, K). While
+M + 2k < n / 2 it is solved on the span of U, an (M + 2k)-square system (see `shifted_solve`),
+and otherwise densely: long chains (n = 300 coordinates) no longer pay for n x n solves, and
+short ones (a 7-joint arm) do not pay for the QR factorisation where it saves nothing.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def shifted_solve(d, U, G, rhs):
     x = (rhs - Q c) / d + Q (d I + M)^-1 c with c = Q^T rhs: the k-square system has the
     eigenvalues of the full one on the span of U, so it is no worse conditioned than it."""
     n, k = U.shape[-2:]
-    if k >= n:
+    if 2 * k >= n:         # no smaller system to gain: solve the full one
         H = U @ G @ np.swapaxes(U, -1, -2) + d[:, None, None] * np.eye(n)
         return np.linalg.solve(H, rhs[..., None])[..., 0]
     Q, R = np.linalg.qr(U)

@@ -40,6 +40,8 @@ class Settings:
     converge_first_frame: bool = True  # simulation: solve the first frame in animation mode
     fit: bool = False                # a least-squares fit (marker IK): frames converge when their
     #                                  steps fall below precision, not when targets are met
+    secant: bool = True              # animation: a frame whose update-law steps stall goes on with
+    #                                  secant steps (False: it stops there, not converged; for restarts)
 
     def __post_init__(self):
         if self.method not in pseudoinverse.METHODS:
@@ -94,7 +96,7 @@ def reached(scene: Scene, ev: Evaluation, precision: float) -> np.ndarray:
 
 def pseudoinverse_solver(settings: Settings):
     """x = (Wy^1/2 A C)# Wy^1/2 b for the free columns C: the update law's A#."""
-    def solve(A, b, weight, cols, locked_step):
+    def solve(A, b, weight, cols, locked_step, frames=None):
         rows = np.sqrt(weight)
         Aw = rows[..., None] * A * cols[:, None, :]
         bw = rows * (b - np.einsum("fmn,fn->fm", A, locked_step))
@@ -106,25 +108,32 @@ def pseudoinverse_solver(settings: Settings):
 
 def constrained_step(scene: Scene, q, A, rhs, weight, max_step, solve):
     """One weighted update dq (F, n) with A dq ~ rhs that keeps every limit exactly, and the
-    smallest singular value the solver saw. `solve(A, rhs, weight, cols, locked_step)` returns
-    the free step x (scaled by cols) and s_min; `max_step` (F,) bounds the free part of dq."""
+    smallest singular value the solver saw. `solve(A, rhs, weight, cols, locked_step, frames)`
+    returns the free step x (scaled by cols) and s_min for those of the F frames (indices `frames`)
+    it is given; `max_step` (F,) bounds the free part of dq. After the first solve only the frames
+    where a coordinate newly hit a limit are solved again."""
     free = np.empty(q.shape, dtype=bool)
     free[:] = scene.weight > 0
     locked_step = np.zeros_like(q)
+    inside = np.empty_like(q)
+    s_min = np.full(q.shape[0], np.nan)
+    max_step = np.broadcast_to(max_step, q.shape[:1])
+    rows = slice(None)                   # frames still to solve: all, then those that hit a limit
     for _ in range(scene.n_coordinates + 1):
-        cols = scene.weight * free
-        x, s_min = solve(A, rhs, weight, cols, locked_step)
+        cols = scene.weight * free[rows]
+        x, s_min[rows] = solve(A[rows], rhs[rows], weight[rows], cols, locked_step[rows], rows)
         free_step = cols * x
         largest = np.max(np.abs(free_step), axis=-1, initial=0.0)
-        free_step *= np.where(largest > max_step, max_step / np.maximum(largest, 1e-300), 1.0)[:, None]
-        dq = free_step + locked_step
-        moved = q + dq
-        inside = scene.limit(moved)
-        hit = free & (inside != moved)
-        if not hit.any():
+        free_step *= np.where(largest > max_step[rows], max_step[rows] / np.maximum(largest, 1e-300), 1.0)[:, None]
+        moved = q[rows] + free_step + locked_step[rows]
+        inside[rows] = scene.limit(moved)
+        hit = free[rows] & (inside[rows] != moved)
+        again = hit.any(axis=1)
+        if not again.any():
             break
-        locked_step[hit] = (scene.wrap(inside) - q)[hit]
-        free &= ~hit
+        rows, hit = np.arange(q.shape[0])[rows][again], hit[again]
+        locked_step[rows] = np.where(hit, scene.wrap(inside[rows]) - q[rows], locked_step[rows])
+        free[rows] &= ~hit
     return scene.wrap(inside) - q, s_min
 
 

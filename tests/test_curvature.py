@@ -31,7 +31,7 @@ def test_shifted_solve_matches_the_dense_system(n, k):
 def test_shifted_solve_stays_accurate_with_nearly_dependent_columns_and_a_large_core():
     # What long secant runs produce: update directions that repeat, 1 / (y.s) large, little damping.
     rng = np.random.default_rng(5)
-    F, n, k = 50, 15, 13
+    F, n, k = 50, 30, 13                              # k < n / 2: the QR path
     base = rng.normal(size=(F, n, 4))
     U = base @ rng.normal(size=(F, 4, k)) + 1e-9 * rng.normal(size=(F, n, k))
     G = rng.normal(size=(F, k, k)) * 1e7
