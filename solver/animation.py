@@ -140,8 +140,7 @@ class _Batch:
                                    jacobians="A")
 
     def _to_secant(self, frames):
-        """Frames that continue on secant steps (or, without secant steps, stop)."""
-        self.lam[frames] = _LAMBDA_START if self.settings.secant else _LAMBDA_GIVE_UP
+        self.lam[frames] = _LAMBDA_START
         self.curvature.reset(frames)
 
     def update_law_steps(self, active, rows, ev, current, out: _Iteration):

@@ -40,8 +40,6 @@ class Settings:
     converge_first_frame: bool = True  # simulation: solve the first frame in animation mode
     fit: bool = False                # a least-squares fit (marker IK): frames converge when their
     #                                  steps fall below precision, not when targets are met
-    secant: bool = True              # animation: a frame whose update-law steps stall goes on with
-    #                                  secant steps (False: it stops there, not converged; for restarts)
 
     def __post_init__(self):
         if self.method not in pseudoinverse.METHODS:
