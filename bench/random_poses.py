@@ -175,7 +175,7 @@ def run(quick: bool = False) -> Table:
         "position and rotation, DLS; unconverged poses restarted from the best of 8 random joint vectors, "
         "batched, while the time charged to the pose, its share of each batched solve, is under the budget); "
         "ms / pose: wall time of all calls / poses; max ms charged: the most any pose was charged. "
-        f"F=1 (first solve capped at 25 iterations, like the restarts) and IKPy (orientation_mode=\"all\", its "
+        f"F=1 (first solve capped at 25 iterations, restarts at 40) and IKPy (orientation_mode=\"all\", its "
         f"defaults) on the first {n_single} and {n_ikpy} poses; "
         f"IKPy's chain equals our FK to {fk_check:.0e}. TRAC-IK rows are its authors' published figures "
         "(C++, their machine; tolerance 1e-5 per Cartesian component, 5 ms timeout, mid-range seed) for two "

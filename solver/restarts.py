@@ -44,7 +44,7 @@ class RestartResult(Result):
 
 def solve_with_restarts(scene: Scene, objects, settings: Settings = Settings(), rng=None, budget: float = 0.005,
                         q0=None, bases=None, candidates: int = 8, min_batch: int = 1024,
-                        restart_iterations: int | None = 25, max_restarts: int | None = None) -> RestartResult:
+                        restart_iterations: int | None = 40, max_restarts: int | None = None) -> RestartResult:
     """Solve every frame of objects (F, K, 4, 4) from q0 (F, n; the middle of the limits when
     None), then restart unconverged frames as above. `budget` is seconds per frame (inf: no time
     limit), `max_restarts` the most random starts per frame (None: no limit); `restart_iterations`
