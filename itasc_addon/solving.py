@@ -226,6 +226,8 @@ class Job:
         return False
 
     def run(self):
+        """Everything at once (no progress to show between steps): the solve in one piece."""
+        self.chunk = max(len(self.frames), 1)
         while self.step():
             pass
         return self.result
