@@ -79,12 +79,12 @@ def test_simulation_reusing_a_frames_last_evaluation_steps_exactly_as_without(fe
 
 
 def test_a_long_animation_solved_in_blocks_is_each_block_solved_alone(monkeypatch):
-    """More frames than animation.BLOCK are solved block by block: the same answer per frame as
+    """More frames than a block holds are solved block by block: the same answer per frame as
     each block solved in a call of its own, with a missing target and a bad base on the way."""
     from solver import animation
 
-    monkeypatch.setattr(animation, "BLOCK", 16)
     scene = reach_scene(straight_chain(4))
+    monkeypatch.setattr(animation, "BLOCK_ENTRIES", 16 * scene.n_coordinates)     # blocks of 16 frames
     objects = lissajous(40, 4.0)
     objects[5, 0, 0, 3] = np.nan                                  # a target missing in block 0
     bases = np.broadcast_to(np.eye(4), (40, 1, 4, 4)).copy()
