@@ -225,6 +225,9 @@ def _redundant(problem: StageProblem, configurations, objects, bases, own) -> bo
     if free.size > problem.scene.constraints[0].n_outputs:
         return True
     A = problem.scene.evaluate(configurations, objects, bases).A[:, :, free]
+    A = A[np.all(np.isfinite(A), axis=(1, 2))]          # frames without a usable base tell nothing
+    if not A.shape[0]:
+        return False
     s = np.linalg.svd(A, compute_uv=False)
     rank = np.sum(s > 1e-9 * np.maximum(s[:, :1], 1e-300), axis=-1)
     return bool(rank.max() < free.size)

@@ -614,3 +614,22 @@ def test_single_axis_head_turns_match_the_seeds_global_plane_angles():
             seed = plane_angle(axis, w, drop, np.sign(w[:, 2] if which == "roll" else -w[:, 0]))
         np.testing.assert_allclose(getattr(got, which), seed, atol=1e-9)
         np.testing.assert_allclose(getattr(got, which), value, atol=1e-9)
+
+
+def test_a_missing_coxa_keypoint_leaves_the_frame_where_it_was_in_both_methods():
+    """The Coxa keypoint places the leg's base: without it (NaN) a frame has no base. Both the
+    closed form and the iterated stages keep the previous frame's angles there, report NaN
+    errors for it, and solve the other frames as before (the iterated path used to raise
+    LinAlgError in its redundancy check)."""
+    legs = load_legs(SMALL)
+    k = legs["RF_leg"][:10].copy()
+    lengths = segment_lengths(legs["RF_leg"])
+    clean = solve_leg(k, lengths=lengths)
+    k[3, 0] = np.nan
+    for method in ("sequential", "sequential-iterative"):
+        r = solve_leg(k, method, lengths=lengths)
+        assert np.all(np.isfinite(r.angles)), method
+        assert np.all(np.isnan(r.error[3])), method
+        np.testing.assert_allclose(r.angles[3], r.angles[2], rtol=0, atol=1e-8, err_msg=method)
+        others = np.r_[0:3, 4:10]
+        np.testing.assert_allclose(r.error[others], clean.error[others], atol=1e-7, err_msg=method)
