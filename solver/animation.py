@@ -35,7 +35,7 @@ from .constraints import JointValue
 from .curvature import LowRank, Store, dgw_update, solve_damped
 from .scene import Evaluation, Scene
 from .update import (Result, Settings, check_inputs, complete_frames, constrained_step, cost, finite_frames,
-                     pseudoinverse_solver, reached)
+                     frames_with_a_target, pseudoinverse_solver, reached)
 
 _LAMBDA_START = 1e-3
 _LAMBDA_GIVE_UP = 1e12
@@ -99,7 +99,9 @@ def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, st
         batch.q[active], current, ev = step.q, step.cost, step.ev
         batch.stationary(active, step.proposed < 1e-14, hard_ok, ev, current)
 
-    if not settings.fit:
+    if settings.fit:
+        converged &= frames_with_a_target(objects, F)  # a fit converges on the targets it has, if any
+    else:
         converged &= complete_frames(objects, F)      # a missing target: the frame is not done
     return Result(q=batch.q, position_error=position_error, rotation_error=rotation_error,
                   iterations=iterations, converged=converged, sigma_min=sigma_min,

@@ -167,6 +167,13 @@ def finite_frames(objects, bases, F: int) -> np.ndarray:
     return ok
 
 
+def frames_with_a_target(objects, F: int) -> np.ndarray:
+    """Frames where at least one object has a finite pose: a fit there has something to fit."""
+    if objects is None:
+        return np.ones(F, dtype=bool)
+    return np.any(np.all(np.isfinite(objects), axis=(-2, -1)), axis=-1)
+
+
 def complete_frames(objects, F: int) -> np.ndarray:
     """Frames where every object has a finite pose: only these can count as converged."""
     if objects is None:

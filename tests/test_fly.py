@@ -633,3 +633,16 @@ def test_a_missing_coxa_keypoint_leaves_the_frame_where_it_was_in_both_methods()
         np.testing.assert_allclose(r.angles[3], r.angles[2], rtol=0, atol=1e-8, err_msg=method)
         others = np.r_[0:3, 4:10]
         np.testing.assert_allclose(r.error[others], clean.error[others], atol=1e-7, err_msg=method)
+
+
+def test_a_stage_without_its_keypoint_is_not_reported_converged_by_either_method():
+    """A stage whose keypoint is missing in a frame has fitted nothing there: converged False and
+    a NaN error, in the closed form and in the iterated stages (which used to say converged)."""
+    legs = load_legs(SMALL)
+    k = legs["RF_leg"][:6].copy()
+    k[2, 2] = np.nan                                          # the Tibia keypoint: stage 1
+    lengths = segment_lengths(legs["RF_leg"])
+    for method in ("sequential", "sequential-iterative"):
+        report = solve_leg(k, method, lengths=lengths).report
+        assert np.isnan(report.keypoint_error[2, 1]) and not report.converged[2, 1], method
+        assert report.converged[2, [0, 2, 3]].all() and report.converged[[0, 1, 3, 4, 5]].all(), method
