@@ -18,18 +18,16 @@ import numpy as np
 # Below this angle the closed forms lose precision and their Taylor series take over.
 _SMALL = 1e-4
 _IDENTITY = np.eye(3)
+# [v]x = v_x E_x + v_y E_y + v_z E_z, the three generators flattened as rows (one product builds it)
+_SKEW_BASIS = np.array([[0, 0, 0, 0, 0, -1, 0, 1, 0],
+                        [0, 0, 1, 0, 0, 0, -1, 0, 0],
+                        [0, -1, 0, 1, 0, 0, 0, 0, 0]], dtype=float)
 
 
 def skew(v: np.ndarray) -> np.ndarray:
     """[v]x, the cross-product matrix: skew(a) @ b == cross(a, b)."""
     v = np.asarray(v, dtype=float)
     return (v @ _SKEW_BASIS).reshape(v.shape + (3,))
-
-
-# [v]x = v_x E_x + v_y E_y + v_z E_z, the three generators flattened as rows (one product builds it)
-_SKEW_BASIS = np.array([[0, 0, 0, 0, 0, -1, 0, 1, 0],
-                        [0, 0, 1, 0, 0, 0, -1, 0, 0],
-                        [0, -1, 0, 1, 0, 0, 0, 0, 0]], dtype=float)
 
 
 def axis_angle_matrix(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
