@@ -49,25 +49,29 @@ _FIELDS = ("y", "yd", "weight", "position_error", "rotation_error", "A")   # B: 
 
 
 def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settings = Settings(),
-                    values=None) -> Result:
+                    values=None, deadline: float | None = None) -> Result:
     """Solve every frame of q0 (F, n) to convergence; objects (F, K, 4, 4), bases (F, A, 4, 4),
     values (F, joint-value tasks) as in Scene.evaluate. Frames are independent; they are solved
     in blocks of up to BLOCK_ENTRIES / (number of coordinates) frames, beyond which a batch's
-    arrays outgrow the caches (1000-frame blocks of a 6-bone chain, 440 of a 30-bone one)."""
+    arrays outgrow the caches (1000-frame blocks of a 6-bone chain, 440 of a 30-bone one).
+    `deadline` (a time.perf_counter() value): no iteration starts that the last one's duration
+    says would end past it; frames still open then are returned as they are, not converged."""
     start = time.perf_counter()
     q, objects, bases, values = check_inputs(scene, q0, objects, bases, values)
     F, block = q.shape[0], max(1, BLOCK_ENTRIES // max(scene.n_coordinates, 1))
     if F <= block:
-        return _solve_block(scene, q, objects, bases, values, settings, start)
+        return _solve_block(scene, q, objects, bases, values, settings, start, deadline)
     part = lambda a, array: None if array is None else array[a:a + block]  # noqa: E731
-    blocks = [_solve_block(scene, q[a:a + block], part(a, objects), part(a, bases), part(a, values), settings, start)
+    blocks = [_solve_block(scene, q[a:a + block], part(a, objects), part(a, bases), part(a, values), settings, start,
+                           deadline)
               for a in range(0, F, block)]
     joined = {k: np.concatenate([getattr(b, k) for b in blocks]) for k in
               ("q", "position_error", "rotation_error", "iterations", "converged", "sigma_min")}
     return Result(**joined, seconds=time.perf_counter() - start, names=list(scene.names))
 
 
-def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, start: float) -> Result:
+def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, start: float,
+                 deadline: float | None = None) -> Result:
     batch = _Batch(scene, settings, scene.project(q), objects, bases, values)
     F, C = q.shape[0], len(scene.constraints)
     position_error, rotation_error = np.full((F, C), np.nan), np.full((F, C), np.nan)
@@ -77,7 +81,9 @@ def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, st
     active = np.flatnonzero(finite_frames(objects, bases, F))
     ev = batch.evaluate(batch.q[active], active)
     current = cost(ev)
+    last_iteration = 0.0
     while active.size:
+        began = time.perf_counter()
         position_error[active], rotation_error[active] = ev.position_error, ev.rotation_error
         hard_ok = np.ones(active.size, bool) if settings.fit else reached(scene, ev, settings.precision)
         done = hard_ok & (batch.last_step[active] <= settings.precision)
@@ -87,7 +93,7 @@ def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, st
             sigma_min[active[~going_on]] = _sigma_min(scene, _select(ev, ~going_on))
             keep = np.flatnonzero(going_on)
             active, current, ev, hard_ok = active[keep], current[keep], _select(ev, keep), hard_ok[keep]
-        if not active.size:
+        if not active.size or (deadline is not None and time.perf_counter() + last_iteration > deadline):
             break
         iterations[active] += 1
         step = _Iteration(batch.q[active].copy(), current.copy(), _select(ev, slice(None)), np.zeros(active.size))
@@ -98,6 +104,7 @@ def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, st
             batch.last_step[active] = step.proposed
         batch.q[active], current, ev = step.q, step.cost, step.ev
         batch.stationary(active, step.proposed < 1e-14, hard_ok, ev, current)
+        last_iteration = time.perf_counter() - began
 
     if settings.fit:
         converged &= frames_with_a_target(objects, F)  # a fit converges on the targets it has, if any
@@ -185,27 +192,25 @@ class _Batch:
         self._to_secant(frames[self.slow_run[frames] >= _SLOW_RUN])
 
     def secant_steps(self, active, rows, ev, current, out: _Iteration):
-        """Damped steps with and without the curvature estimate S; the better one counts."""
+        """Damped steps with and without the curvature estimate S; the better one counts (without
+        `settings.curvature`, only the one without: plain Levenberg-Marquardt)."""
         if not rows.size:
             return
         frames = active[rows]
         S = self.curvature.get(frames)
-        candidates = []
-        for S_try in (S, LowRank.zero(rows.size, self.scene.n_coordinates)):
-            dq, _ = constrained_step(self.scene, self.q[frames], ev.A[rows], (ev.yd - ev.y)[rows], ev.weight[rows],
-                                     np.full(rows.size, self.settings.max_step), _secant_solver(S_try, self.lam[frames]))
-            trial = self.scene.project(self.q[frames] + dq)
-            trial_ev = self.evaluate(trial, frames)
-            candidates.append((dq, trial, trial_ev, cost(trial_ev)))
-        (dq, trial, trial_ev, trial_cost), plain = candidates[0], candidates[1]
-        use_plain = plain[3] < trial_cost
-        dq, trial = np.where(use_plain[:, None], plain[0], dq), np.where(use_plain[:, None], plain[1], trial)
-        trial_cost = np.where(use_plain, plain[3], trial_cost)
-        _put(trial_ev, plain[2], use_plain, np.flatnonzero(use_plain))
+        plain = self._secant_trial(frames, rows, ev, LowRank.zero(rows.size, self.scene.n_coordinates))
+        if self.settings.curvature:
+            dq, trial, trial_ev, trial_cost = self._secant_trial(frames, rows, ev, S)
+            use_plain = plain[3] < trial_cost
+            dq, trial = np.where(use_plain[:, None], plain[0], dq), np.where(use_plain[:, None], plain[1], trial)
+            trial_cost = np.where(use_plain, plain[3], trial_cost)
+            _put(trial_ev, plain[2], use_plain, np.flatnonzero(use_plain))
+        else:
+            dq, trial, trial_ev, trial_cost = plain
         out.proposed[rows] = np.max(np.abs(dq), axis=1, initial=0.0)
 
         better = trial_cost < current[rows]
-        if better.any():
+        if self.settings.curvature and better.any():
             old, new = _select(ev, rows[better]), _select(trial_ev, better)
             learned = dgw_update(LowRank(S.Z[better], S.K[better]), trial[better] - self.q[frames[better]],
                                  old.A, old.y - old.yd, new.A, new.y - new.yd, old.weight, new.weight)
@@ -223,6 +228,14 @@ class _Batch:
             self.lam[frames[settled]] = _LAMBDA_GIVE_UP
         out.q[rows[better]], out.cost[rows[better]] = trial[better], trial_cost[better]
         _put(out.ev, trial_ev, better, rows[better])
+
+    def _secant_trial(self, frames, rows, ev, S: LowRank):
+        """The damped step with curvature S for frames active[rows]: dq, the new q, its evaluation, its cost."""
+        dq, _ = constrained_step(self.scene, self.q[frames], ev.A[rows], (ev.yd - ev.y)[rows], ev.weight[rows],
+                                 np.full(rows.size, self.settings.max_step), _secant_solver(S, self.lam[frames]))
+        trial = self.scene.project(self.q[frames] + dq)
+        trial_ev = self.evaluate(trial, frames)
+        return dq, trial, trial_ev, cost(trial_ev)
 
     def stationary(self, active, stuck, hard_ok, ev, current):
         """Frames whose full step vanished: done where the targets are reached; elsewhere they may

@@ -14,10 +14,16 @@ the usual cure. Each round gathers every frame still open into one batched solve
     3. keep, per frame, the best answer so far: a converged one over one that is not, and among
        unconverged ones the smaller sum of squared position and rotation errors.
 
+Restarted solves take plain Levenberg-Marquardt secant steps (Settings.curvature off): a start
+is there to reach the targets, where the error and the curvature estimate vanish, and the plain
+step alone costs half as much per iteration.
+
 Time is charged per frame: each batched solve's wall time (with its start selection) is divided
 equally among the starts in it, and a frame is charged for all of its starts. A frame takes part
-in a new round only while its charge is below `budget` seconds; a round, at least one start
-per frame, may end past it.
+in a new round only while its charge is below `budget` seconds, and every solve, the first one
+too, is given the deadline at which the frame with the least budget left would be charged all of
+it (see solve_animation's `deadline`): only the work outside the iterations, and an iteration
+that takes longer than the one before it, can carry a frame past its budget.
 """
 
 from __future__ import annotations
@@ -61,13 +67,15 @@ def solve_with_restarts(scene: Scene, objects, settings: Settings = Settings(), 
         q0 = np.tile(middle_of_limits(scene), (F, 1))
     q0, objects, bases, _ = check_inputs(scene, q0, objects, bases)
     start = time.perf_counter()
-    first = solve_animation(scene, q0, objects, bases, settings)
+    first = solve_animation(scene, q0, objects, bases, settings, deadline=start + budget * F)
     best = RestartResult(**{k: getattr(first, k) for k in ("q", "position_error", "rotation_error", "iterations",
                                                            "converged", "sigma_min", "seconds", "frames", "names")},
                          restarts=np.zeros(F, dtype=int), charged=np.full(F, first.seconds / max(F, 1)),
                          first_converged=first.converged.copy())
     best.q, best.iterations = best.q.copy(), best.iterations.copy()
-    restart_settings = settings if restart_iterations is None else replace(settings, max_iterations=restart_iterations)
+    restart_settings = replace(settings, curvature=False)
+    if restart_iterations is not None:
+        restart_settings = replace(restart_settings, max_iterations=restart_iterations)
     retry = complete_frames(objects, F)        # a frame with a missing target cannot converge
     if bases is not None:
         retry &= np.all(np.isfinite(bases), axis=(1, 2, 3))
@@ -85,7 +93,10 @@ def solve_with_restarts(scene: Scene, objects, settings: Settings = Settings(), 
         round_start = time.perf_counter()
         pick = lambda poses: None if poses is None else poses[frames]  # noqa: E731
         seeds = _best_of_random(scene, q0[frames], pick(objects), pick(bases), candidates, rng)
-        attempt = solve_animation(scene, seeds, pick(objects), pick(bases), restart_settings)
+        # Each open frame is charged the round's time / open frames: stop before the frame with
+        # the least budget left is charged more than that.
+        deadline = round_start + np.min(budget - best.charged[open_]) * open_.size
+        attempt = solve_animation(scene, seeds, pick(objects), pick(bases), restart_settings, deadline=deadline)
         per_start = (time.perf_counter() - round_start) / frames.size
         best.charged[open_] += per_frame * per_start
         best.restarts[open_] += per_frame

@@ -38,6 +38,8 @@ class Settings:
     fps: float = 24.0
     feedforward: bool = True         # simulation: use B Xu'
     converge_first_frame: bool = True  # simulation: solve the first frame in animation mode
+    curvature: bool = True           # animation: secant steps also try the curvature estimate (for
+    #                                  targets out of reach; without it they are plain Levenberg-Marquardt)
     fit: bool = False                # a least-squares fit (marker IK): frames converge when their
     #                                  steps fall below precision, not when targets are met
 

@@ -128,3 +128,12 @@ def test_a_missing_target_is_not_retried_and_bad_budgets_are_refused():
             solve_with_restarts(scene, targets[:1, None], budget=budget)
     with pytest.raises(ValueError, match="max_restarts"):
         solve_with_restarts(scene, targets[:1, None], max_restarts=-1)
+
+
+def test_a_spent_budget_stops_the_first_solve_and_starts_no_restart():
+    model = panda_arm()
+    scene = pose_scene(model)
+    _, targets = random_targets(model, 3, seed=8)
+    result = solve_with_restarts(scene, targets[:, None], Settings(precision=TOLERANCE), rng=9, budget=0.0)
+    assert (result.iterations == 0).all() and (result.restarts == 0).all() and not result.converged.any()
+    np.testing.assert_array_equal(result.q, np.tile(middle_of_limits(scene), (3, 1)))
