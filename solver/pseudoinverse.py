@@ -72,17 +72,18 @@ def solve(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-1
         inv = s / np.maximum(s**2 + lam2[..., None], 1e-300)
         inv = np.where(s > rcond * s_max, inv, 0.0)
         return np.einsum("fkn,fk->fn", Vt, inv * alpha), s_min
-    # SDLS
-    V = np.swapaxes(Vt, -1, -2)                                   # (F, n, k)
+    # SDLS: direction i's step is c_i v_i, c_i = alpha_i / s_i; its largest entry is |c_i| max |v_i|.
+    abs_Vt = np.abs(Vt)                                           # (F, k, n)
     column_size = np.sum(np.abs(A), axis=-2)                      # (F, n): sum_rows |A_rj|
     N = np.sum(np.abs(U), axis=-2)                                # (F, k)
     keep = s > rcond * s_max
     s_safe = np.where(keep, s, 1.0)
-    M = np.einsum("fnk,fn->fk", np.abs(V), column_size) / s_safe
+    M = np.einsum("fkn,fn->fk", abs_Vt, column_size) / s_safe
     gamma = np.minimum(1.0, N / np.maximum(M, 1e-300)) * gamma_max
-    steps = V * np.where(keep, alpha / s_safe, 0.0)[:, None, :]   # (F, n, k): one column per direction
-    steps = _clamp_max_abs(np.swapaxes(steps, -1, -2), gamma)     # (F, k, n)
-    return _clamp_max_abs(np.sum(steps, axis=-2), gamma_max), s_min
+    c = np.where(keep, alpha / s_safe, 0.0)
+    largest = np.abs(c) * np.max(abs_Vt, axis=-1)                # (F, k): each direction clamped to gamma_i
+    c = c * np.where(largest > gamma, gamma / np.maximum(largest, 1e-300), 1.0)
+    return _clamp_max_abs(np.einsum("fkn,fk->fn", Vt, c), gamma_max), s_min
 
 
 def svd_by_gram(A: np.ndarray):
