@@ -24,6 +24,7 @@ from . import rig as rig_module
 from .rig import RigError
 
 MAX_STEP_FRAMES = 4     # frame advances up to this are simulated; larger jumps are re-solved
+STILL = 1e-6            # bases that moved less than this (armature units) between frames stand still
 _state = {}             # object pointer -> State
 _rigs = {}              # object pointer -> Reader
 _flags = {"baking": 0, "rendering": False, "busy": False}
@@ -139,31 +140,43 @@ def _solve(obj, force):
         return None
     render = bpy.context.scene.render
     fps = render.fps / render.fps_base
+    scale = float(samples.scale[0])
     if state is not None:
         steps = frame - state.frame
         if 0 < steps <= MAX_STEP_FRAMES and same_inputs:
-            _, settings = solving.settings_for(obj, fps=fps / steps)
+            _, settings = solving.settings_for(obj, fps=fps / steps, scale=scale)
             settings = replace(settings, converge_first_frame=False)
+            if _still(state.bases, samples.bases):
+                samples.bases = state.bases
             objects = np.concatenate([state.objects, samples.objects])
             bases = np.concatenate([state.bases, samples.bases])
             start = None if fresh else state.evaluation      # a rig read again has a new scene
             res = solver.solve_simulation(rig.scene, state.q, objects, bases, settings, start=start)
             q = res.q[-1:]
         else:
-            _, settings = solving.settings_for(obj, fps=fps)
+            _, settings = solving.settings_for(obj, fps=fps, scale=scale)
             res = solver.solve_animation(rig.scene, state.q, samples.objects, samples.bases, settings)
             q = res.q
     else:
-        _, settings = solving.settings_for(obj, fps=fps)
+        _, settings = solving.settings_for(obj, fps=fps, scale=scale)
         q0 = rig_module.coordinates_from_basis(rig, samples.basis)
         res = solver.solve_animation(rig.scene, q0, samples.objects, samples.bases, settings)
         q = res.q
     if not np.all(np.isfinite(q)):
         raise RigError("the solver returned non-finite joint values; the pose was left as it was")
-    R, y_scale = rig_module.pose_from_coordinates(rig, q)
+    # The simulation's last evaluation is at q: its segment motions are the pose to write.
+    motions = None if res.evaluation is None else res.evaluation.pose.local
+    R, y_scale = rig_module.pose_from_coordinates(rig, q, motions)
     rig_module.apply_pose(rig, obj, R[0], y_scale[0])
     _state[key] = State(names, q, frame, samples.objects, samples.bases, res.evaluation)
     return res
+
+
+def _still(before, now):
+    """Whether the chains' bases did not move: Blender hands their matrices over in float32, so a
+    base that stands still differs by rounding from frame to frame (1e-7); within STILL it is
+    taken as not moving, and the simulation feeds no motion of it forward."""
+    return bool(np.max(np.abs(now - before), initial=0.0) <= STILL)
 
 
 def _live_objects(scene):

@@ -648,11 +648,12 @@ def coordinates_from_basis(rig: Rig, basis):
     return rig.scene.project(q)
 
 
-def pose_from_coordinates(rig: Rig, q):
+def pose_from_coordinates(rig: Rig, q, motions=None):
     """Per model bone and frame: rotation matrices (F, S, 3, 3) and Y scales (F, S) (1 without
-    stretch) that make the pose bones' matrix_basis reproduce the solved joints."""
+    stretch) that make the pose bones' matrix_basis reproduce the solved joints. `motions`: the
+    segments' joint motions at q when the caller has them (an evaluation's pose.local)."""
     q = np.asarray(q, float)
-    R = segment_motions(rig.model, q)[..., :3, :3]
+    R = (segment_motions(rig.model, q) if motions is None else motions)[..., :3, :3]
     y_scale = np.ones(q.shape[:1] + (len(rig.bones),))
     for name, c in rig.stretch_coordinate.items():
         s = rig.bones.index(name)
@@ -671,7 +672,7 @@ def apply_pose(rig: Rig, obj, R, y_scale, bones=None):
         if bones is not None and name not in bones:
             continue
         pb = obj.pose.bones[name]
-        rot = Matrix([list(row) for row in R[s]])
+        rot = Matrix(R[s].tolist())
         mode = pb.rotation_mode
         if mode == "QUATERNION":
             quat = rot.to_quaternion()

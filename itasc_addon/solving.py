@@ -71,10 +71,11 @@ class SolveResult:
         return text
 
 
-def settings_for(obj, fps=None, **options):
+def settings_for(obj, fps=None, scale=None, **options):
     """The engine's Settings and the mode from the object's settings, overridden by `options`
     (mode, method, precision, max_iterations, feedback, max_velocity, damping_max,
-    damping_epsilon, substeps). Precision is in scene units; the engine works in the armature's."""
+    damping_epsilon, substeps). Precision is in scene units; the engine works in the armature's
+    (`scale`: the armature's uniform scale when the caller has checked it already)."""
     unknown = set(options) - set(OPTION_NAMES)
     if unknown:
         raise TypeError(f"unknown option(s) {sorted(unknown)}; choose from {list(OPTION_NAMES)}")
@@ -86,7 +87,8 @@ def settings_for(obj, fps=None, **options):
     method = METHODS.get(str(value["method"]).upper())
     if method is None:
         raise RigError(f"method must be one of {list(METHODS)}, not {value['method']!r}")
-    scale = rig_module.object_scale(rig_module.evaluated_world(obj), f"armature '{obj.name}'")
+    if scale is None:
+        scale = rig_module.object_scale(rig_module.evaluated_world(obj), f"armature '{obj.name}'")
     if fps is None:
         render = bpy.context.scene.render
         fps = render.fps / render.fps_base
