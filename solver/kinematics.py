@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import Model
-from .rotations import axis_angle_matrix, exp_map_with_jacobian
+from .rotations import exp_map_with_jacobian, rodrigues
 
 
 @dataclass
@@ -45,7 +45,7 @@ def joint_transforms(model: Model, q: np.ndarray):
 
     r = model.revolute_joints
     if r.size:
-        T[:, r, :3, :3] = axis_angle_matrix(model.joint_axis[r], q[:, first[r]])
+        T[:, r, :3, :3] = rodrigues(*model.revolute_skew, q[:, first[r]])
         columns[:, first[r]] = model.joint_axis[r]
     p = model.prismatic_joints
     if p.size:

@@ -27,6 +27,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .rotations import skew
+
 REVOLUTE, PRISMATIC, SWING, SPHERE = "revolute", "prismatic", "swing", "sphere"
 _DOF = {REVOLUTE: 1, PRISMATIC: 1, SWING: 2, SPHERE: 3}
 _AXES = {"X": (1.0, 0.0, 0.0), "Y": (0.0, 1.0, 0.0), "Z": (0.0, 0.0, 1.0)}
@@ -172,6 +174,8 @@ class Model:
         self.sphere_index = _as_slice(self.sphere_joints)
         self.sphere_coordinate_index = _as_slice((self.joint_first[self.sphere_joints][:, None] + np.arange(3)).ravel())
         self.joint_axis = np.array([j.axis for j in joints], dtype=float).reshape(-1, 3)
+        revolute_skew = skew(self.joint_axis[self.revolute_joints])
+        self.revolute_skew = (revolute_skew, revolute_skew @ revolute_skew)    # [axis]x and its square
         self.elliptic_joints = np.array([k for k, j in enumerate(joints) if j.elliptic], dtype=int)
         self.unlimited_spheres = np.array(
             [k for k, j in enumerate(joints)

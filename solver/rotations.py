@@ -33,8 +33,13 @@ def skew(v: np.ndarray) -> np.ndarray:
 def axis_angle_matrix(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
     """Rotation by `angle` about the unit `axis` (Rodrigues): I + sin a [k]x + (1 - cos a) [k]x^2."""
     k = skew(axis)
+    return rodrigues(k, k @ k, angle)
+
+
+def rodrigues(k: np.ndarray, k2: np.ndarray, angle) -> np.ndarray:
+    """I + sin a k + (1 - cos a) k2 for k = [axis]x and k2 = k @ k given (fixed axes: computed once)."""
     a = np.asarray(angle, dtype=float)[..., None, None]
-    return np.eye(3) + np.sin(a) * k + (1.0 - np.cos(a)) * (k @ k)
+    return _IDENTITY + np.sin(a) * k + (1.0 - np.cos(a)) * k2
 
 
 def axis_rotation(axis: int, angle) -> np.ndarray:
