@@ -18,6 +18,8 @@ with S and without it (plain Levenberg-Marquardt) and keeps the better; lambda (
 largest diagonal of C A^T W A) shrinks by 3 after a success and grows by 4 after a failure. This
 turns the linear crawl of Gauss-Newton toward an unreachable target's optimum into fast
 convergence; a frame stops when its error energy no longer falls measurably (relative 1e-13).
+Where every target is reachable, S vanishes at the solution and trying it only doubles the cost
+of an iteration: Settings(curvature=False) takes the plain step alone.
 
 A frame whose steps all vanish without reaching its targets sits on a stationary point, which
 may be a saddle (a straight chain aimed directly away from its target): it is nudged off once and
