@@ -19,7 +19,9 @@ largest diagonal of C A^T W A) shrinks by 3 after a success and grows by 4 after
 turns the linear crawl of Gauss-Newton toward an unreachable target's optimum into fast
 convergence; a frame stops when its error energy no longer falls measurably (relative 1e-13).
 Where every target is reachable, S vanishes at the solution and trying it only doubles the cost
-of an iteration: Settings(curvature=False) takes the plain step alone.
+of an iteration: Settings(curvature=False) takes the plain step alone, and Settings(steps=
+"damped") takes damped steps from the first iteration (one solve and one evaluation each, where
+an update-law step may halve itself several times).
 
 A frame whose steps all vanish without reaching its targets sits on a stationary point, which
 may be a saddle (a straight chain aimed directly away from its target): it is nudged off once and
@@ -40,6 +42,7 @@ from .update import (Result, Settings, check_inputs, complete_frames, constraine
                      frames_with_a_target, pseudoinverse_solver, reached)
 
 _LAMBDA_START = 1e-3
+_LAMBDA_FIRST = 1e-2  # a frame's damping when it takes damped steps from the start (Settings.steps)
 _LAMBDA_GIVE_UP = 1e12
 _NUDGE = 1e-3
 _SETTLED = 1e-13      # relative fall of the error energy below which a secant frame has settled
@@ -137,7 +140,8 @@ class _Batch:
         self.scene, self.settings, self.q = scene, settings, q
         self.objects, self.bases, self.values = objects, bases, values
         F = q.shape[0]
-        self.lam = np.zeros(F)                   # 0: update-law steps; > 0: damped secant steps
+        # 0: update-law steps; > 0: damped (secant) steps
+        self.lam = np.full(F, _LAMBDA_FIRST if settings.steps == "damped" else 0.0)
         self.curvature = Store(F, scene.n_coordinates)   # S = Z K Z^T per frame, on secant steps
         self.nudged = np.zeros(F, dtype=bool)
         self.slow_run = np.zeros(F, dtype=int)   # consecutive update-law steps that were slow

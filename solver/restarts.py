@@ -14,9 +14,10 @@ the usual cure. Each round gathers every frame still open into one batched solve
     3. keep, per frame, the best answer so far: a converged one over one that is not, and among
        unconverged ones the smaller sum of squared position and rotation errors.
 
-Restarted solves take plain Levenberg-Marquardt secant steps (Settings.curvature off): a start
-is there to reach the targets, where the error and the curvature estimate vanish, and the plain
-step alone costs half as much per iteration.
+Restarted solves take plain Levenberg-Marquardt steps from their first iteration
+(Settings(steps="damped", curvature=False)): a start is there to reach the targets, where the
+error and the curvature estimate vanish; on the Panda this finds 48 % of the poses left by the
+first solve per start at 0.17 ms a start, against 44 % at 0.24 ms with update-law steps first.
 
 Time is charged per frame: each batched solve's wall time (with its start selection) is divided
 equally among the starts in it, and a frame is charged for all of its starts. A frame takes part
@@ -73,7 +74,7 @@ def solve_with_restarts(scene: Scene, objects, settings: Settings = Settings(), 
                          restarts=np.zeros(F, dtype=int), charged=np.full(F, first.seconds / max(F, 1)),
                          first_converged=first.converged.copy())
     best.q, best.iterations = best.q.copy(), best.iterations.copy()
-    restart_settings = replace(settings, curvature=False)
+    restart_settings = replace(settings, steps="damped", curvature=False)
     if restart_iterations is not None:
         restart_settings = replace(restart_settings, max_iterations=restart_iterations)
     retry = complete_frames(objects, F)        # a frame with a missing target cannot converge

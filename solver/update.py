@@ -21,6 +21,9 @@ from . import pseudoinverse
 from .scene import Evaluation, Scene
 
 
+STEPS = ("update-law", "damped")
+
+
 @dataclass(frozen=True)
 class Settings:
     method: str = "dls"              # A#: 'pinv', 'dls', 'sdls' or the 'gradient' baseline
@@ -38,7 +41,9 @@ class Settings:
     fps: float = 24.0
     feedforward: bool = True         # simulation: use B Xu'
     converge_first_frame: bool = True  # simulation: solve the first frame in animation mode
-    curvature: bool = True           # animation: secant steps also try the curvature estimate (for
+    steps: str = "update-law"        # animation: 'update-law' steps, damped ones where they stall; or
+    #                                  'damped' (Levenberg-Marquardt) steps from the first iteration
+    curvature: bool = True           # animation: damped steps also try the curvature estimate (for
     #                                  targets out of reach; without it they are plain Levenberg-Marquardt)
     fit: bool = False                # a least-squares fit (marker IK): frames converge when their
     #                                  steps fall below precision, not when targets are met
@@ -46,6 +51,8 @@ class Settings:
     def __post_init__(self):
         if self.method not in pseudoinverse.METHODS:
             raise ValueError(f"unknown solver {self.method!r}; choose one of {pseudoinverse.METHODS}")
+        if self.steps not in STEPS:
+            raise ValueError(f"unknown steps {self.steps!r}; choose one of {STEPS}")
         for name in ("precision", "max_step", "feedback", "max_velocity", "fps", "substep_angle",
                      "damping_max", "damping_epsilon", "gamma_max"):
             value = getattr(self, name)

@@ -86,6 +86,25 @@ def test_unreachable_target_ends_at_the_closest_point(method, curvature):
     np.testing.assert_allclose(result.position_error[:, 0], np.linalg.norm(goal, axis=1) - 6.0, atol=1e-9)
 
 
+@pytest.mark.parametrize("curvature", [True, False])
+def test_damped_steps_from_the_first_iteration_reach_the_same_answers(curvature):
+    """Settings(steps="damped"): Levenberg-Marquardt from the start, on the reachable path from the
+    straight (singular) rest pose and on unreachable targets."""
+    settings = Settings(steps="damped", curvature=curvature)
+    scene = reach_scene(straight_chain(6))
+    targets = lissajous(1000, 6)
+    result = solve_animation(scene, scene.model.neutral(1000), targets, settings=settings)
+    assert result.converged.all()
+    assert np.linalg.norm(tail_positions(scene, result.q) - targets[:, 0, :3, 3], axis=1).max() <= 6e-6
+    goal, far = unreachable_targets()
+    result = solve_animation(scene, scene.model.neutral(4), far, settings=settings)
+    closest = goal / np.linalg.norm(goal, axis=1, keepdims=True) * 6.0
+    assert not result.converged.any()
+    np.testing.assert_allclose(tail_positions(scene, result.q), closest, atol=1e-6 if curvature else 1e-5)
+    with pytest.raises(ValueError, match="steps"):
+        Settings(steps="newton")
+
+
 def test_the_curvature_estimate_shortens_the_way_to_an_unreachable_optimum():
     """Plain Levenberg-Marquardt steps crawl toward an optimum with a large residual; the secant
     curvature estimate is what makes that fast."""
