@@ -60,7 +60,7 @@ def parse_bytes(data: bytes, path=None, skip=()) -> Element:
             state["root"] = elem
         stack.append(elem)
         state["last"] = None
-        if skip and local(tag) in skip:
+        if skip and tag in skip:
             state["depth"] = 1
             parser.StartElementHandler, parser.EndElementHandler = start_inside, end_inside
             parser.CharacterDataHandler = None
@@ -120,15 +120,10 @@ def parse_bytes(data: bytes, path=None, skip=()) -> Element:
     return state["root"]
 
 
-def local(tag: str) -> str:
-    """The tag without any namespace."""
-    return tag.rsplit("}", 1)[-1]
-
-
 def child(elem: Element, *tags: str) -> Element | None:
     """The first direct child whose tag is one of `tags` (OpenSim takes the first of duplicates)."""
     for c in elem:
-        if local(c.tag) in tags:
+        if c.tag in tags:
             return c
     return None
 
@@ -153,10 +148,10 @@ def quoted(text: str, limit: int = 60) -> str:
 def floats(elem: Element, path, n: int | None = None, what: str | None = None, finite: bool = False) -> np.ndarray:
     """Whitespace-separated numbers in `elem` (OpenSim's Infinity/NaN spellings accepted, unless
     `finite`: then infinity and NaN are errors)."""
-    what = what or local(elem.tag)
+    what = what or elem.tag
     s = (elem.text or "").split()
     try:
-        values = np.array([_float(v) for v in s], dtype=float)
+        values = np.array(s, dtype=float)         # Python's float(): inf, Infinity, nan in any case
     except ValueError:
         raise OpenSimFileError(path, elem.line, f"<{what}> must hold numbers, got {quoted(elem.text.strip())}") from None
     if n is not None and values.size != n:
@@ -178,15 +173,6 @@ def child_float(elem: Element, tag: str, path, default: float | None = None, fin
     if c is None or text_of(c) is None:
         return default
     return float(floats(c, path, 1, finite=finite)[0])
-
-
-def _float(s: str) -> float:
-    low = s.lower()
-    if low in ("inf", "+inf", "infinity", "+infinity"):
-        return np.inf
-    if low in ("-inf", "-infinity"):
-        return -np.inf
-    return float(s)
 
 
 def child_bool(elem: Element, tag: str, path, default: bool) -> bool:

@@ -313,7 +313,7 @@ def function_from_xml(elem, path=None, natural_spline: str = "opensim", _depth: 
     """The Function an OpenSim function element (<SimmSpline>, <LinearFunction>, ...) describes.
     `natural_spline` is "opensim" (read <NaturalCubicSpline> as OpenSim 4 does: a SimmSpline) or
     "natural" (natural end conditions)."""
-    tag = _xml.local(elem.tag)
+    tag = elem.tag
 
     def fail(reason, at=None):
         raise OpenSimFileError(path, (at if at is not None else elem).line, f"<{tag}>: {reason}")
@@ -366,6 +366,6 @@ def function_in(container, path=None, natural_spline: str = "opensim", _depth: i
             raise OpenSimFileError(path, wrapper.line, "<function> holds more than one function")
         return function_from_xml(inner[0], path, natural_spline, _depth)
     for c in container:
-        if c.get("name") == "function" or _xml.local(c.tag) in FUNCTION_TAGS:
+        if c.get("name") == "function" or c.tag in FUNCTION_TAGS:
             return function_from_xml(c, path, natural_spline, _depth)
     return None

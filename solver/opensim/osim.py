@@ -218,14 +218,14 @@ def read_osim(path) -> OsimModel:
     path = Path(path).resolve()
     root = _xml.parse(path, skip=_NOT_READ)
     version = None
-    if _xml.local(root.tag) == "OpenSimDocument":
+    if root.tag == "OpenSimDocument":
         try:
             version = int(root.get("Version", "0").strip() or 0)
         except ValueError:
             raise OpenSimFileError(path, root.line, f"Version must be a number, got {root.get('Version')!r}") from None
         model = _xml.child(root, "Model")
     else:
-        model = root if _xml.local(root.tag) == "Model" else None
+        model = root if root.tag == "Model" else None
     if model is None:
         raise OpenSimFileError(path, root.line, "no <Model> element")
     reader = _Reader(path, model)
@@ -296,7 +296,7 @@ class _Reader:
             self.fail(joint_elem, f"CustomJoint {name!r} has no <SpatialTransform>")
         by_name = {}
         for ta in st:
-            if _xml.local(ta.tag) != "TransformAxis":
+            if ta.tag != "TransformAxis":
                 continue
             axis_name = ta.get("name", "")
             if axis_name not in ("rotation1", "rotation2", "rotation3", "translation1", "translation2", "translation3"):
@@ -354,7 +354,7 @@ class _Reader:
                 c.motion_type = "coupled"
 
     def joint_core(self, elem, coordinates: list):
-        joint_type = _xml.local(elem.tag)
+        joint_type = elem.tag
         if joint_type not in JOINT_TYPES:
             self.fail(elem, f"joint type <{joint_type}> is not supported (supported: {', '.join(JOINT_TYPES)})")
         if _xml.child_bool(elem, "reverse", self.path, False):
@@ -372,8 +372,8 @@ class _Reader:
     def read_v3(self):
         bodies, joints = [], []
         for b in self.objects(_xml.child(self.model, "BodySet")):
-            if _xml.local(b.tag) != "Body":
-                self.fail(b, f"unexpected <{_xml.local(b.tag)}> in the BodySet")
+            if b.tag != "Body":
+                self.fail(b, f"unexpected <{b.tag}> in the BodySet")
             body = self.body(b)
             bodies.append(body)
             holder = _xml.child(b, "Joint")
@@ -385,7 +385,7 @@ class _Reader:
             j = inner[0]
             name = j.get("name", "")
             coordinates = [self.coordinate(c, name)
-                           for c in self.objects(_xml.child(j, "CoordinateSet")) if _xml.local(c.tag) == "Coordinate"]
+                           for c in self.objects(_xml.child(j, "CoordinateSet")) if c.tag == "Coordinate"]
             joint_type, axes = self.joint_core(j, coordinates)
             parent = _xml.child_text(j, "parent_body")
             if parent is None:
@@ -420,15 +420,15 @@ class _Reader:
         ground = _xml.child(self.model, "Ground")
         bodies = [OsimBody(ground.get("name", "ground") if ground is not None else "ground", line=self.model.line)]
         for b in self.objects(_xml.child(self.model, "BodySet")):
-            if _xml.local(b.tag) != "Body":
-                self.fail(b, f"unexpected <{_xml.local(b.tag)}> in the BodySet")
+            if b.tag != "Body":
+                self.fail(b, f"unexpected <{b.tag}> in the BodySet")
             bodies.append(self.body(b))
         joints = []
         for j in self.objects(_xml.child(self.model, "JointSet")):
             name = j.get("name", "")
             holder = _xml.child(j, "coordinates")
             coordinates = [self.coordinate(c, name) for c in ([] if holder is None else holder)
-                           if _xml.local(c.tag) == "Coordinate"]
+                           if c.tag == "Coordinate"]
             joint_type, axes = self.joint_core(j, coordinates)
             parent, X_PF = self.frame_of_socket(j, ("socket_parent_frame", "socket_parent_frame_connectee_name"))
             child, X_BM = self.frame_of_socket(j, ("socket_child_frame", "socket_child_frame_connectee_name"))
@@ -448,7 +448,7 @@ class _Reader:
         while pending:                                      # (a file may nest elements thousands deep)
             c, prefix = pending.pop()
             name = c.get("name")
-            if name is not None and _xml.local(c.tag) not in ("Model",):
+            if name is not None and c.tag not in ("Model",):
                 prefix = f"{prefix}/{name}"
                 self.by_path.setdefault(prefix, c)
                 self.path_of[id(c)] = prefix
@@ -472,7 +472,7 @@ class _Reader:
         found = self.by_path.get("/" + "/".join(parts))
         if found is None:
             frames = [e for e in self.by_name.get(ref.rstrip("/").rsplit("/", 1)[-1], [])
-                      if _xml.local(e.tag) in ("Body", "Ground", "PhysicalOffsetFrame")]
+                      if e.tag in ("Body", "Ground", "PhysicalOffsetFrame")]
             if len(frames) == 1:                      # a bare name, as older 4.x files write them
                 found = frames[0]
         if found is None:
@@ -484,11 +484,11 @@ class _Reader:
         socket = _xml.child(owner, *tags)
         ref = _xml.text_of(socket)
         if ref is None:
-            self.fail(owner, f"<{_xml.local(owner.tag)} name={owner.get('name')!r}>: no <{tags[0]}>")
+            self.fail(owner, f"<{owner.tag} name={owner.get('name')!r}>: no <{tags[0]}>")
         return self.frame(self._resolve(ref, owner, socket), depth)
 
     def frame(self, elem, depth=0):
-        tag = _xml.local(elem.tag)
+        tag = elem.tag
         if depth > 50:
             self.fail(elem, "offset frames refer to each other in a loop")
         if tag in ("Body", "Ground"):

@@ -103,7 +103,7 @@ def _task_set_from_element(elem, path) -> IKTaskSet:
     objects = _xml.child(elem, "objects")
     seen = {}
     for item in ([] if objects is None else objects):
-        tag = _xml.local(item.tag)
+        tag = item.tag
         name = item.get("name")
         if tag not in ("IKMarkerTask", "IKCoordinateTask"):
             raise OpenSimFileError(path, item.line, f"unknown task type <{tag}> (expected IKMarkerTask or IKCoordinateTask)")
@@ -127,9 +127,9 @@ def _task_set_from_element(elem, path) -> IKTaskSet:
 
 def _find(root, tags):
     """`root` itself or its first child with one of `tags` (an OpenSimDocument wrapper)."""
-    if _xml.local(root.tag) in tags:
+    if root.tag in tags:
         return root
-    if _xml.local(root.tag) == "OpenSimDocument":
+    if root.tag == "OpenSimDocument":
         found = _xml.child(root, *tags)
         if found is not None:
             return found
@@ -142,7 +142,7 @@ def read_ik_task_set(path) -> IKTaskSet:
     root = _xml.parse(path)
     elem = _find(root, ("IKTaskSet",))
     if elem is None:
-        raise OpenSimFileError(path, root.line, f"expected an <IKTaskSet>, found <{_xml.local(root.tag)}>")
+        raise OpenSimFileError(path, root.line, f"expected an <IKTaskSet>, found <{root.tag}>")
     return _task_set_from_element(elem, path)
 
 
@@ -152,7 +152,7 @@ def read_ik_setup(path) -> IKSetup:
     root = _xml.parse(path)
     tool = _find(root, TOOL_TAGS)
     if tool is None:
-        raise OpenSimFileError(path, root.line, f"expected <InverseKinematicsTool>, found <{_xml.local(root.tag)}>")
+        raise OpenSimFileError(path, root.line, f"expected <InverseKinematicsTool>, found <{root.tag}>")
     folder = path.parent
 
     def file(tag):
