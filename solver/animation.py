@@ -203,9 +203,9 @@ class _Batch:
         if not rows.size:
             return
         frames = active[rows]
-        S = self.curvature.get(frames)
         plain = self._secant_trial(frames, rows, ev, LowRank.zero(rows.size, self.scene.n_coordinates))
         if self.settings.curvature:
+            S = self.curvature.get(frames)
             dq, trial, trial_ev, trial_cost = self._secant_trial(frames, rows, ev, S)
             use_plain = plain[3] < trial_cost
             dq, trial = np.where(use_plain[:, None], plain[0], dq), np.where(use_plain[:, None], plain[1], trial)
