@@ -64,20 +64,21 @@ def test_two_bone_chain_matches_the_closed_form():
 
 
 def unreachable_targets():
+    """Four goals beyond the 6 m chain's reach, as targets, and the closest tail positions to them
+    (the chain stretched toward each)."""
     goal = np.array([[10.0, 0.0, 3.0], [0.0, 0.0, -8.0], [3.0, 4.0, 12.0], [-7.0, 2.0, -1.0]])
     targets = np.broadcast_to(np.eye(4), (4, 1, 4, 4)).copy()
     targets[:, 0, :3, 3] = goal
-    return goal, targets
+    return goal, targets, goal / np.linalg.norm(goal, axis=1, keepdims=True) * 6.0
 
 
 @pytest.mark.parametrize("curvature", [True, False])
 @pytest.mark.parametrize("method", ["pinv", "dls", "sdls"])
 def test_unreachable_target_ends_at_the_closest_point(method, curvature):
     scene = reach_scene(straight_chain(6))
-    goal, targets = unreachable_targets()
+    goal, targets, closest = unreachable_targets()
     result = solve_animation(scene, scene.model.neutral(4), targets,
                              settings=Settings(method=method, curvature=curvature))
-    closest = goal / np.linalg.norm(goal, axis=1, keepdims=True) * 6.0     # stretched toward it
     assert not result.converged.any()
     assert np.isfinite(result.q).all() and np.isfinite(result.position_error).all()
     # The error is flat there (it grows with the square of a sideways offset): plain steps, slower
@@ -96,9 +97,8 @@ def test_damped_steps_from_the_first_iteration_reach_the_same_answers(curvature)
     result = solve_animation(scene, scene.model.neutral(1000), targets, settings=settings)
     assert result.converged.all()
     assert np.linalg.norm(tail_positions(scene, result.q) - targets[:, 0, :3, 3], axis=1).max() <= 6e-6
-    goal, far = unreachable_targets()
+    _, far, closest = unreachable_targets()
     result = solve_animation(scene, scene.model.neutral(4), far, settings=settings)
-    closest = goal / np.linalg.norm(goal, axis=1, keepdims=True) * 6.0
     assert not result.converged.any()
     np.testing.assert_allclose(tail_positions(scene, result.q), closest, atol=1e-6 if curvature else 1e-5)
     with pytest.raises(ValueError, match="steps"):
@@ -109,7 +109,7 @@ def test_the_curvature_estimate_shortens_the_way_to_an_unreachable_optimum():
     """Plain Levenberg-Marquardt steps crawl toward an optimum with a large residual; the secant
     curvature estimate is what makes that fast."""
     scene = reach_scene(straight_chain(6))
-    _, targets = unreachable_targets()
+    _, targets, _ = unreachable_targets()
     with_s, plain = (solve_animation(scene, scene.model.neutral(4), targets, settings=Settings(curvature=c))
                      for c in (True, False))
     assert with_s.iterations.sum() < 0.6 * plain.iterations.sum()
