@@ -145,6 +145,21 @@ def quaternion_from_rotvec(phi: np.ndarray) -> np.ndarray:
     return np.concatenate([np.cos(half)[..., None], s[..., None] * phi], axis=-1)
 
 
+def quaternion_from_matrix(R: np.ndarray) -> np.ndarray:
+    """Unit quaternion (w, x, y, z), w >= 0, of rotation matrices (..., 3, 3): each component's
+    size from the diagonal (4 w^2 = 1 + tr R, 4 x^2 = 1 + R00 - R11 - R22, ...), the signs of
+    x, y, z from the skew part (R21 - R12 = 4 w x, ...). A component near 0 comes out with an
+    absolute error of about 1e-8 (a square root of rounding), below float32's resolution."""
+    R = np.asarray(R, dtype=float)
+    d0, d1, d2 = R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]
+    size = 0.5 * np.sqrt(np.maximum(np.stack([1.0 + d0 + d1 + d2, 1.0 + d0 - d1 - d2,
+                                              1.0 - d0 + d1 - d2, 1.0 - d0 - d1 + d2], axis=-1), 0.0))
+    sign = np.stack([np.ones_like(d0), R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0],
+                     R[..., 1, 0] - R[..., 0, 1]], axis=-1)
+    quat = np.copysign(size, sign)
+    return quat / np.linalg.norm(quat, axis=-1, keepdims=True)
+
+
 def rotvec_from_quaternion(quat: np.ndarray) -> np.ndarray:
     """Rotation vector of the unit quaternion (w, x, y, z); the short way round (angle <= pi)."""
     quat = np.asarray(quat, dtype=float)

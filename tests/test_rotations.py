@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from solver.finite_differences import numerical_jacobian, relative_difference
-from solver.rotations import (axis_angle_matrix, exp_map, log_map, quaternion_from_rotvec,
+from solver.rotations import (axis_angle_matrix, exp_map, log_map, quaternion_from_matrix, quaternion_from_rotvec,
                               rotvec_from_quaternion, rotvec_jacobian, rotvec_jacobian_inverse, skew)
 
 rng = np.random.default_rng(1)
@@ -68,6 +68,19 @@ def test_quaternion_round_trip_and_skew():
     np.testing.assert_allclose(rotvec_from_quaternion(quaternion_from_rotvec(phi)), phi, atol=1e-12)
     a, b = rng.normal(size=(2, 10, 3))
     np.testing.assert_allclose(skew(a) @ b[..., None], np.cross(a, b)[..., None], atol=1e-15)
+
+
+@pytest.mark.parametrize("max_angle", [1e-9, 1e-3, 1.0, np.pi - 1e-3, np.pi])
+def test_quaternion_from_matrix_is_the_rotation_vectors_quaternion(max_angle):
+    phi = random_rotvecs(300, max_angle)
+    phi[:3] = [[max_angle, 0.0, 0.0], [0.0, -max_angle, 0.0], [0.0, 0.0, max_angle]]   # components exactly 0
+    want = quaternion_from_rotvec(phi)
+    want *= np.where(want[:, :1] < 0, -1.0, 1.0)
+    got = quaternion_from_matrix(exp_map(phi))
+    # At a half turn w = 0 and q, -q are the same rotation: compare up to sign there.
+    got *= np.where(np.sum(got * want, axis=-1, keepdims=True) < 0, -1.0, 1.0)
+    np.testing.assert_allclose(got, want, atol=3e-8)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=-1), 1.0, atol=1e-15)
 
 
 def test_numerical_jacobian_of_a_known_function():
