@@ -12,7 +12,7 @@ or bases' matrices does. Live preview stands aside while a bake runs and while B
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import bpy
 import numpy as np
@@ -108,8 +108,8 @@ def _sample(reader, obj):
 
 
 def solve_now(obj, force=True):
-    """Solve the armature at the current frame and pose it. Returns the engine result, or None
-    when nothing needed solving (targets unchanged)."""
+    """Solve the armature at the current frame and pose it. Returns the joint values (1, n), or
+    None when nothing needed solving (targets unchanged)."""
     _flags["busy"] = True
     try:
         return _solve(obj, force)
@@ -145,31 +145,29 @@ def _solve(obj, force):
         steps = frame - state.frame
         if 0 < steps <= MAX_STEP_FRAMES and same_inputs:
             _, settings = solving.settings_for(obj, fps=fps / steps, scale=scale)
-            settings = replace(settings, converge_first_frame=False)
             if _still(state.bases, samples.bases):
                 samples.bases = state.bases
             objects = np.concatenate([state.objects, samples.objects])
             bases = np.concatenate([state.bases, samples.bases])
             start = None if fresh else state.evaluation      # a rig read again has a new scene
-            res = solver.solve_simulation(rig.scene, state.q, objects, bases, settings, start=start)
-            q = res.q[-1:]
+            q, evaluation = solver.simulate_frame(rig.scene, state.q, objects, bases, settings, start)
         else:
             _, settings = solving.settings_for(obj, fps=fps, scale=scale)
             res = solver.solve_animation(rig.scene, state.q, samples.objects, samples.bases, settings)
-            q = res.q
+            q, evaluation = res.q, res.evaluation
     else:
         _, settings = solving.settings_for(obj, fps=fps, scale=scale)
         q0 = rig_module.coordinates_from_basis(rig, samples.basis)
         res = solver.solve_animation(rig.scene, q0, samples.objects, samples.bases, settings)
-        q = res.q
+        q, evaluation = res.q, res.evaluation
     if not np.all(np.isfinite(q)):
         raise RigError("the solver returned non-finite joint values; the pose was left as it was")
-    # The simulation's last evaluation is at q: its segment motions are the pose to write.
-    motions = None if res.evaluation is None else res.evaluation.pose.local
+    # The last evaluation is at q: its segment motions are the pose to write.
+    motions = None if evaluation is None else evaluation.pose.local
     R, y_scale = rig_module.pose_from_coordinates(rig, q, motions)
     rig_module.apply_pose(rig, obj, R[0], y_scale[0])
-    _state[key] = State(names, q, frame, samples.objects, samples.bases, res.evaluation)
-    return res
+    _state[key] = State(names, q, frame, samples.objects, samples.bases, evaluation)
+    return q
 
 
 def _still(before, now):

@@ -10,7 +10,7 @@ from .kinematics import Pose, forward_kinematics, point_jacobian
 from .model import Joint, Model, Segment, prismatic, revolute, sphere, swing
 from .scene import Evaluation, Scene
 from .animation import solve_animation
-from .simulation import solve_simulation
+from .simulation import simulate_frame, solve_simulation
 from .update import Result, Settings
 
 __all__ = [
@@ -18,5 +18,5 @@ __all__ = [
     "CopyPose", "Distance", "Endpoint", "JointValue", "on_object", "on_segment",
     "Pose", "forward_kinematics", "point_jacobian",
     "Joint", "Model", "Segment", "prismatic", "revolute", "sphere", "swing",
-    "Evaluation", "Scene", "Result", "Settings", "solve_animation", "solve_simulation", "keep_freed_memory",
+    "Evaluation", "Scene", "Result", "Settings", "solve_animation", "solve_simulation", "simulate_frame", "keep_freed_memory",
 ]

@@ -95,11 +95,26 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
                   names=list(scene.names), evaluation=last)
 
 
+def simulate_frame(scene: Scene, q, objects, bases, settings: Settings, start=None):
+    """One frame of `solve_simulation` for a caller that has checked its inputs (live preview):
+    q (1, n) the last frame's solution, objects (2, K, 4, 4) and bases (2, A, 4, 4) the scene at
+    the last frame and at this one, every pose finite; `start` the last frame's final evaluation
+    when the caller kept it. Returns this frame's q (1, n) and its final evaluation, the `start`
+    of the next frame: what `solve_simulation` over the two frames returns as its last q and its
+    `Result.evaluation`, without the per-frame errors and flags."""
+    first = start if _has_jacobians(start, settings) else None
+    q, _, _ = _simulation_step(scene, q, objects, bases, None, 1, settings, first)
+    return q, scene.evaluate(q, objects[1:], bases[1:], jacobians=True if settings.feedforward else "A")
+
+
 def _continues(start, settings: Settings) -> bool:
     """Whether a `start` evaluation can stand for the first frame's: given, with the Jacobians the
     step needs, and the first frame not to be solved to convergence first."""
-    return (start is not None and not settings.converge_first_frame and start.A is not None
-            and (start.B is not None or not settings.feedforward))
+    return not settings.converge_first_frame and _has_jacobians(start, settings)
+
+
+def _has_jacobians(start, settings: Settings) -> bool:
+    return start is not None and start.A is not None and (start.B is not None or not settings.feedforward)
 
 
 def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: Settings, start=None):

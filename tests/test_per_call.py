@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from solver import Settings, solve_simulation
+from solver import Settings, simulate_frame, solve_simulation
 from solver.constraints import CopyPose, Distance, JointValue, on_object, on_segment
 from solver.examples import lissajous, reach_scene, straight_chain
 from solver.scene import Evaluation, Scene
@@ -117,6 +117,10 @@ def test_a_simulation_continued_from_the_last_evaluation_is_the_same_simulation(
         if start is not None:     # the same first evaluation as computing it again
             again = solve_simulation(scene, q, objects[f - 1:f + 1], bases[f - 1:f + 1], settings)
             assert np.array_equal(again.q, step.q)
+        # The same step as one frame with checked inputs (simulate_frame): bitwise.
+        q_frame, ev_frame = simulate_frame(scene, q, objects[f - 1:f + 1], bases[f - 1:f + 1], settings, start)
+        assert np.array_equal(q_frame, step.q[-1:]) and np.array_equal(ev_frame.A, step.evaluation.A)
+        assert np.array_equal(ev_frame.y, step.evaluation.y) and (ev_frame.B is None) == (step.evaluation.B is None)
         q, start = step.q[-1:], step.evaluation
         np.testing.assert_allclose(q[0], whole.q[f], rtol=0, atol=1e-12)
     assert start is not None and (start.B is not None) == feedforward
