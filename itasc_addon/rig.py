@@ -526,7 +526,7 @@ class Sampler:
         """Each chain group's base (F, A, 4, 4) in armature space: the rest frame of its root bone
         as its parent (or the armature) carries it, with the root's own pose location."""
         root_basis = pose_basis[:, self._root_index]
-        loc = np.broadcast_to(np.eye(4), root_basis.shape).copy()
+        loc = np.eye(4) * np.ones(root_basis.shape[:-2] + (1, 1))
         loc[..., :3, 3] = root_basis[..., :3, 3]
         rest_inverse = self._rest_inverse
         bases = self._rest @ loc @ rest_inverse
@@ -543,8 +543,8 @@ class Sampler:
         pose_basis = _matrices(self._raw_basis)
         self.basis = pose_basis[:, self._index]
         bases = self._bases(pose_basis)
-        for what, array in (("targets", objects), ("the chains' parent bones", bases),
-                            ("the animated pose", self.basis)):
+        checked = (("targets", objects), ("the chains' parent bones", bases), ("the animated pose", self.basis))
+        for what, array in checked if not all(np.isfinite(a).all() for _, a in checked) else ():
             bad = ~np.isfinite(array).all(axis=tuple(range(1, array.ndim)))
             if bad.any():
                 raise RigError(f"{what} are not finite at frame(s) {self.frames[bad][:5].tolist()}")
@@ -561,13 +561,13 @@ class Sampler:
             message = f"bone '{self.rig.bones[s]}' has a pose scale; the solver treats it as unscaled: expect errors"
             if message not in self.rig.warnings:
                 self.rig.warnings.append(message)
-        objects = orthonormalize(objects)
         scaled = np.any(np.abs(np.linalg.norm(bases[..., :3, :3], axis=-2) - 1.0) > 1e-4, axis=(0, 2))   # (A,)
         for i in np.flatnonzero(scaled)[:1]:
             raise RigError(f"the bone '{self.rig.groups[i][1]}' that chain '{self.rig.groups[i][0]}' hangs from "
                            "is scaled; the solver needs unscaled parents")
-        bases = orthonormalize(bases)
-        return Samples(self.frames, objects, bases, self.basis, scale)
+        K = objects.shape[1]
+        both = orthonormalize(np.concatenate([objects, bases], axis=1))    # one call for both: one frame is tiny
+        return Samples(self.frames, both[:, :K], both[:, K:], self.basis, scale)
 
 
 def sample(rig: Rig, obj, frames, progress=None) -> Samples:
