@@ -147,7 +147,9 @@ def originally_muted(obj, pb, con):
 def chosen(obj, pb, con):
     """Does the user want our solver to drive this constraint (whether or not it is active)?"""
     item = entry(obj, pb.name, con.name)
-    return (item is None or item.use) and not originally_muted(obj, pb, con)
+    if item is None:
+        return not con.mute
+    return item.use and not (item.was_muted if item.muted_by_us else con.mute)     # originally_muted, one lookup
 
 
 def sync_mute(obj):

@@ -158,10 +158,15 @@ def uniform_scales(matrix_world):
     """For world matrices (..., 4, 4): the mean axis scale, whether the matrix is unusable
     (non-finite or an axis of (near) zero length), and whether its scale is not uniform."""
     M = np.asarray(matrix_world, float)
-    s = np.linalg.norm(M[..., :3, :3], axis=-2)
-    degenerate = ~np.isfinite(M).all(axis=(-2, -1)) | ~(s.min(axis=-1) >= 1e-12)
-    uneven = s.max(axis=-1) - s.min(axis=-1) > 1e-5 * s.max(axis=-1)
-    return s.mean(axis=-1), degenerate, uneven
+    s = column_lengths(M[..., :3, :3])
+    shortest, longest = s.min(axis=-1), s.max(axis=-1)
+    degenerate = ~(np.isfinite(M).all(axis=(-2, -1)) & (shortest >= 1e-12))
+    return s.mean(axis=-1), degenerate, longest - shortest > 1e-5 * longest
+
+
+def column_lengths(M):
+    """The lengths of the columns of matrices (..., 3, 3), as (..., 3)."""
+    return np.sqrt(np.sum(M * M, axis=-2))
 
 
 def object_scale(matrix_world, what):
@@ -518,7 +523,8 @@ class Sampler:
     def _scales(self):
         """The armature's uniform scale per frame; a non-uniform or degenerate one is an error."""
         scale, degenerate, uneven = uniform_scales(self.world)
-        for i in np.flatnonzero(degenerate | uneven)[:1]:
+        if (degenerate | uneven).any():
+            i = np.flatnonzero(degenerate | uneven)[0]
             object_scale(self.world[i], f"armature '{self.obj.name}' at frame {self.frames[i]:g}")   # raises
         return scale
 
@@ -549,20 +555,22 @@ class Sampler:
             if bad.any():
                 raise RigError(f"{what} are not finite at frame(s) {self.frames[bad][:5].tolist()}")
         # The solver models rigid bones: a chain bone scaled to (near) zero collapses its children.
-        size = np.linalg.norm(self.basis[..., :3, :3], axis=-2)          # (F, S, 3)
+        size = column_lengths(self.basis[..., :3, :3])                    # (F, S, 3)
         flat = size.min(axis=-1) < 1e-6                                   # (F, S)
-        for s in np.flatnonzero(flat.any(axis=0))[:1]:
+        if flat.any():
+            s = np.flatnonzero(flat.any(axis=0))[0]
             raise RigError(f"bone '{self.rig.bones[s]}' is scaled to zero at frame(s) "
                            f"{self.frames[flat[:, s]][:5].tolist()}; the solver needs chain bones of non-zero "
                            "size: reset its scale")
         off = np.abs(size - 1.0) > 1e-4
         off[..., 1] &= ~self._stretches                                   # a stretching bone's Y scale is its own
-        for s in np.flatnonzero(off.any(axis=(0, 2))):
+        for s in np.flatnonzero(off.any(axis=(0, 2))) if off.any() else ():
             message = f"bone '{self.rig.bones[s]}' has a pose scale; the solver treats it as unscaled: expect errors"
             if message not in self.rig.warnings:
                 self.rig.warnings.append(message)
-        scaled = np.any(np.abs(np.linalg.norm(bases[..., :3, :3], axis=-2) - 1.0) > 1e-4, axis=(0, 2))   # (A,)
-        for i in np.flatnonzero(scaled)[:1]:
+        scaled = np.abs(column_lengths(bases[..., :3, :3]) - 1.0) > 1e-4  # (F, A, 3)
+        if scaled.any():
+            i = np.flatnonzero(scaled.any(axis=(0, 2)))[0]
             raise RigError(f"the bone '{self.rig.groups[i][1]}' that chain '{self.rig.groups[i][0]}' hangs from "
                            "is scaled; the solver needs unscaled parents")
         K = objects.shape[1]
