@@ -187,6 +187,29 @@ def test_solve_frame_poses_the_current_frame_and_keys_only_that_frame(extension_
     assert new_channels and all(len(after[c]["co"]) == 1 and after[c]["co"][0][0] == 23.0 for c in new_channels)
 
 
+STRETCH = r'''
+clear_scene()
+scene, rig, target = chain_rig(3, 10)
+rig.pose.bones[-1].constraints[0].use_stretch = True
+rig.pose.bones[-1].ik_stretch = 0.3              # the last bone only: a parent's Y scale would scale its children
+target.constraints[0].mute = True
+target.location = (0.0, 1.0, 3.5)              # 3.64 from the root: out of the unstretched reach 3
+res = api.solve_frame(rig)
+dg = bpy.context.evaluated_depsgraph_get()
+pb = rig.evaluated_get(dg).pose.bones[-1]
+tail = rig.matrix_world @ pb.matrix @ Vector((0.0, pb.bone.length, 0.0))
+result = {"error": (tail - Vector((0.0, 1.0, 3.5))).length, "scales": [list(pb.scale) for pb in rig.pose.bones],
+          "warnings": list(res.warnings)}
+'''
+
+
+def test_solve_frame_writes_the_stretch_as_the_bones_y_scale(extension_zip):
+    r = run(STRETCH, extension_zip)
+    assert r["error"] <= 1e-5                          # the stretched chain reaches the target
+    assert r["scales"][-1][1] > 1.6 and r["warnings"] == []    # 3 unit bones cover 3.64 only stretched
+    assert all(x == 1.0 and z == 1.0 for x, _, z in r["scales"])   # X / Z scale as they were
+
+
 HAND_OVER = r'''
 clear_scene()
 scene, rig, target = chain_rig(4, 10)
