@@ -130,6 +130,9 @@ def _times_constant(M: np.ndarray, C: np.ndarray) -> np.ndarray:
     return M @ C
 
 
+_NEXT, _AFTER = [1, 2, 0], [2, 0, 1]     # (a x b)_i = a_next b_after - a_after b_next
+
+
 def point_jacobian(model: Model, pose: Pose, segments: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Geometric Jacobians (F, E, 6, n) of world points (F, E, 3) fixed to `segments` (E,):
     rows 0-2 the point's linear velocity, rows 3-5 the segment's angular velocity."""
@@ -137,9 +140,7 @@ def point_jacobian(model: Model, pose: Pose, segments: np.ndarray, points: np.nd
     w = pose.direction[:, None]                                  # (F, 1, n, 3)
     lever = points[:, :, None, :] - pose.pivot[:, None]          # (F, E, n, 3)
     J = np.empty((F, E, 6, n))
-    for i in range(3):                                           # linear rows: w x lever
-        j, k = (i + 1) % 3, (i + 2) % 3
-        J[:, :, i] = w[..., j] * lever[..., k] - w[..., k] * lever[..., j]
+    J[:, :, :3] = np.swapaxes(w[..., _NEXT] * lever[..., _AFTER] - w[..., _AFTER] * lever[..., _NEXT], -1, -2)  # w x lever
     J[:, :, 3:] = np.swapaxes(w, -1, -2)
     translation = ~model.rotational
     if translation.any():

@@ -122,15 +122,19 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
     their poses at the two frames. `start`, when given, is the evaluation (with Jacobians) at q in
     frame f-1's scene. Returns q, the number of sub-steps and the last s_min."""
     dt = 1.0 / settings.fps
-    twist_obj, previous = None, None
+    twist_obj, previous, gone = None, None, None
     if objects is not None:
-        # An object that reappears at f holds still at its new pose; one missing at f stays missing.
-        was_gone = ~np.all(np.isfinite(objects[f - 1:f]), axis=(-2, -1))
-        previous = np.where(was_gone[..., None, None], objects[f:f + 1], objects[f - 1:f])
-        with np.errstate(invalid="ignore"):
+        previous = objects[f - 1:f]
+        if np.isfinite(objects[f - 1:f + 1]).all():
             twist_obj = twist_between(previous, objects[f:f + 1], dt)
-        twist_obj = np.where(np.isfinite(twist_obj), twist_obj, 0.0)   # a missing pose moves nothing
-        gone = ~np.all(np.isfinite(objects[f]), axis=(-2, -1))
+        else:
+            # An object that reappears at f holds still at its new pose; one missing at f stays missing.
+            was_gone = ~np.all(np.isfinite(previous), axis=(-2, -1))
+            previous = np.where(was_gone[..., None, None], objects[f:f + 1], previous)
+            with np.errstate(invalid="ignore"):
+                twist_obj = twist_between(previous, objects[f:f + 1], dt)
+            twist_obj = np.where(np.isfinite(twist_obj), twist_obj, 0.0)   # a missing pose moves nothing
+            gone = ~np.all(np.isfinite(objects[f]), axis=(-2, -1))
     twist_base = twist_between(bases[f - 1:f], bases[f:f + 1], dt) if bases is not None else None
     Xu_dot = np.zeros((1, scene.n_u))
     if twist_obj is not None:
@@ -140,7 +144,9 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
 
     def evaluate(elapsed):
         obj = None
-        if objects is not None:
+        if objects is not None and gone is None:        # every object present at both frames
+            obj = advance(previous, twist_obj, elapsed)
+        elif objects is not None:
             with np.errstate(invalid="ignore"):
                 obj = advance(previous, twist_obj, elapsed)
             obj[:, gone] = np.nan

@@ -106,7 +106,7 @@ def pseudoinverse_solver(settings: Settings):
     def solve(A, b, weight, cols, locked_step, frames=None):
         rows = np.sqrt(weight)
         Aw = rows[..., None] * A * cols[:, None, :]
-        bw = rows * (b - np.einsum("fmn,fn->fm", A, locked_step))
+        bw = rows * (b - np.einsum("fmn,fn->fm", A, locked_step) if locked_step.any() else b)
         rank = np.minimum(np.sum(weight > 0, axis=-1), np.sum(cols > 0, axis=-1))
         return pseudoinverse.solve(Aw, bw, settings.method, damping_max=settings.damping_max,
                                    epsilon=settings.damping_epsilon, gamma_max=settings.gamma_max, rank=rank)
@@ -124,7 +124,6 @@ def constrained_step(scene: Scene, q, A, rhs, weight, max_step, solve):
     locked_step = np.zeros_like(q)
     inside = np.empty_like(q)
     s_min = np.full(q.shape[0], np.nan)
-    max_step = np.broadcast_to(max_step, q.shape[:1])
     rows = slice(None)                   # frames still to solve: all, then those that hit a limit
     for _ in range(scene.n_coordinates + 1):
         cols = scene.weight * free[rows]
