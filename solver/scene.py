@@ -101,7 +101,7 @@ class Scene:
         # Point-to-point tasks (CopyPose on all three position axes, no rotation) are evaluated all
         # together: y = p_T - p_B in world axes, A = J_T - J_B (linear rows), B = -(those in Xu).
         self.point_tasks = [k for k in self.looped if self.constraints[k].points_only]
-        self._point_set = set(self.point_tasks)
+        self._one_by_one = [k for k in range(len(self.constraints)) if k not in set(self.point_tasks)]
         self._point_columns = np.array(self.point_tasks, dtype=int)
         ends = np.array([2 * self.looped.index(k) for k in self.point_tasks], dtype=int)
         self._point_ends = (ends, ends + 1)
@@ -181,7 +181,7 @@ class Scene:
         d = frames[:, tip][..., :3, 3] - frames[:, base][..., :3, 3]             # (F, P, 3)
         y[:, self._point_rows] = d
         w = self._point_weight
-        err = np.linalg.norm(d, axis=-1)
+        err = np.sqrt(np.sum(d * d, axis=-1))
         if missing is not None:
             gone = np.zeros(d.shape[:2], dtype=bool)
             for side in range(2):
@@ -227,10 +227,8 @@ class Scene:
 
         if self.point_tasks:
             self._point_outputs(frames, Jends, missing, y, weight, position_error, A, B)
-        for k, c in enumerate(self.constraints):
-            rows = slice(self.rows[k], self.rows[k + 1])
-            if k in self._point_set:
-                continue
+        for k in self._one_by_one:
+            c, rows = self.constraints[k], slice(self.rows[k], self.rows[k + 1])
             if isinstance(c, JointValue):
                 value = np.broadcast_to(c.value if values is None else values[:, self._value_column[k]], (F,))
                 given = np.isfinite(value)
