@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .blas_threads import one_blas_thread
 from .constraints import JointValue
 from .curvature import LowRank, Store, dgw_update, solve_damped
 from .scene import Evaluation, Scene
@@ -53,6 +54,7 @@ BLOCK_ENTRIES = 40_000   # frames x coordinates solved together (see solve_anima
 _FIELDS = ("y", "yd", "weight", "position_error", "rotation_error", "A")   # B: animation has no Xu'
 
 
+@one_blas_thread()
 def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settings = Settings(),
                     values=None, deadline: float | None = None) -> Result:
     """Solve every frame of q0 (F, n) to convergence; objects (F, K, 4, 4), bases (F, A, 4, 4),

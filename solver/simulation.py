@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from .animation import solve_animation
+from .blas_threads import one_blas_thread
 from .rotations import exp_map, log_map
 from .scene import Scene
 from .update import (Result, Settings, check_inputs, complete_frames, constrained_step, finite_frames,
@@ -39,6 +40,7 @@ def advance(T0: np.ndarray, twist: np.ndarray, h: float) -> np.ndarray:
     return T
 
 
+@one_blas_thread()
 def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: Settings = Settings(),
                      values=None, start=None) -> Result:
     """Advance one time step (1 / fps) per frame from the previous frame's solution. q_start (n,)
@@ -95,6 +97,7 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
                   names=list(scene.names), evaluation=last)
 
 
+@one_blas_thread()
 def simulate_frame(scene: Scene, q, objects, bases, settings: Settings, start=None):
     """One frame of `solve_simulation` for a caller that has checked its inputs (live preview):
     q (1, n) the last frame's solution, objects (2, K, 4, 4) and bases (2, A, 4, 4) the scene at

@@ -66,6 +66,7 @@ from pathlib import Path
 import numpy as np
 
 from ..animation import solve_animation
+from ..blas_threads import one_blas_thread
 from ..constraints import CopyPose, JointValue, on_object, on_segment
 from ..scene import Evaluation, Scene
 from ..update import Settings
@@ -359,6 +360,7 @@ class MarkerIK:
                  method: str = "pinv") -> Settings:
         return Settings(method=method, precision=accuracy, max_iterations=max_iterations, fit=True)
 
+    @one_blas_thread()
     def solve(self, accuracy: float = DEFAULT_ACCURACY, max_iterations: int = DEFAULT_MAX_ITERATIONS,
               warm_start: str = "previous", max_passes: int | None = None, method: str = "pinv",
               q0=None) -> IKResult:
