@@ -62,23 +62,24 @@ def blas_threads() -> int | None:
     return None if _OPENBLAS is None else int(_OPENBLAS[0]())
 
 
-@contextlib.contextmanager
-def one_blas_thread():
-    """numpy's OpenBLAS on one thread inside the block (see the module docstring)."""
-    global _depth, _saved
-    if _OPENBLAS is None:
-        yield
-        return
-    get, put = _OPENBLAS
-    with _lock:
-        if _depth == 0:
-            _saved = get()
-            put(1)
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                put(_saved)
+class one_blas_thread(contextlib.ContextDecorator):
+    """numpy's OpenBLAS on one thread inside the block or the decorated call (module docstring)."""
+
+    def __enter__(self):
+        global _depth, _saved
+        if _OPENBLAS is not None:
+            with _lock:
+                if _depth == 0:
+                    _saved = _OPENBLAS[0]()
+                    _OPENBLAS[1](1)
+                _depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        global _depth
+        if _OPENBLAS is not None:
+            with _lock:
+                _depth -= 1
+                if _depth == 0:
+                    _OPENBLAS[1](_saved)
+        return False
