@@ -7,6 +7,10 @@ frame); any other frame (a jump, going back) and a target moved by hand within t
 solved to convergence from the last solution, so the rig stays continuous and lands on the target
 when the user lets go. Our own pose writes do not trigger a solve: only a change of the targets'
 or bases' matrices does. Live preview stands aside while a bake runs and while Blender renders.
+
+Before live preview first poses a bone, the bone's own rotation and scale channels are kept on the
+object (``itasc.kept_pose``, saved with the file); when live preview is switched off they are put
+back, a channel an F-curve animates at the action's value in the current frame.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import numpy as np
 from bpy.app.handlers import persistent
 
 from .. import solver
-from . import properties
+from . import keys, properties
 from . import rig as rig_module
 from .rig import RigError
 
@@ -165,9 +169,52 @@ def _solve(obj, force):
     # The last evaluation is at q: its segment motions are the pose to write.
     motions = None if evaluation is None else evaluation.pose.local
     R, y_scale = rig_module.pose_from_coordinates(rig, q, motions)
+    if fresh:
+        keep_pose(obj, rig.bones)
     rig_module.apply_pose(rig, obj, R[0], y_scale[0])
     _state[key] = State(names, q, frame, samples.objects, samples.bases, evaluation)
     return q
+
+
+KEPT_CHANNELS = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle", "scale")
+
+
+def keep_pose(obj, bones):
+    """Keep the channels live preview writes of those `bones` not kept yet (module docstring)."""
+    kept = obj.itasc.kept_pose
+    done = {item.bone for item in kept}
+    for name in bones:
+        pb = obj.pose.bones.get(name)
+        if pb is None or name in done:
+            continue
+        item = kept.add()
+        item.bone = name
+        for channel in KEPT_CHANNELS:
+            setattr(item, channel, getattr(pb, channel))
+
+
+def give_back_pose(obj):
+    """Put the kept channels back on the bones still there (module docstring) and forget them."""
+    kept = obj.itasc.kept_pose
+    if not len(kept):
+        return
+    scene = bpy.context.scene
+    frame = scene.frame_current + scene.frame_subframe
+    curves = keys.Channels(obj)
+    for item in kept:
+        pb = obj.pose.bones.get(item.bone)
+        if pb is None:
+            continue
+        path = f'pose.bones["{bpy.utils.escape_identifier(item.bone)}"].'
+        for channel in KEPT_CHANNELS:
+            value = list(getattr(item, channel))
+            for i in range(len(value)):
+                fc = curves.find(path + channel, i)
+                if fc is not None and not fc.mute:
+                    value[i] = fc.evaluate(frame)
+            setattr(pb, channel, value)
+    kept.clear()
+    obj.update_tag(refresh={"OBJECT"})
 
 
 def _still(before, now):

@@ -13,7 +13,8 @@ unmuting them (or enabling the extension and switching back) restores Blender's 
 from __future__ import annotations
 
 import bpy
-from bpy.props import BoolProperty, CollectionProperty, EnumProperty, FloatProperty, IntProperty, StringProperty
+from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty,
+                       StringProperty)
 
 from . import rig as rig_module
 
@@ -53,6 +54,17 @@ class ITASC_PG_channel(bpy.types.PropertyGroup):
     frame_end: FloatProperty()
 
 
+class ITASC_PG_kept_bone(bpy.types.PropertyGroup):
+    """A chain bone's own pose channels from before live preview first posed it: live preview
+    gives them back when it stops (live.give_back_pose)."""
+
+    bone: StringProperty()
+    rotation_quaternion: FloatVectorProperty(size=4)
+    rotation_euler: FloatVectorProperty(size=3)
+    rotation_axis_angle: FloatVectorProperty(size=4)
+    scale: FloatVectorProperty(size=3)
+
+
 def _active_update(self, context):
     obj = self.id_data
     if self.active:
@@ -67,6 +79,10 @@ def _live_update(self, context):
 
     if self.live_preview and not self.active:
         self.active = True
+    if self.live_preview:
+        self.kept_pose.clear()
+    else:
+        live.give_back_pose(self.id_data)
     live.changed(self.id_data)
 
 
@@ -80,7 +96,9 @@ class ITASC_PG_settings(bpy.types.PropertyGroup):
                     "Blender's own IK (their mute state is restored when this is switched off)")
     live_preview: BoolProperty(
         name="Live Preview", default=False, update=_live_update,
-        description="Solve in simulation mode whenever the frame changes or a target moves")
+        description="Solve in simulation mode whenever the frame changes or a target moves; the chain "
+                    "bones' own pose comes back when it is switched off")
+    kept_pose: CollectionProperty(type=ITASC_PG_kept_bone)
     mode: EnumProperty(
         name="Mode", default="ANIMATION",
         items=(("ANIMATION", "Animation", "Solve every frame to convergence from the action's pose"),
@@ -212,5 +230,5 @@ def set_active(obj, active=True):
         sync_mute(obj)
 
 
-classes = (ITASC_PG_constraint, ITASC_PG_channel, ITASC_PG_settings)
+classes = (ITASC_PG_constraint, ITASC_PG_channel, ITASC_PG_kept_bone, ITASC_PG_settings)
 register, unregister = bpy.utils.register_classes_factory(classes)

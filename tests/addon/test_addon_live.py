@@ -162,3 +162,83 @@ def test_live_preview_reads_the_rig_again_when_the_user_edits_it(extension_zip):
     # The edits matter: a cache that never re-read would pose the rig differently.
     assert stale["reads"] == 1
     assert np.abs(poses["stale"] - poses["fresh"]).max() > 1e-2
+
+
+KEPT = r'''
+import tempfile
+clear_scene()
+scene, rig, target = chain_rig(6, 24, rotation_modes=["QUATERNION", "XYZ", "QUATERNION", "AXIS_ANGLE", "QUATERNION", "ZXY"])
+bones = rig.pose.bones
+bones[0].rotation_quaternion = (0.9, 0.1, -0.2, 0.3)
+bones[1].rotation_euler = (0.1, 0.2, 0.3)
+bones[3].rotation_axis_angle = (0.3, 0.0, 0.6, 0.8)
+bones[4].scale = (1.2, 1.0, 0.9)
+for frame, angle in ((1, 0.0), (24, 0.5)):                   # the last bone's rotation is animated
+    bones[5].rotation_euler = (angle, 0.0, -angle)
+    bones[5].keyframe_insert("rotation_euler", frame=frame)
+CHANNELS = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle", "scale")
+
+
+def channels(rig):
+    return {pb.name: {c: list(getattr(pb, c)) for c in CHANNELS} for pb in rig.pose.bones}
+
+
+def toggle(rig):
+    with bpy.context.temp_override(object=rig, active_object=rig):
+        return list(bpy.ops.itasc.live_preview())
+
+
+scene.frame_set(1)
+before = channels(rig)
+out = {"on": toggle(rig)}
+for f in range(2, 11):
+    scene.frame_set(f)
+out["live"] = channels(rig)
+out["off"] = toggle(rig)
+out["after"] = channels(rig)
+out["kept_left"] = len(getattr(rig.itasc, "kept_pose", ()))
+scene.frame_set(10)                                           # the action's own values at frame 10
+out["animated"] = channels(rig)["bone05"]["rotation_euler"]
+
+# Live preview on across a save and a reopen: the kept pose comes back from the file.
+scene.frame_set(1)
+out["before"] = before
+toggle(rig)
+for f in range(2, 7):
+    scene.frame_set(f)
+path = os.path.join(tempfile.mkdtemp(), "kept.blend")
+bpy.ops.wm.save_as_mainfile(filepath=path)
+bpy.ops.wm.open_mainfile(filepath=path)
+rig = bpy.data.objects["chain"]
+bpy.context.view_layer.objects.active = rig
+scene = bpy.context.scene
+out["reopened_live"] = rig.itasc.live_preview
+scene.frame_set(7)
+out["reopened_off"] = toggle(rig)
+out["reopened_after"] = channels(rig)
+scene.frame_set(7)
+out["reopened_animated"] = channels(rig)["bone05"]["rotation_euler"]
+result = out
+'''
+
+
+def test_live_preview_gives_the_users_pose_back_when_switched_off(extension_zip):
+    """The chain bones' own channels come back exactly when live preview stops, animated channels
+    at the action's value of the frame; also after the file was saved and opened with it on."""
+    import numpy as np
+
+    r = run_in_blender(SCENES + "import os\n" + KEPT, extension_zip=extension_zip)
+    assert r["on"] == ["FINISHED"] and r["off"] == ["FINISHED"] and r["kept_left"] == 0
+    before, live = r["before"], r["live"]
+    moved = max(np.abs(np.subtract(live[b][c], before[b][c])).max() for b in before for c in before[b])
+    assert moved > 0.05                                 # live preview did pose the chain
+    for key, animated in (("after", "animated"), ("reopened_after", "reopened_animated")):
+        after = r[key]
+        for bone, values in before.items():
+            for channel, value in values.items():
+                if bone == "bone05" and channel == "rotation_euler":
+                    np.testing.assert_allclose(after[bone][channel], r[animated], rtol=0, atol=1e-6)
+                else:
+                    assert after[bone][channel] == value, (key, bone, channel)
+    assert r["reopened_live"] and r["reopened_off"] == ["FINISHED"]
+    assert r["reopened_animated"] != before["bone05"]["rotation_euler"]     # frame 7's, not frame 1's
