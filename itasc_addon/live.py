@@ -23,6 +23,7 @@ import numpy as np
 from bpy.app.handlers import persistent
 
 from .. import solver
+from ..solver.blas_threads import one_blas_thread
 from . import keys, properties
 from . import rig as rig_module
 from .rig import RigError
@@ -116,7 +117,8 @@ def solve_now(obj, force=True):
     None when nothing needed solving (targets unchanged)."""
     _flags["busy"] = True
     try:
-        return _solve(obj, force)
+        with one_blas_thread():
+            return _solve(obj, force)
     finally:
         _flags["busy"] = False
 

@@ -161,7 +161,7 @@ def uniform_scales(matrix_world):
     s = column_lengths(M[..., :3, :3])
     shortest, longest = s.min(axis=-1), s.max(axis=-1)
     degenerate = ~(np.isfinite(M).all(axis=(-2, -1)) & (shortest >= 1e-12))
-    return s.mean(axis=-1), degenerate, longest - shortest > 1e-5 * longest
+    return s.sum(axis=-1) / 3.0, degenerate, longest - shortest > 1e-5 * longest      # the mean, without np.mean's overhead
 
 
 def column_lengths(M):
@@ -532,7 +532,7 @@ class Sampler:
         """Each chain group's base (F, A, 4, 4) in armature space: the rest frame of its root bone
         as its parent (or the armature) carries it, with the root's own pose location."""
         root_basis = pose_basis[:, self._root_index]
-        loc = np.eye(4) * np.ones(root_basis.shape[:-2] + (1, 1))
+        loc = np.broadcast_to(np.eye(4), root_basis.shape).copy()
         loc[..., :3, 3] = root_basis[..., :3, 3]
         rest_inverse = self._rest_inverse
         bases = self._rest @ loc @ rest_inverse
