@@ -1,8 +1,8 @@
 """One BLAS thread while the engine solves.
 
-numpy's wheels bundle OpenBLAS, whose LU factorisation (behind `np.linalg.solve` and `inv`) hands
-even a 6 x 6 matrix to every thread it has; the engine's matrices are that small and come in
-stacks of one per frame, so the hand-offs cost more than the arithmetic. Measured on 2 cores with
+numpy's wheels bundle OpenBLAS, whose LU factorisation (behind `np.linalg.solve` and `inv`) is
+slower on several threads than on one for matrices as small as the engine's (6 x 6 to a few
+dozen rows, stacked one per frame). Measured on 2 cores with
 numpy 1.26.4 (OpenBLAS 0.3.23), two threads against one: `solve` on 25 stacked 23 x 23 systems
 (a marker IK iteration on gait2354) 321 against 52 us, `inv` of 1000 6 x 6 matrices 2.9 against
 0.7 ms; `eigh`, `svd`, `cholesky` and stacked `matmul` the same either way. A 1000 x 1000 matmul,
@@ -33,7 +33,8 @@ def _find_openblas():
     """(get, set) of numpy's bundled OpenBLAS thread count, or None."""
     here = os.path.dirname(np.__file__)
     candidates = []
-    for folder in (os.path.join(os.path.dirname(here), "numpy.libs"), os.path.join(here, ".dylibs")):
+    folders = (os.path.join(os.path.dirname(here), "numpy.libs"), os.path.join(here, ".libs"), os.path.join(here, ".dylibs"))
+    for folder in folders:
         candidates += sorted(glob.glob(os.path.join(folder, "*openblas*")))
     for path in candidates:
         try:
