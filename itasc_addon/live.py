@@ -10,7 +10,9 @@ or bases' matrices does. Live preview stands aside while a bake runs and while B
 
 Before live preview first poses a bone, the bone's own rotation and scale channels are kept on the
 object (``itasc.kept_pose``, saved with the file); when live preview is switched off they are put
-back, a channel an F-curve animates at the action's value in the current frame.
+back, a channel an F-curve animates at the action's value in the current frame. The same channels
+are the animated pose that a constraint's influence below 1 blends with, as a bake blends it
+(`solving.blend_targets`); live preview's own last pose is never taken for it.
 """
 
 from __future__ import annotations
@@ -132,6 +134,9 @@ def _solve(obj, force):
         properties.set_active(obj, True)     # mutes Blender's IK on constraints new to the rig
     samples = _sample(reader, obj)
     frame = float(samples.frames[0])
+    if any(d.influence < 1.0 for d in rig.driven):
+        animated = rig_module.coordinates_from_basis(rig, animated_basis(obj, rig.bones, frame))
+        samples.objects = solving.blend_targets(rig, animated, samples, samples.objects)
     key = obj.as_pointer()
     state = _state.get(key)
     names = tuple(rig.model.coordinate_names)
@@ -195,6 +200,21 @@ def keep_pose(obj, bones):
             setattr(item, channel, getattr(pb, channel))
 
 
+def _own_channels(pb, kept, curves, frame):
+    """{channel: values} of a bone as the user has it at `frame`: its kept channels (its current
+    ones when it has none kept), those an F-curve animates at the curve's value."""
+    path = f'pose.bones["{bpy.utils.escape_identifier(pb.name)}"].'
+    out = {}
+    for channel in KEPT_CHANNELS:
+        value = list(getattr(pb if kept is None else kept, channel))
+        for i in range(len(value)):
+            fc = curves.find(path + channel, i)
+            if fc is not None and not fc.mute:
+                value[i] = fc.evaluate(frame)
+        out[channel] = value
+    return out
+
+
 def give_back_pose(obj):
     """Put the kept channels back on the bones still there (module docstring) and forget them."""
     kept = obj.itasc.kept_pose
@@ -207,16 +227,35 @@ def give_back_pose(obj):
         pb = obj.pose.bones.get(item.bone)
         if pb is None:
             continue
-        path = f'pose.bones["{bpy.utils.escape_identifier(item.bone)}"].'
-        for channel in KEPT_CHANNELS:
-            value = list(getattr(item, channel))
-            for i in range(len(value)):
-                fc = curves.find(path + channel, i)
-                if fc is not None and not fc.mute:
-                    value[i] = fc.evaluate(frame)
+        for channel, value in _own_channels(pb, item, curves, frame).items():
             setattr(pb, channel, value)
     kept.clear()
     obj.update_tag(refresh={"OBJECT"})
+
+
+def animated_basis(obj, bones, frame):
+    """matrix_basis (1, S, 4, 4) of `bones` in the user's own pose at `frame` (module docstring):
+    their locations as they are (live preview never writes them), rotations and scales from
+    `_own_channels`."""
+    from mathutils import Euler, Matrix, Quaternion, Vector
+
+    kept = {item.bone: item for item in obj.itasc.kept_pose}
+    curves = keys.Channels(obj)
+    out = np.empty((1, len(bones), 4, 4))
+    for s, name in enumerate(bones):
+        pb = obj.pose.bones[name]
+        own = _own_channels(pb, kept.get(name), curves, frame)
+        mode = pb.rotation_mode
+        if mode == "QUATERNION":
+            rotation = Quaternion(own["rotation_quaternion"]).normalized()
+        elif mode == "AXIS_ANGLE":
+            angle, *axis = own["rotation_axis_angle"]
+            axis = Vector(axis)
+            rotation = Quaternion(axis.normalized(), angle) if axis.length > 0.0 else Quaternion()
+        else:
+            rotation = Euler(own["rotation_euler"], mode)
+        out[0, s] = Matrix.LocRotScale(pb.location, rotation, Vector(own["scale"]))
+    return out
 
 
 def _still(before, now):

@@ -242,3 +242,57 @@ def test_live_preview_gives_the_users_pose_back_when_switched_off(extension_zip)
                     assert after[bone][channel] == value, (key, bone, channel)
     assert r["reopened_live"] and r["reopened_off"] == ["FINISHED"]
     assert r["reopened_animated"] != before["bone05"]["rotation_euler"]     # frame 7's, not frame 1's
+
+
+INFLUENCE = r'''
+clear_scene()
+scene, rig, target = chain_rig(6, 48)
+bones = rig.pose.bones
+bones[0].rotation_mode = "XYZ"
+bones[0].rotation_euler = (0.3, 0.0, 0.2)                     # the user's own pose, not the rest pose
+for frame, angle in ((1, 0.0), (48, 0.8)):                    # and an animated bone
+    bones[3].rotation_quaternion = (math.cos(angle / 2), math.sin(angle / 2), 0.0, 0.0)
+    bones[3].keyframe_insert("rotation_quaternion", frame=frame)
+ik = bones[-1].constraints[0]
+ik.influence = 0.5
+
+
+def tail_and_target():
+    dg = bpy.context.evaluated_depsgraph_get()
+    re = rig.evaluated_get(dg)
+    pb = re.pose.bones[-1]
+    return re.matrix_world @ pb.matrix @ Vector((0.0, pb.bone.length, 0.0)), target.evaluated_get(dg).matrix_world.translation
+
+
+# Blender's own evaluation with the IK muted: where the user's pose puts the tail at each frame.
+ik.mute = True
+expected = {}
+for f in (30, 40):
+    scene.frame_set(f)
+    tail, goal = tail_and_target()
+    expected[f] = list(0.5 * tail + 0.5 * goal)               # influence 0.5: half way to the target
+ik.mute = False
+scene.frame_set(1)
+with bpy.context.temp_override(object=rig, active_object=rig):
+    bpy.ops.itasc.live_preview()
+shown = {}
+scene.frame_set(30)                                           # a jump: solved to convergence
+shown[30] = list(tail_and_target()[0])
+for f in range(31, 35):                                       # simulation steps: live preview's own pose
+    scene.frame_set(f)
+scene.frame_set(40)
+shown[40] = list(tail_and_target()[0])
+result = {"expected": expected, "shown": shown}
+'''
+
+
+def test_live_preview_blends_influence_with_the_users_own_pose(extension_zip):
+    """A constraint at influence 0.5 aims live preview half way from where the user's own pose
+    (kept channels, F-curves at the frame) puts the tail to the target, as Blender measures both
+    with the IK muted; after simulated frames too, so live preview's own output is not taken for
+    the user's pose."""
+    import numpy as np
+
+    r = run_in_blender(SCENES + INFLUENCE, extension_zip=extension_zip)
+    for f in ("30", "40"):
+        np.testing.assert_allclose(r["shown"][f], r["expected"][f], rtol=0, atol=1e-5)
