@@ -12,7 +12,9 @@ Before live preview first poses a bone, the bone's own rotation and scale channe
 object (``itasc.kept_pose``, saved with the file); when live preview is switched off they are put
 back, a channel an F-curve animates at the action's value in the current frame. The same channels
 are the animated pose that a constraint's influence below 1 blends with, as a bake blends it
-(`solving.blend_targets`); live preview's own last pose is never taken for it.
+(`solving.blend_targets`), and that a bone's IK rotation / linear control holds it to (the
+control tasks of `rig.with_joint_control`, their values given per frame); live preview's own last
+pose is never taken for it.
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ class Reader:
     signature: tuple
     rig: rig_module.Rig
     sampler: rig_module.Sampler     # one frame, read again at every solve
+    scene: object                   # rig.scene plus the bones' IK rotation / linear control tasks
+    controlled: np.ndarray          # the coordinate of each control task, in the scene's value order
 
 
 def _reader(obj):
@@ -101,7 +105,10 @@ def _reader(obj):
     if reader is not None and reader.signature == signature:
         return reader, False
     rig = rig_module.read_rig(obj, drives)
-    reader = _rigs[obj.as_pointer()] = Reader(signature, rig, rig_module.Sampler(rig, obj, [0.0]))
+    # The control tasks' values are the user's own pose, given per frame (_solve); 0 until then.
+    scene = rig_module.with_joint_control(rig, obj, np.zeros((1, rig.model.n_coordinates)), [])
+    controlled = np.array([scene.constraints[k].coordinate for k in scene.joint_tasks], dtype=int)
+    reader = _rigs[obj.as_pointer()] = Reader(signature, rig, rig_module.Sampler(rig, obj, [0.0]), scene, controlled)
     return reader, True
 
 
@@ -134,9 +141,13 @@ def _solve(obj, force):
         properties.set_active(obj, True)     # mutes Blender's IK on constraints new to the rig
     samples = _sample(reader, obj)
     frame = float(samples.frames[0])
-    if any(d.influence < 1.0 for d in rig.driven):
+    scene, values = reader.scene, None
+    weak = any(d.influence < 1.0 for d in rig.driven)
+    if weak or reader.controlled.size:
         animated = rig_module.coordinates_from_basis(rig, animated_basis(obj, rig.bones, frame))
-        samples.objects = solving.blend_targets(rig, animated, samples, samples.objects)
+        values = animated[:, reader.controlled] if reader.controlled.size else None
+        if weak:
+            samples.objects = solving.blend_targets(rig, animated, samples, samples.objects)
     key = obj.as_pointer()
     state = _state.get(key)
     names = tuple(rig.model.coordinate_names)
@@ -161,15 +172,15 @@ def _solve(obj, force):
             objects = np.concatenate([state.objects, samples.objects])
             bases = np.concatenate([state.bases, samples.bases])
             start = None if fresh else state.evaluation      # a rig read again has a new scene
-            q, evaluation = solver.simulate_frame(rig.scene, state.q, objects, bases, settings, start)
+            q, evaluation = solver.simulate_frame(scene, state.q, objects, bases, settings, start, values)
         else:
             _, settings = solving.settings_for(obj, fps=fps, scale=scale)
-            res = solver.solve_animation(rig.scene, state.q, samples.objects, samples.bases, settings)
+            res = solver.solve_animation(scene, state.q, samples.objects, samples.bases, settings, values)
             q, evaluation = res.q, res.evaluation
     else:
         _, settings = solving.settings_for(obj, fps=fps, scale=scale)
         q0 = rig_module.coordinates_from_basis(rig, samples.basis)
-        res = solver.solve_animation(rig.scene, q0, samples.objects, samples.bases, settings)
+        res = solver.solve_animation(scene, q0, samples.objects, samples.bases, settings, values)
         q, evaluation = res.q, res.evaluation
     if not np.all(np.isfinite(q)):
         raise RigError("the solver returned non-finite joint values; the pose was left as it was")

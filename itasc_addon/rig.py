@@ -350,7 +350,7 @@ _CONSTRAINT_FIELDS = operator.attrgetter(
 _BONE_FIELDS = operator.attrgetter(
     "lock_ik_x", "lock_ik_y", "lock_ik_z", "use_ik_limit_x", "use_ik_limit_y", "use_ik_limit_z", "ik_min_x",
     "ik_max_x", "ik_min_y", "ik_max_y", "ik_min_z", "ik_max_z", "ik_stiffness_x", "ik_stiffness_y", "ik_stiffness_z",
-    "ik_stretch")
+    "ik_stretch", "use_ik_rotation_control", "ik_rotation_weight", "use_ik_linear_control", "ik_linear_weight")
 
 
 def _name(ob):

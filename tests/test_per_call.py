@@ -124,3 +124,22 @@ def test_a_simulation_continued_from_the_last_evaluation_is_the_same_simulation(
         q, start = step.q[-1:], step.evaluation
         np.testing.assert_allclose(q[0], whole.q[f], rtol=0, atol=1e-12)
     assert start is not None and (start.B is not None) == feedforward
+
+
+def test_a_frame_with_joint_values_is_the_simulations_frame_with_them():
+    """simulate_frame's `values` (live preview's IK rotation control) act as solve_simulation's
+    values of that frame: the same step bitwise, and the joint task aims at them."""
+    rng = np.random.default_rng(6)
+    scene = mixed_scene(rng)
+    objects = np.stack([[random_transform(rng, 0.2) for _ in range(2)] for _ in range(2)])
+    bases = np.broadcast_to(np.stack([random_transform(rng, 0.3) for _ in range(2)]), (2, 2, 4, 4)).copy()
+    settings = Settings(method="sdls", converge_first_frame=False)
+    q0 = rng.uniform(-0.5, 0.5, (1, scene.n_coordinates))
+    values = np.array([[0.1], [0.7]])                       # the one JointValue task's target per frame
+    whole = solve_simulation(scene, q0, objects, bases, settings, values=values)
+    q_frame, ev_frame = simulate_frame(scene, q0, objects, bases, settings, values=values[1:])
+    assert np.array_equal(q_frame, whole.q[1:])
+    row = scene.rows[scene.joint_tasks[0]]
+    assert ev_frame.yd[0, row] == 0.7
+    without = simulate_frame(scene, q0, objects, bases, settings)[0]
+    assert np.abs(without - q_frame).max() > 1e-3                  # the values matter

@@ -296,3 +296,53 @@ def test_live_preview_blends_influence_with_the_users_own_pose(extension_zip):
     r = run_in_blender(SCENES + INFLUENCE, extension_zip=extension_zip)
     for f in ("30", "40"):
         np.testing.assert_allclose(r["shown"][f], r["expected"][f], rtol=0, atol=1e-5)
+
+
+CONTROL = r'''
+clear_scene()
+scene, rig, target = chain_rig(6, 48)
+held = rig.pose.bones[2]
+held.use_ik_rotation_control, held.ik_rotation_weight = True, 1.0
+for frame, angle in ((1, 0.0), (48, 0.6)):                    # its own rotation is animated
+    held.rotation_quaternion = (math.cos(angle / 2), 0.0, 0.0, math.sin(angle / 2))
+    held.keyframe_insert("rotation_quaternion", frame=frame)
+curves = keys_module.Channels(rig)
+
+
+def state(f):
+    """The held bone's rotation as written and as animated at frame f, and the tail's error."""
+    dg = bpy.context.evaluated_depsgraph_get()
+    re = rig.evaluated_get(dg)
+    pb = re.pose.bones[-1]
+    tail = re.matrix_world @ pb.matrix @ Vector((0.0, pb.bone.length, 0.0))
+    animated = [curves.find('pose.bones["bone02"].rotation_quaternion', i).evaluate(f) for i in range(4)]
+    return {"written": list(held.rotation_quaternion), "animated": animated,
+            "error": (tail - target.evaluated_get(dg).matrix_world.translation).length}
+
+
+scene.frame_set(1)
+with bpy.context.temp_override(object=rig, active_object=rig):
+    bpy.ops.itasc.live_preview()
+out = {}
+scene.frame_set(30)                                           # a jump: solved to convergence
+out[30] = state(30)
+for f in range(31, 35):
+    scene.frame_set(f)
+scene.frame_set(40)
+out[40] = state(40)
+result = out
+'''
+
+
+def test_live_preview_holds_ik_rotation_control_to_the_users_own_pose(extension_zip):
+    """A bone with IK rotation control keeps its animated rotation (the F-curve's value at the
+    frame) while the chain reaches the target, after simulated frames too."""
+    import numpy as np
+
+    r = run_in_blender(SCENES + CONTROL, extension_zip=extension_zip)
+    for f in ("30", "40"):
+        written, animated = np.asarray(r[f]["written"]), np.asarray(r[f]["animated"])
+        animated /= np.linalg.norm(animated)
+        angle = 2.0 * min(np.linalg.norm(written - animated), np.linalg.norm(written + animated))  # small angles
+        assert angle < 1e-4, (f, angle)
+        assert r[f]["error"] < 1e-5
