@@ -102,12 +102,14 @@ def simulate_frame(scene: Scene, q, objects, bases, settings: Settings, start=No
     """One frame of `solve_simulation` for a caller that has checked its inputs (live preview):
     q (1, n) the last frame's solution, objects (2, K, 4, 4) and bases (2, A, 4, 4) the scene at
     the last frame and at this one, every pose finite; `start` the last frame's final evaluation
-    when the caller kept it; `values` (1, joint-value tasks) this frame's joint-value targets. Returns this frame's q (1, n) and its final evaluation, the `start`
-    of the next frame: what `solve_simulation` over the two frames returns as its last q and its
-    `Result.evaluation`, without the per-frame errors and flags."""
+    when the caller kept it; `values` (1, joint-value tasks) this frame's joint-value targets.
+    Returns this frame's q (1, n) and its final evaluation, the `start` of the next frame: what
+    `solve_simulation` over the two frames returns as its last q and its `Result.evaluation`,
+    without the per-frame errors and flags."""
     first = start if _has_jacobians(start, settings) else None
     q, _, _ = _simulation_step(scene, q, objects, bases, values, 1, settings, first)
-    return q, scene.evaluate(q, objects[1:], bases[1:], jacobians=True if settings.feedforward else "A", values=values)
+    jacobians = True if settings.feedforward else "A"
+    return q, scene.evaluate(q, objects[1:], bases[1:], jacobians=jacobians, values=values)
 
 
 def _continues(start, settings: Settings) -> bool:

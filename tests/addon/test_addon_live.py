@@ -196,7 +196,7 @@ for f in range(2, 11):
 out["live"] = channels(rig)
 out["off"] = toggle(rig)
 out["after"] = channels(rig)
-out["kept_left"] = len(getattr(rig.itasc, "kept_pose", ()))
+out["kept_left"] = len(rig.itasc.kept_pose)
 scene.frame_set(10)                                           # the action's own values at frame 10
 out["animated"] = channels(rig)["bone05"]["rotation_euler"]
 
