@@ -166,7 +166,7 @@ def uniform_scales(matrix_world):
 
 def column_lengths(M):
     """The lengths of the columns of matrices (..., 3, 3), as (..., 3)."""
-    return np.sqrt(np.sum(M * M, axis=-2))
+    return np.sqrt((M * M).sum(axis=-2))
 
 
 def object_scale(matrix_world, what):
@@ -451,12 +451,15 @@ def orthonormalize(M):
     U, _, Vt = np.linalg.svd(M[..., :3, :3])
     R = U @ Vt
     flip = np.linalg.det(R) < 0
-    if np.any(flip):
+    if flip.any():
         U[flip, :, -1] *= -1
         R = U @ Vt
     M[..., :3, :3] = R
     M[..., 3, :] = (0.0, 0.0, 0.0, 1.0)
     return M
+
+
+_IDENTITY4 = np.eye(4)
 
 
 def _matrices(raw):
@@ -532,7 +535,8 @@ class Sampler:
         """Each chain group's base (F, A, 4, 4) in armature space: the rest frame of its root bone
         as its parent (or the armature) carries it, with the root's own pose location."""
         root_basis = pose_basis[:, self._root_index]
-        loc = np.broadcast_to(np.eye(4), root_basis.shape).copy()
+        loc = np.empty(root_basis.shape)
+        loc[...] = _IDENTITY4
         loc[..., :3, 3] = root_basis[..., :3, 3]
         rest_inverse = self._rest_inverse
         bases = self._rest @ loc @ rest_inverse

@@ -9,6 +9,7 @@ hand-over to our solver, which mutes the driven IK constraints).
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -93,14 +94,22 @@ def settings_for(obj, fps=None, scale=None, **options):
         render = bpy.context.scene.render
         fps = render.fps / render.fps_base
     try:
-        settings = solver.Settings(
-            method=method, precision=float(value["precision"]) / scale, max_iterations=int(value["max_iterations"]),
-            feedback=float(value["feedback"]), max_velocity=float(value["max_velocity"]),
-            damping_max=float(value["damping_max"]), damping_epsilon=float(value["damping_epsilon"]),
-            substeps=int(value["substeps"]), fps=float(fps))
+        settings = _settings(method, float(value["precision"]) / scale, int(value["max_iterations"]),
+                             float(value["feedback"]), float(value["max_velocity"]), float(value["damping_max"]),
+                             float(value["damping_epsilon"]), int(value["substeps"]), float(fps))
     except ValueError as err:
         raise RigError(str(err)) from None
     return mode, settings
+
+
+@functools.lru_cache(maxsize=64)
+def _settings(method, precision, max_iterations, feedback, max_velocity, damping_max, damping_epsilon, substeps,
+              fps):
+    """Settings are immutable: live preview asks for the same ones every frame, built (and
+    checked) once."""
+    return solver.Settings(method=method, precision=precision, max_iterations=max_iterations, feedback=feedback,
+                           max_velocity=max_velocity, damping_max=damping_max, damping_epsilon=damping_epsilon,
+                           substeps=substeps, fps=fps)
 
 
 def blend_targets(rig, q0, samples, objects):

@@ -23,7 +23,7 @@ def project(model: Model, q: np.ndarray) -> np.ndarray:
     are scaled onto what the ellipse leaves them."""
     if not model.limited:
         return q.copy()
-    out = np.clip(q, model.lower, model.upper)
+    out = np.minimum(np.maximum(q, model.lower), model.upper)
     for coords in model.elliptic_groups:
         phi = q[:, coords]                                       # (F, k, d)
         semi = np.where(phi >= 0, model.upper[coords], -model.lower[coords])
@@ -49,8 +49,8 @@ def wrap_spheres(model: Model, q: np.ndarray) -> np.ndarray:
         return q
     c = model.unlimited_sphere_coordinates                                      # (k, 3)
     phi = q[:, c]
-    t = np.sqrt(np.sum(phi * phi, axis=-1, keepdims=True))
-    if not np.any(t > np.pi):
+    t = np.sqrt((phi * phi).sum(axis=-1, keepdims=True))
+    if not (t > np.pi).any():
         return q
     out = q.copy()
     turns = np.round(t / (2.0 * np.pi))                # whole turns to take off the angle

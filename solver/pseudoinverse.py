@@ -35,7 +35,7 @@ GRAM_RCOND = 1e-7
 
 def _clamp_max_abs(x: np.ndarray, bound) -> np.ndarray:
     """Scale vectors (..., n) so that their largest absolute entry is at most `bound` (...)."""
-    largest = np.max(np.abs(x), axis=-1)
+    largest = np.abs(x).max(axis=-1)
     scale = np.where(largest > bound, bound / np.maximum(largest, 1e-300), 1.0)
     return x * scale[..., None]
 
@@ -61,7 +61,7 @@ def solve(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-1
         rcond = max(rcond, GRAM_RCOND)
     s_max, s_min = s[..., :1], s[..., -1]
     if rank is not None:
-        last = np.clip(np.asarray(rank) - 1, 0, s.shape[-1] - 1)
+        last = np.minimum(np.maximum(np.asarray(rank) - 1, 0), s.shape[-1] - 1)
         s_min = s[np.arange(s.shape[0]), last]
     alpha = np.einsum("fmk,fm->fk", U, b)                        # b in the singular basis
     if method == "pinv":
@@ -74,14 +74,14 @@ def solve(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-1
         return np.einsum("fkn,fk->fn", Vt, inv * alpha), s_min
     # SDLS: direction i's step is c_i v_i, c_i = alpha_i / s_i; its largest entry is |c_i| max |v_i|.
     abs_Vt = np.abs(Vt)                                           # (F, k, n)
-    column_size = np.sum(np.abs(A), axis=-2)                      # (F, n): sum_rows |A_rj|
-    N = np.sum(np.abs(U), axis=-2)                                # (F, k)
+    column_size = np.abs(A).sum(axis=-2)                          # (F, n): sum_rows |A_rj|
+    N = np.abs(U).sum(axis=-2)                                    # (F, k)
     keep = s > rcond * s_max
     s_safe = np.where(keep, s, 1.0)
     M = np.einsum("fkn,fn->fk", abs_Vt, column_size) / s_safe
     gamma = np.minimum(1.0, N / np.maximum(M, 1e-300)) * gamma_max
     c = np.where(keep, alpha / s_safe, 0.0)
-    largest = np.abs(c) * np.max(abs_Vt, axis=-1)                # (F, k): each direction clamped to gamma_i
+    largest = np.abs(c) * abs_Vt.max(axis=-1)                    # (F, k): each direction clamped to gamma_i
     c = c * np.where(largest > gamma, gamma / np.maximum(largest, 1e-300), 1.0)
     return _clamp_max_abs(np.einsum("fkn,fk->fn", Vt, c), gamma_max), s_min
 

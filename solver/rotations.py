@@ -62,7 +62,8 @@ def _series_coefficients(t2: np.ndarray):
     small = t < _SMALL
     ts = np.where(small, 1.0, t)
     sin, cos = np.sin(ts), np.cos(ts)
-    a, b, c = sin / ts, (1.0 - cos) / ts**2, (ts - sin) / ts**3
+    ts2 = ts * ts
+    a, b, c = sin / ts, (1.0 - cos) / ts2, (ts - sin) / (ts2 * ts)
     if small.any():
         a = np.where(small, 1.0 - t2 / 6.0 + t2 * t2 / 120.0, a)
         b = np.where(small, 0.5 - t2 / 24.0 + t2 * t2 / 720.0, b)
@@ -80,7 +81,7 @@ def exp_map_with_jacobian(phi: np.ndarray):
     R = cos t I + (sin t / t) [phi]x + ((1 - cos t) / t^2) phi phi^T and
     J = (sin t / t) I + ((1 - cos t) / t^2) [phi]x + ((t - sin t) / t^3) phi phi^T."""
     phi = np.asarray(phi, dtype=float)
-    t2 = np.einsum("...i,...i->...", phi, phi)
+    t2 = (phi * phi).sum(axis=-1)
     a, b, c = (x[..., None, None] for x in _series_coefficients(t2))
     k = skew(phi)
     outer = phi[..., :, None] * phi[..., None, :]
@@ -93,11 +94,12 @@ def log_map(R: np.ndarray) -> np.ndarray:
     """The rotation vector phi with |phi| <= pi and exp([phi]x) == R, for rotations R (..., 3, 3)."""
     R = np.asarray(R, dtype=float)
     trace = R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2]
-    cos_t = np.clip((trace - 1.0) / 2.0, -1.0, 1.0)
-    vee = np.stack([R[..., 2, 1] - R[..., 1, 2],
-                    R[..., 0, 2] - R[..., 2, 0],
-                    R[..., 1, 0] - R[..., 0, 1]], axis=-1)  # = 2 sin t * axis
-    sin_t = 0.5 * np.linalg.norm(vee, axis=-1)
+    cos_t = np.minimum(np.maximum((trace - 1.0) / 2.0, -1.0), 1.0)
+    vee = np.empty(R.shape[:-1])                                # = 2 sin t * axis
+    vee[..., 0] = R[..., 2, 1] - R[..., 1, 2]
+    vee[..., 1] = R[..., 0, 2] - R[..., 2, 0]
+    vee[..., 2] = R[..., 1, 0] - R[..., 0, 1]
+    sin_t = 0.5 * np.sqrt((vee * vee).sum(axis=-1))
     t = np.arctan2(sin_t, cos_t)
     # Away from t = pi, phi = t / (2 sin t) * vee, with the Taylor series of t/sin t near zero.
     small = t < _SMALL
@@ -105,7 +107,7 @@ def log_map(R: np.ndarray) -> np.ndarray:
     phi = ratio[..., None] * vee
     # Near t = pi, sin t vanishes; read the axis from the symmetric part R + R^T = 2 cos t I + 2 (1 - cos t) k k^T.
     near_pi = cos_t < -0.99
-    if np.any(near_pi):
+    if near_pi.any():
         S = (R[near_pi] + np.swapaxes(R[near_pi], -1, -2)) / 2.0
         kk = (S - cos_t[near_pi][..., None, None] * np.eye(3)) / (1.0 - cos_t[near_pi])[..., None, None]
         column = np.argmax(np.diagonal(kk, axis1=-2, axis2=-1), axis=-1)

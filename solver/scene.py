@@ -181,7 +181,7 @@ class Scene:
         d = frames[:, tip][..., :3, 3] - frames[:, base][..., :3, 3]             # (F, P, 3)
         y[:, self._point_rows] = d
         w = self._point_weight
-        err = np.sqrt(np.sum(d * d, axis=-1))
+        err = np.sqrt((d * d).sum(axis=-1))
         if missing is not None:
             gone = np.zeros(d.shape[:2], dtype=bool)
             for side in range(2):
@@ -211,15 +211,14 @@ class Scene:
         if objects is not None:
             # An object without a finite pose in a frame (a marker out of view, a deleted target)
             # leaves its constraints out of that frame: weight 0, errors NaN.
-            missing = ~np.all(np.isfinite(objects), axis=(-2, -1))                  # (F, K)
-            if missing.any():
+            finite = np.isfinite(objects)
+            if not finite.all():
+                missing = ~finite.all(axis=(-2, -1))                                 # (F, K)
                 objects = np.where(missing[..., None, None], np.eye(4), objects)
-            else:
-                missing = None
         frames = self._endpoint_frames(pose, objects)
         C, M, n = len(self.constraints), self.n_outputs, m.n_coordinates
-        y, yd, weight = np.zeros((F, M)), np.zeros((F, M)), np.zeros((F, M))
-        position_error, rotation_error = np.full((F, C), np.nan), np.full((F, C), np.nan)
+        y, yd, weight = np.zeros((3, F, M))
+        position_error, rotation_error = np.full((2, F, C), np.nan)
         b_matrix = bool(jacobians) and not isinstance(jacobians, str)     # jacobians="A": A only
         A = np.zeros((F, M, n)) if jacobians else None
         B = np.zeros((F, M, self.n_u)) if b_matrix else None

@@ -10,6 +10,7 @@ so that no coordinate changes by more than `substep_angle` in one and the feedba
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -25,8 +26,8 @@ from .update import (Result, Settings, check_inputs, complete_frames, constraine
 def twist_between(T0: np.ndarray, T1: np.ndarray, dt: float) -> np.ndarray:
     """World twist (..., 6) that carries pose T0 to T1 in time dt at constant velocity:
     linear velocity of the origin, then angular velocity log(R1 R0^T) / dt."""
-    if np.array_equal(T0, T1):              # standing still (a chain's base, mostly): no log map needed
-        return np.zeros(np.broadcast_shapes(T0.shape, T1.shape)[:-2] + (6,))
+    if T0.shape == T1.shape and (T0 == T1).all():   # standing still (a chain's base, mostly): no log map needed
+        return np.zeros(T0.shape[:-2] + (6,))
     v = (T1[..., :3, 3] - T0[..., :3, 3]) / dt
     w = log_map(T1[..., :3, :3] @ np.swapaxes(T0[..., :3, :3], -1, -2)) / dt
     return np.concatenate([v, w], axis=-1)
@@ -171,8 +172,8 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
         probe = step(ev, dt)
         dq = probe[0]
         # ... and the feedback stable: K h <= 1 per sub-step.
-        n_sub = max(np.ceil(np.max(np.abs(dq), initial=0.0) / settings.substep_angle), np.ceil(settings.feedback * dt))
-        n_sub = int(min(max(n_sub, 1), settings.max_substeps))
+        wanted = max(np.abs(dq).max(initial=0.0) / settings.substep_angle, settings.feedback * dt, 1.0)
+        n_sub = math.ceil(min(wanted, settings.max_substeps))
     h = dt / n_sub
     for k in range(n_sub):
         if k:

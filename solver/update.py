@@ -107,7 +107,7 @@ def pseudoinverse_solver(settings: Settings):
         rows = np.sqrt(weight)
         Aw = rows[..., None] * A * cols[:, None, :]
         bw = rows * (b - np.einsum("fmn,fn->fm", A, locked_step) if locked_step.any() else b)
-        rank = np.minimum(np.sum(weight > 0, axis=-1), np.sum(cols > 0, axis=-1))
+        rank = np.minimum((weight > 0).sum(axis=-1), (cols > 0).sum(axis=-1))
         return pseudoinverse.solve(Aw, bw, settings.method, damping_max=settings.damping_max,
                                    epsilon=settings.damping_epsilon, gamma_max=settings.gamma_max, rank=rank)
     return solve
@@ -129,7 +129,7 @@ def constrained_step(scene: Scene, q, A, rhs, weight, max_step, solve):
         cols = scene.weight * free[rows]
         x, s_min[rows] = solve(A[rows], rhs[rows], weight[rows], cols, locked_step[rows], rows)
         free_step = cols * x
-        largest = np.max(np.abs(free_step), axis=-1, initial=0.0)
+        largest = np.abs(free_step).max(axis=-1, initial=0.0)
         free_step *= np.where(largest > max_step[rows], max_step[rows] / np.maximum(largest, 1e-300), 1.0)[:, None]
         moved = q[rows] + free_step + locked_step[rows]
         inside[rows] = scene.limit(moved)
