@@ -99,7 +99,7 @@ def _reader(obj):
     """(Reader, whether it was read just now). The rig is read again only when its signature changed
     (a constraint, a target, a chain bone's rest or IK settings): reading builds the engine's model,
     which costs more than a simulation step. Live preview does not report the rig's warnings."""
-    drives = lambda pb, con: properties.chosen(obj, pb, con)      # noqa: E731
+    drives = properties.chooser(obj)
     signature = rig_module.rig_signature(obj, drives)
     reader = _rigs.get(obj.as_pointer())
     if reader is not None and reader.signature == signature:
@@ -182,7 +182,7 @@ def _solve(obj, force):
         q0 = rig_module.coordinates_from_basis(rig, samples.basis)
         res = solver.solve_animation(scene, q0, samples.objects, samples.bases, settings, values)
         q, evaluation = res.q, res.evaluation
-    if not np.all(np.isfinite(q)):
+    if not np.isfinite(q).all():
         raise RigError("the solver returned non-finite joint values; the pose was left as it was")
     # The last evaluation is at q: its segment motions are the pose to write.
     motions = None if evaluation is None else evaluation.pose.local
@@ -273,7 +273,7 @@ def _still(before, now):
     """Whether the chains' bases did not move: Blender hands their matrices over in float32, so a
     base that stands still differs by rounding from frame to frame (1e-7); within STILL it is
     taken as not moving, and the simulation feeds no motion of it forward."""
-    return bool(np.max(np.abs(now - before), initial=0.0) <= STILL)
+    return bool(np.abs(now - before).max(initial=0.0) <= STILL)
 
 
 def _live_objects(scene):

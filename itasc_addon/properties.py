@@ -164,7 +164,17 @@ def originally_muted(obj, pb, con):
 
 def chosen(obj, pb, con):
     """Does the user want our solver to drive this constraint (whether or not it is active)?"""
-    item = entry(obj, pb.name, con.name)
+    return _chosen(entry(obj, pb.name, con.name), con)
+
+
+def chooser(obj):
+    """`chosen` as a function of (pb, con) for one object, its records read once: for reading a
+    whole rig."""
+    records = {(item.bone, item.constraint): item for item in obj.itasc.constraints}
+    return lambda pb, con: _chosen(records.get((pb.name, con.name)), con)
+
+
+def _chosen(item, con):
     if item is None:
         return not con.mute
     return item.use and not (item.was_muted if item.muted_by_us else con.mute)     # originally_muted, one lookup

@@ -362,13 +362,14 @@ def _target_signature(obj, target):
     and whether it hangs from the armature (then the cycle test reads the armature's bone hierarchy)."""
     items, seen, hangs = [], set(), False
     ob = target
-    while ob is not None and ob.name not in seen:
-        seen.add(ob.name)
-        cons = tuple((c.type, _name(getattr(c, "target", None)), getattr(c, "subtarget", ""), c.mute)
-                     for c in getattr(ob, "constraints", ()))
-        items.append((ob.name, ob.type, _name(ob.parent), ob.parent_type, ob.parent_bone, cons))
-        hangs = hangs or ob.parent == obj or any(getattr(c, "target", None) == obj for c in ob.constraints)
-        ob = ob.parent
+    while ob is not None and (name := ob.name) not in seen:
+        seen.add(name)
+        parent = ob.parent
+        cons = [(c.type, getattr(c, "target", None), getattr(c, "subtarget", ""), c.mute) for c in ob.constraints]
+        items.append((name, ob.type, _name(parent), ob.parent_type, ob.parent_bone,
+                      tuple((kind, _name(on), sub, mute) for kind, on, sub, mute in cons)))
+        hangs = hangs or parent == obj or any(on == obj for _, on, _, _ in cons)
+        ob = parent
     if target is not None and target.type == "ARMATURE" and target.pose is not None:
         items.append(tuple(pb.name for pb in target.pose.bones))
     return tuple(items), hangs
@@ -395,9 +396,10 @@ def rig_signature(obj, drives=None):
         # The chain (from the bone or its parent, chain_count long) and the bone it hangs from.
         bone, count = pb, con.chain_count + 1 if con.chain_count > 0 else 1 << 30
         while bone is not None and count >= 0:
-            if bone.name not in chain_bones:
-                chain_bones[bone.name] = (_name(bone.parent), bone.bone.use_connect, _BONE_FIELDS(bone))
-            bone, count = bone.parent, count - 1
+            name, parent = bone.name, bone.parent
+            if name not in chain_bones:
+                chain_bones[name] = (_name(parent), bone.bone.use_connect, _BONE_FIELDS(bone))
+            bone, count = parent, count - 1
     items.append(tuple(chain_bones.items()))
     if hanging:
         items.append(tuple((b.name, _name(b.parent)) for b in obj.data.bones))
@@ -496,6 +498,7 @@ class Sampler:
         self._stretches = np.array([n in rig.stretch_coordinate for n in rig.bones], dtype=bool)
         self._raw_basis = np.zeros((F, len(self._read_basis), 16), dtype=np.float32)
         self._raw_matrix = np.zeros((F, len(self._read_matrix), 16), dtype=np.float32)
+        self._memo = {}
         self._rest = np.stack([np.array(obj.data.bones[root].matrix_local, float) for root, _ in rig.groups])
         self._rest_inverse = np.linalg.inv(self._rest)
         for name in (t.object for t in rig.targets):
@@ -523,18 +526,19 @@ class Sampler:
             ob.pose.bones.foreach_get("matrix", self._all.ravel())
             self._raw_matrix[i] = self._all[self._read_matrix]
 
-    def _scales(self):
-        """The armature's uniform scale per frame; a non-uniform or degenerate one is an error."""
+    def _world_part(self):
+        """The armature's uniform scale per frame (a non-uniform or degenerate one is an error)
+        and its inverse world matrices."""
         scale, degenerate, uneven = uniform_scales(self.world)
         if (degenerate | uneven).any():
             i = np.flatnonzero(degenerate | uneven)[0]
             object_scale(self.world[i], f"armature '{self.obj.name}' at frame {self.frames[i]:g}")   # raises
-        return scale
+        return scale, np.linalg.inv(self.world)
 
-    def _bases(self, pose_basis):
-        """Each chain group's base (F, A, 4, 4) in armature space: the rest frame of its root bone
-        as its parent (or the armature) carries it, with the root's own pose location."""
-        root_basis = pose_basis[:, self._root_index]
+    def _bases(self, root_basis):
+        """Each chain group's base (F, A, 4, 4) in armature space, orthonormal: the rest frame of
+        its root bone as its parent (or the armature) carries it, with the root's own pose
+        location (root_basis: the roots' matrix_basis)."""
         loc = np.empty(root_basis.shape)
         loc[...] = _IDENTITY4
         loc[..., :3, 3] = root_basis[..., :3, 3]
@@ -545,17 +549,38 @@ class Sampler:
             root_matrix = _matrices(self._raw_matrix)
             parent_frame = root_matrix @ np.linalg.inv(root_basis[:, hanging])
             bases[:, hanging] = parent_frame @ loc[:, hanging] @ rest_inverse[hanging]
-        return bases
+        bad = ~np.isfinite(bases).all(axis=(1, 2, 3))
+        if bad.any():
+            raise RigError(f"the chains' parent bones are not finite at frame(s) {self.frames[bad][:5].tolist()}")
+        scaled = np.abs(column_lengths(bases[..., :3, :3]) - 1.0) > 1e-4  # (F, A, 3)
+        if scaled.any():
+            i = np.flatnonzero(scaled.any(axis=(0, 2)))[0]
+            raise RigError(f"the bone '{self.rig.groups[i][1]}' that chain '{self.rig.groups[i][0]}' hangs from "
+                           "is scaled; the solver needs unscaled parents")
+        return orthonormalize(bases)
+
+    def _remembered(self, name, key, compute):
+        """compute(), or what it returned the last time it was asked for `name` with this key.
+        (Live preview samples one frame after the other: the armature object and the chains'
+        roots rarely move, and what follows from them is not worked out again.)"""
+        last = self._memo.get(name)
+        if last is None or last[0] != key:
+            value = compute()
+            for array in value if isinstance(value, tuple) else (value,):
+                array.flags.writeable = False           # handed out again: nobody may change it
+            last = self._memo[name] = (key, value)
+        return last[1]
 
     def samples(self) -> Samples:
-        scale = self._scales()
-        objects = np.linalg.inv(self.world)[:, None] @ self.target_world @ self.target_bone
+        scale, world_inverse = self._remembered("world", self.world.tobytes(), self._world_part)
         pose_basis = _matrices(self._raw_basis)
+        root_basis = pose_basis[:, self._root_index]
+        bases = self._remembered("bases", root_basis.tobytes() + self._raw_matrix.tobytes(),
+                                 lambda: self._bases(root_basis))
         self.basis = pose_basis[:, self._index]
-        bases = self._bases(pose_basis)
-        checked = (("targets", objects), ("the chains' parent bones", bases), ("the animated pose", self.basis))
-        for what, array in checked if not all(np.isfinite(a).all() for _, a in checked) else ():
-            bad = ~np.isfinite(array).all(axis=tuple(range(1, array.ndim)))
+        objects = world_inverse[:, None] @ self.target_world @ self.target_bone
+        for what, array in (("targets", objects), ("the animated pose", self.basis)):
+            bad = ~np.isfinite(array).all(axis=(1, 2, 3))
             if bad.any():
                 raise RigError(f"{what} are not finite at frame(s) {self.frames[bad][:5].tolist()}")
         # The solver models rigid bones: a chain bone scaled to (near) zero collapses its children.
@@ -572,14 +597,7 @@ class Sampler:
             message = f"bone '{self.rig.bones[s]}' has a pose scale; the solver treats it as unscaled: expect errors"
             if message not in self.rig.warnings:
                 self.rig.warnings.append(message)
-        scaled = np.abs(column_lengths(bases[..., :3, :3]) - 1.0) > 1e-4  # (F, A, 3)
-        if scaled.any():
-            i = np.flatnonzero(scaled.any(axis=(0, 2)))[0]
-            raise RigError(f"the bone '{self.rig.groups[i][1]}' that chain '{self.rig.groups[i][0]}' hangs from "
-                           "is scaled; the solver needs unscaled parents")
-        K = objects.shape[1]
-        both = orthonormalize(np.concatenate([objects, bases], axis=1))    # one call for both: one frame is tiny
-        return Samples(self.frames, both[:, :K], both[:, K:], self.basis, scale)
+        return Samples(self.frames, orthonormalize(objects), bases, self.basis, scale)
 
 
 def sample(rig: Rig, obj, frames, progress=None) -> Samples:
@@ -690,12 +708,12 @@ def apply_pose(rig: Rig, obj, R, y_scale, bones=None):
     Rigify frame in live preview."""
     from mathutils import Matrix
 
-    if not (np.all(np.isfinite(R)) and np.all(np.isfinite(y_scale))):
+    if not (np.isfinite(R).all() and np.isfinite(y_scale).all()):
         raise RigError("the solver returned a non-finite pose; nothing was written")
     pose_bones = obj.pose.bones
     written = [s for s, name in enumerate(rig.bones) if bones is None or name in bones]
     index = np.array([rig.pose_index.get(rig.bones[s], -1) for s in written], dtype=int)
-    if len(pose_bones) != len(rig.pose_index) or np.any(index < 0):
+    if len(pose_bones) != len(rig.pose_index) or (index < 0).any():
         raise RigError(f"bones of '{obj.name}' were added, deleted or renamed while solving; nothing was written")
     modes = np.empty(len(pose_bones), np.int32)
     pose_bones.foreach_get("rotation_mode", modes)
@@ -705,7 +723,7 @@ def apply_pose(rig: Rig, obj, R, y_scale, bones=None):
         quat = np.empty((len(pose_bones), 4), np.float32)
         pose_bones.foreach_get("rotation_quaternion", quat.ravel())
         new = quaternion_from_matrix(R[rows])
-        quat[at] = new * np.where(np.sum(new * quat[at], axis=-1) < 0.0, -1.0, 1.0)[:, None]   # the short way
+        quat[at] = new * np.where((new * quat[at]).sum(axis=-1) < 0.0, -1.0, 1.0)[:, None]   # the short way
         pose_bones.foreach_set("rotation_quaternion", quat.ravel())
     stretching = [(s, i) for s, i in zip(written, index) if rig.bones[s] in rig.stretch_coordinate]
     if stretching:

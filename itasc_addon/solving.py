@@ -147,7 +147,7 @@ class Job:
         self.obj, self.frames, self.bake, self.key, self.record = obj, frames, bake, key, record
         self.bones_filter = bones
         check_writable(obj, keys_too=bake or key)
-        self.rig = rig_module.read_rig(obj, lambda pb, con: properties.chosen(obj, pb, con))
+        self.rig = rig_module.read_rig(obj, properties.chooser(obj))
         properties.set_active(obj, True)     # only once the rig reads well: bad input changes nothing
         step = float(np.min(np.diff(frames))) if frames.size > 1 else 1.0
         render = bpy.context.scene.render

@@ -19,6 +19,8 @@ import numpy as np
 _SMALL = 1e-4
 _IDENTITY = np.eye(3)
 # [v]x = v_x E_x + v_y E_y + v_z E_z, the three generators flattened as rows (one product builds it)
+# The diagonal's signs in 4 w^2, 4 x^2, 4 y^2, 4 z^2 (minus 1), as columns: diag(R) @ this.
+_DIAGONAL_SIGNS = np.array([[1, 1, -1, -1], [1, -1, 1, -1], [1, -1, -1, 1]], dtype=float)
 _SKEW_BASIS = np.array([[0, 0, 0, 0, 0, -1, 0, 1, 0],
                         [0, 0, 1, 0, 0, 0, -1, 0, 0],
                         [0, -1, 0, 1, 0, 0, 0, 0, 0]], dtype=float)
@@ -153,13 +155,10 @@ def quaternion_from_matrix(R: np.ndarray) -> np.ndarray:
     x, y, z from the skew part (R21 - R12 = 4 w x, ...). A component near 0 comes out with an
     absolute error of about 1e-8 (a square root of rounding), below float32's resolution."""
     R = np.asarray(R, dtype=float)
-    d0, d1, d2 = R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]
-    size = 0.5 * np.sqrt(np.maximum(np.stack([1.0 + d0 + d1 + d2, 1.0 + d0 - d1 - d2,
-                                              1.0 - d0 + d1 - d2, 1.0 - d0 - d1 + d2], axis=-1), 0.0))
-    sign = np.stack([np.ones_like(d0), R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0],
-                     R[..., 1, 0] - R[..., 0, 1]], axis=-1)
-    quat = np.copysign(size, sign)
-    return quat / np.linalg.norm(quat, axis=-1, keepdims=True)
+    quat = 0.5 * np.sqrt(np.maximum(1.0 + R.diagonal(axis1=-2, axis2=-1) @ _DIAGONAL_SIGNS, 0.0))
+    skew = (R - np.swapaxes(R, -1, -2)).reshape(R.shape[:-2] + (9,))[..., [7, 2, 3]]    # R21 - R12, R02 - R20, R10 - R01
+    quat[..., 1:] = np.copysign(quat[..., 1:], skew)
+    return quat / np.sqrt((quat * quat).sum(axis=-1, keepdims=True))
 
 
 def rotvec_from_quaternion(quat: np.ndarray) -> np.ndarray:
