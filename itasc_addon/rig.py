@@ -494,10 +494,14 @@ class Sampler:
         self._read_basis, where = np.unique(np.concatenate([index, root_index]), return_inverse=True)
         self._index, self._root_index = where[:len(index)], where[len(index):]
         self._read_matrix = root_index[self._hanging]
+        # The pose matrices of the bones those roots hang from: with the roots' locations, all a
+        # base depends on (`samples` keys its memo on them).
+        self._read_parent = np.array([bone_order[rig.groups[a][1]] for a in self._hanging], dtype=int)
         self._all = np.zeros((len(obj.pose.bones), 16), dtype=np.float32)   # one frame of every bone
         self._stretches = np.array([n in rig.stretch_coordinate for n in rig.bones], dtype=bool)
         self._raw_basis = np.zeros((F, len(self._read_basis), 16), dtype=np.float32)
         self._raw_matrix = np.zeros((F, len(self._read_matrix), 16), dtype=np.float32)
+        self._raw_parent = np.zeros((F, len(self._read_parent), 16), dtype=np.float32)
         self._memo = {}
         self._rest = np.stack([np.array(obj.data.bones[root].matrix_local, float) for root, _ in rig.groups])
         self._rest_inverse = np.linalg.inv(self._rest)
@@ -525,6 +529,7 @@ class Sampler:
         if self._hanging:
             ob.pose.bones.foreach_get("matrix", self._all.ravel())
             self._raw_matrix[i] = self._all[self._read_matrix]
+            self._raw_parent[i] = self._all[self._read_parent]
 
     def _world_part(self):
         """The armature's uniform scale per frame (a non-uniform or degenerate one is an error)
@@ -575,7 +580,10 @@ class Sampler:
         scale, world_inverse = self._remembered("world", self.world.tobytes(), self._world_part)
         pose_basis = _matrices(self._raw_basis)
         root_basis = pose_basis[:, self._root_index]
-        bases = self._remembered("bases", root_basis.tobytes() + self._raw_matrix.tobytes(),
+        # A root's rotation cancels in its base: while the roots stay where they are and the bones
+        # they hang from do not move, the base is the same (up to float32 rounding).
+        roots_at = self._raw_basis[:, self._root_index, 12:15]              # column-major: the location
+        bases = self._remembered("bases", roots_at.tobytes() + self._raw_parent.tobytes(),
                                  lambda: self._bases(root_basis))
         self.basis = pose_basis[:, self._index]
         objects = world_inverse[:, None] @ self.target_world @ self.target_bone
