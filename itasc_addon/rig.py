@@ -20,6 +20,7 @@ Nothing here writes to Blender data except `apply_pose`, which sets pose bones' 
 
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass, field
 
@@ -84,6 +85,12 @@ class Rig:
     @property
     def constraint_names(self):
         return [f"{d.bone}/{d.name}" for d in self.driven]
+
+    @functools.cached_property
+    def all_bones_written(self):
+        """`apply_pose` of every model bone: (model bones in order, their indices in obj.pose.bones,
+        -1 where gone), worked out once: live preview writes them every frame."""
+        return np.arange(len(self.bones)), np.array([self.pose_index.get(name, -1) for name in self.bones], dtype=int)
 
 
 def ik_constraints(obj):
@@ -719,28 +726,32 @@ def apply_pose(rig: Rig, obj, R, y_scale, bones=None):
     if not (np.isfinite(R).all() and np.isfinite(y_scale).all()):
         raise RigError("the solver returned a non-finite pose; nothing was written")
     pose_bones = obj.pose.bones
-    written = [s for s, name in enumerate(rig.bones) if bones is None or name in bones]
-    index = np.array([rig.pose_index.get(rig.bones[s], -1) for s in written], dtype=int)
+    if bones is None:
+        written, index = rig.all_bones_written
+    else:
+        written = np.array([s for s, name in enumerate(rig.bones) if name in bones], dtype=int)
+        index = np.array([rig.pose_index.get(rig.bones[s], -1) for s in written], dtype=int)
     if len(pose_bones) != len(rig.pose_index) or (index < 0).any():
         raise RigError(f"bones of '{obj.name}' were added, deleted or renamed while solving; nothing was written")
     modes = np.empty(len(pose_bones), np.int32)
     pose_bones.foreach_get("rotation_mode", modes)
     by_quaternion = modes[index] == 0                  # 'QUATERNION' (0 in the enum)
     if by_quaternion.any():
-        rows, at = np.array(written)[by_quaternion], index[by_quaternion]
+        rows, at = written[by_quaternion], index[by_quaternion]
         quat = np.empty((len(pose_bones), 4), np.float32)
         pose_bones.foreach_get("rotation_quaternion", quat.ravel())
         new = quaternion_from_matrix(R[rows])
         quat[at] = new * np.where((new * quat[at]).sum(axis=-1) < 0.0, -1.0, 1.0)[:, None]   # the short way
         pose_bones.foreach_set("rotation_quaternion", quat.ravel())
-    stretching = [(s, i) for s, i in zip(written, index) if rig.bones[s] in rig.stretch_coordinate]
+    stretching = [(s, i) for s, i in zip(written, index) if rig.bones[s] in rig.stretch_coordinate] \
+        if rig.stretch_coordinate else []
     if stretching:
         scale = np.empty((len(pose_bones), 3), np.float32)
         pose_bones.foreach_get("scale", scale.ravel())
         for s, i in stretching:
             scale[i, 1] = y_scale[s]
         pose_bones.foreach_set("scale", scale.ravel())
-    for s, i in zip(np.array(written)[~by_quaternion], index[~by_quaternion]):
+    for s, i in zip(written[~by_quaternion], index[~by_quaternion]):
         pb = pose_bones[int(i)]
         rot = Matrix(R[s].tolist())
         if pb.rotation_mode == "AXIS_ANGLE":
@@ -748,5 +759,5 @@ def apply_pose(rig: Rig, obj, R, y_scale, bones=None):
             pb.rotation_axis_angle = (angle, *axis)
         else:
             pb.rotation_euler = rot.to_euler(pb.rotation_mode, pb.rotation_euler)
-    if written:
+    if len(written):
         obj.update_tag(refresh={"OBJECT"})
