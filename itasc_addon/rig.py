@@ -354,6 +354,8 @@ _CONSTRAINT_FIELDS = operator.attrgetter(
     "influence", "ik_type", "use_tail", "chain_count", "use_stretch", "use_location", "use_rotation",
     "lock_location_x", "lock_location_y", "lock_location_z", "lock_rotation_x", "lock_rotation_y", "lock_rotation_z",
     "reference_axis", "weight", "orient_weight", "distance", "limit_mode", "subtarget")
+# How a bone follows its parent: the sampler's remembered bases rely on it staying the same.
+_INHERITANCE = operator.attrgetter("use_connect", "use_inherit_rotation", "inherit_scale", "use_local_location")
 _BONE_FIELDS = operator.attrgetter(
     "lock_ik_x", "lock_ik_y", "lock_ik_z", "use_ik_limit_x", "use_ik_limit_y", "use_ik_limit_z", "ik_min_x",
     "ik_max_x", "ik_min_y", "ik_max_y", "ik_min_z", "ik_max_z", "ik_stiffness_x", "ik_stiffness_y", "ik_stiffness_z",
@@ -384,8 +386,9 @@ def _target_signature(obj, target):
 
 def rig_signature(obj, drives=None):
     """Everything `read_rig(obj, drives)` reads from Blender that is not the pose (the IK
-    constraints, which of them are driven, their targets' hierarchy, the chain bones' rest and IK
-    settings), as one comparable value: while it stays equal, so does the rig read. The pose bones'
+    constraints, which of them are driven, their targets' hierarchy, the chain bones' rest, IK
+    settings and inheritance), as one comparable value: while it stays equal, so does the rig read
+    (and what live preview's sampler remembers of it). The pose bones'
     rotations and the targets' matrices, which change every frame, are not part of it."""
     drives = drives or (lambda pb, con: not con.mute)
     bones = obj.data.bones
@@ -405,7 +408,7 @@ def rig_signature(obj, drives=None):
         while bone is not None and count >= 0:
             name, parent = bone.name, bone.parent
             if name not in chain_bones:
-                chain_bones[name] = (_name(parent), bone.bone.use_connect, _BONE_FIELDS(bone))
+                chain_bones[name] = (_name(parent), _INHERITANCE(bone.bone), _BONE_FIELDS(bone))
             bone, count = parent, count - 1
     items.append(tuple(chain_bones.items()))
     if hanging:
@@ -588,7 +591,9 @@ class Sampler:
         pose_basis = _matrices(self._raw_basis)
         root_basis = pose_basis[:, self._root_index]
         # A root's rotation cancels in its base: while the roots stay where they are and the bones
-        # they hang from do not move, the base is the same (up to float32 rounding).
+        # they hang from do not move, the base is the same (up to float32 rounding). (A change of
+        # how a root inherits its parent's motion changes the rig's signature: live preview then
+        # reads the rig again, with a new sampler.)
         roots_at = self._raw_basis[:, self._root_index, 12:15]              # column-major: the location
         bases = self._remembered("bases", roots_at.tobytes() + self._raw_parent.tobytes(),
                                  lambda: self._bases(root_basis))

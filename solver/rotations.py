@@ -18,9 +18,9 @@ import numpy as np
 # Below this angle the closed forms lose precision and their Taylor series take over.
 _SMALL = 1e-4
 _IDENTITY = np.eye(3)
-# [v]x = v_x E_x + v_y E_y + v_z E_z, the three generators flattened as rows (one product builds it)
 # The diagonal's signs in 4 w^2, 4 x^2, 4 y^2, 4 z^2 (minus 1), as columns: diag(R) @ this.
 _DIAGONAL_SIGNS = np.array([[1, 1, -1, -1], [1, -1, 1, -1], [1, -1, -1, 1]], dtype=float)
+# [v]x = v_x E_x + v_y E_y + v_z E_z, the three generators flattened as rows (one product builds it)
 _SKEW_BASIS = np.array([[0, 0, 0, 0, 0, -1, 0, 1, 0],
                         [0, 0, 1, 0, 0, 0, -1, 0, 0],
                         [0, -1, 0, 1, 0, 0, 0, 0, 0]], dtype=float)

@@ -106,6 +106,7 @@ EDITS = [
     (28, lambda rig, con: setattr(properties.entry(rig, "bone03", "IK", create=True), "use", False)),
     (31, lambda rig, con: setattr(con, "chain_count", 0)),
     (34, lambda rig, con: lengthen_last_bone(rig)),
+    (37, lambda rig, con: setattr(rig.data.bones["bone00"], "inherit_scale", "NONE")),
 ]
 
 
