@@ -80,29 +80,35 @@ def solve_damped(A, b, weight, cols, S: LowRank, lam, locked_step):
     F, M, n = A.shape
     r = S.Z.shape[-1]
     sqrt_w = np.sqrt(weight)
-    U = cols[:, :, None] * np.concatenate([np.swapaxes(A * sqrt_w[..., None], -1, -2), S.Z], axis=-1)
+    AtW = np.swapaxes(A * sqrt_w[..., None], -1, -2)
+    gradient = np.einsum("fmn,fm->fn", A, weight * (b - np.einsum("fmn,fn->fm", A, locked_step)))
+    if r == 0:       # no curvature (plain Levenberg-Marquardt): G = I, and products with it are exact
+        U = cols[:, :, None] * AtW
+        scale = (U * U).sum(axis=-1).max(axis=-1, initial=0.0)
+        d = lam * np.where(scale > 0, scale, 1.0)
+        return shifted_solve(d, U, None, cols * gradient)
+    U = cols[:, :, None] * np.concatenate([AtW, S.Z], axis=-1)
     G = np.zeros((F, M + r, M + r))
     G[:, :M, :M] = np.eye(M)
     G[:, M:, M:] = S.K
     diagonal = np.sum((U @ G) * U, axis=-1)
     scale = np.max(diagonal, axis=-1, initial=0.0)
     d = lam * np.where(scale > 0, scale, 1.0)
-    rhs = cols * (np.einsum("fmn,fm->fn", A, weight * (b - np.einsum("fmn,fn->fm", A, locked_step)))
-                  - S.times(locked_step))
-    return shifted_solve(d, U, G, rhs)
+    return shifted_solve(d, U, G, cols * (gradient - S.times(locked_step)))
 
 
 def shifted_solve(d, U, G, rhs):
-    """x with (d I + U G U^T) x = rhs, for d (F,), U (F, n, k), G (F, k, k) symmetric, rhs (F, n).
-    With U = Q R (Q orthonormal columns) the system is d I + Q M Q^T, M = R G R^T, solved as
+    """x with (d I + U G U^T) x = rhs, for d (F,), U (F, n, k), G (F, k, k) symmetric (None: I),
+    rhs (F, n). With U = Q R (Q orthonormal columns) the system is d I + Q M Q^T, M = R G R^T, solved as
     x = (rhs - Q c) / d + Q (d I + M)^-1 c with c = Q^T rhs: the k-square system has the
     eigenvalues of the full one on the span of U, so it is no worse conditioned than it."""
     n, k = U.shape[-2:]
     if 2 * k >= n:         # no smaller system to gain: solve the full one
-        H = U @ G @ np.swapaxes(U, -1, -2) + d[:, None, None] * np.eye(n)
+        H = (U if G is None else U @ G) @ np.swapaxes(U, -1, -2)
+        _diagonal(H)[...] += d[:, None]
         return np.linalg.solve(H, rhs[..., None])[..., 0]
     Q, R = np.linalg.qr(U)
-    M = R @ G @ np.swapaxes(R, -1, -2)
+    M = (R if G is None else R @ G) @ np.swapaxes(R, -1, -2)
     c = np.einsum("fnk,fn->fk", Q, rhs)
     t = np.linalg.solve(d[:, None, None] * np.eye(k) + M, c[..., None])[..., 0]
     return (rhs - np.einsum("fnk,fk->fn", Q, c)) / d[:, None] + np.einsum("fnk,fk->fn", Q, t)
@@ -137,3 +143,9 @@ def dgw_update(S: LowRank, s, A_old, r_old, A_new, r_new, weight_old, weight_new
     if r + 2 > n:            # more terms than coordinates: S itself (Z = I) is the smaller form
         return LowRank(np.broadcast_to(np.eye(n), (F, n, n)).copy(), Z @ K @ np.swapaxes(Z, -1, -2))
     return LowRank(Z, K)
+
+
+def _diagonal(M: np.ndarray) -> np.ndarray:
+    """The diagonals (F, n) of contiguous square matrices M (F, n, n), as a writable view."""
+    F, n = M.shape[:2]
+    return M.reshape(F, n * n)[:, ::n + 1]

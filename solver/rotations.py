@@ -20,6 +20,8 @@ _SMALL = 1e-4
 _IDENTITY = np.eye(3)
 # The diagonal's signs in 4 w^2, 4 x^2, 4 y^2, 4 z^2 (minus 1), as columns: diag(R) @ this.
 _DIAGONAL_SIGNS = np.array([[1, 1, -1, -1], [1, -1, 1, -1], [1, -1, -1, 1]], dtype=float)
+# (R - R^T) read at (2, 1), (0, 2), (1, 0): the axis of R times 2 sin t.
+_VEE_ROWS, _VEE_COLUMNS = np.array([2, 0, 1]), np.array([1, 2, 0])
 # [v]x = v_x E_x + v_y E_y + v_z E_z, the three generators flattened as rows (one product builds it)
 _SKEW_BASIS = np.array([[0, 0, 0, 0, 0, -1, 0, 1, 0],
                         [0, 0, 1, 0, 0, 0, -1, 0, 0],
@@ -97,10 +99,7 @@ def log_map(R: np.ndarray) -> np.ndarray:
     R = np.asarray(R, dtype=float)
     trace = R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2]
     cos_t = np.minimum(np.maximum((trace - 1.0) / 2.0, -1.0), 1.0)
-    vee = np.empty(R.shape[:-1])                                # = 2 sin t * axis
-    vee[..., 0] = R[..., 2, 1] - R[..., 1, 2]
-    vee[..., 1] = R[..., 0, 2] - R[..., 2, 0]
-    vee[..., 2] = R[..., 1, 0] - R[..., 0, 1]
+    vee = R[..., _VEE_ROWS, _VEE_COLUMNS] - R[..., _VEE_COLUMNS, _VEE_ROWS]     # = 2 sin t * axis
     sin_t = 0.5 * np.sqrt((vee * vee).sum(axis=-1))
     t = np.arctan2(sin_t, cos_t)
     # Away from t = pi, phi = t / (2 sin t) * vee, with the Taylor series of t/sin t near zero.
@@ -130,13 +129,13 @@ def rotvec_jacobian_inverse(phi: np.ndarray) -> np.ndarray:
     """J(phi)^-1, so that phi' = J(phi)^-1 omega. Finite for |phi| < 2 pi."""
     phi = np.asarray(phi, dtype=float)
     k = skew(phi)
-    t2 = np.sum(phi * phi, axis=-1)
+    t2 = (phi * phi).sum(axis=-1)
     t = np.sqrt(t2)
     small = t < _SMALL
     ts = np.where(small, 1.0, t)
     d = np.where(small, 1.0 / 12.0 + t2 / 720.0,
                  (1.0 - ts * np.sin(ts) / (2.0 * (1.0 - np.cos(ts)))) / ts**2)
-    return np.eye(3) - 0.5 * k + d[..., None, None] * (k @ k)
+    return _IDENTITY - 0.5 * k + d[..., None, None] * (k @ k)
 
 
 def quaternion_from_rotvec(phi: np.ndarray) -> np.ndarray:

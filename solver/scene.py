@@ -53,7 +53,7 @@ def shift_twist(r: np.ndarray, J: np.ndarray) -> np.ndarray:
     """S(r) J: twist Jacobians (..., 6, k) whose linear rows are moved to a point r further on
     (v + w x r, the velocity of a point rigidly attached at offset r)."""
     lever = skew(r) @ J[..., 3:, :]
-    out = np.broadcast_to(J, lever.shape[:-2] + J.shape[-2:]).copy()
+    out = J.copy() if J.shape[:-2] == lever.shape[:-2] else np.broadcast_to(J, lever.shape[:-2] + J.shape[-2:]).copy()
     out[..., :3, :] -= lever
     return out
 

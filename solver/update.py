@@ -95,10 +95,9 @@ def reached(scene: Scene, ev: Evaluation, precision: float) -> np.ndarray:
     if not hard.size:
         return np.ones(ev.y.shape[0], dtype=bool)
     ignored = np.maximum.reduceat(ev.weight, scene.rows[:-1], axis=1)[:, hard] == 0   # every constraint has rows
-    ok = np.ones(ignored.shape, dtype=bool)
-    for err in (ev.position_error[:, hard], ev.rotation_error[:, hard]):
-        ok &= ignored | np.isnan(err) | (err <= precision)
-    return np.all(ok, axis=1)
+    position, rotation = ev.position_error[:, hard], ev.rotation_error[:, hard]
+    met = (np.isnan(position) | (position <= precision)) & (np.isnan(rotation) | (rotation <= precision))
+    return (ignored | met).all(axis=1)
 
 
 def pseudoinverse_solver(settings: Settings):
