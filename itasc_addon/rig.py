@@ -87,10 +87,10 @@ class Rig:
         return [f"{d.bone}/{d.name}" for d in self.driven]
 
     @functools.cached_property
-    def all_bones_written(self):
-        """`apply_pose` of every model bone: (model bones in order, their indices in obj.pose.bones,
-        -1 where gone), worked out once: live preview writes them every frame."""
-        return np.arange(len(self.bones)), np.array([self.pose_index.get(name, -1) for name in self.bones], dtype=int)
+    def pose_rows(self):
+        """Each model bone's index in obj.pose.bones (-1: not there), worked out once: live preview
+        writes the pose every frame."""
+        return np.array([self.pose_index.get(name, -1) for name in self.bones], dtype=int)
 
 
 def ik_constraints(obj):
@@ -589,14 +589,13 @@ class Sampler:
     def samples(self) -> Samples:
         scale, world_inverse = self._remembered("world", self.world.tobytes(), self._world_part)
         pose_basis = _matrices(self._raw_basis)
-        root_basis = pose_basis[:, self._root_index]
         # A root's rotation cancels in its base: while the roots stay where they are and the bones
         # they hang from do not move, the base is the same (up to float32 rounding). (A change of
         # how a root inherits its parent's motion changes the rig's signature: live preview then
         # reads the rig again, with a new sampler.)
         roots_at = self._raw_basis[:, self._root_index, 12:15]              # column-major: the location
         bases = self._remembered("bases", roots_at.tobytes() + self._raw_parent.tobytes(),
-                                 lambda: self._bases(root_basis))
+                                 lambda: self._bases(pose_basis[:, self._root_index]))
         self.basis = pose_basis[:, self._index]
         objects = world_inverse[:, None] @ self.target_world @ self.target_bone
         for what, array in (("targets", objects), ("the animated pose", self.basis)):
@@ -731,11 +730,9 @@ def apply_pose(rig: Rig, obj, R, y_scale, bones=None):
     if not (np.isfinite(R).all() and np.isfinite(y_scale).all()):
         raise RigError("the solver returned a non-finite pose; nothing was written")
     pose_bones = obj.pose.bones
-    if bones is None:
-        written, index = rig.all_bones_written
-    else:
-        written = np.array([s for s, name in enumerate(rig.bones) if name in bones], dtype=int)
-        index = np.array([rig.pose_index.get(rig.bones[s], -1) for s in written], dtype=int)
+    written = (np.arange(len(rig.bones)) if bones is None
+               else np.array([s for s, name in enumerate(rig.bones) if name in bones], dtype=int))
+    index = rig.pose_rows[written]
     if len(pose_bones) != len(rig.pose_index) or (index < 0).any():
         raise RigError(f"bones of '{obj.name}' were added, deleted or renamed while solving; nothing was written")
     modes = np.empty(len(pose_bones), np.int32)
@@ -748,8 +745,7 @@ def apply_pose(rig: Rig, obj, R, y_scale, bones=None):
         new = quaternion_from_matrix(R[rows])
         quat[at] = new * np.where((new * quat[at]).sum(axis=-1) < 0.0, -1.0, 1.0)[:, None]   # the short way
         pose_bones.foreach_set("rotation_quaternion", quat.ravel())
-    stretching = [(s, i) for s, i in zip(written, index) if rig.bones[s] in rig.stretch_coordinate] \
-        if rig.stretch_coordinate else []
+    stretching = [(s, i) for s, i in zip(written, index) if rig.bones[s] in rig.stretch_coordinate]
     if stretching:
         scale = np.empty((len(pose_bones), 3), np.float32)
         pose_bones.foreach_get("scale", scale.ravel())

@@ -94,22 +94,18 @@ def settings_for(obj, fps=None, scale=None, **options):
         render = bpy.context.scene.render
         fps = render.fps / render.fps_base
     try:
-        settings = _settings(method, float(value["precision"]) / scale, int(value["max_iterations"]),
-                             float(value["feedback"]), float(value["max_velocity"]), float(value["damping_max"]),
-                             float(value["damping_epsilon"]), int(value["substeps"]), float(fps))
+        settings = _settings(
+            method=method, precision=float(value["precision"]) / scale, max_iterations=int(value["max_iterations"]),
+            feedback=float(value["feedback"]), max_velocity=float(value["max_velocity"]),
+            damping_max=float(value["damping_max"]), damping_epsilon=float(value["damping_epsilon"]),
+            substeps=int(value["substeps"]), fps=float(fps))
     except ValueError as err:
         raise RigError(str(err)) from None
     return mode, settings
 
 
-@functools.lru_cache(maxsize=64)
-def _settings(method, precision, max_iterations, feedback, max_velocity, damping_max, damping_epsilon, substeps,
-              fps):
-    """Settings are immutable: live preview asks for the same ones every frame, built (and
-    checked) once."""
-    return solver.Settings(method=method, precision=precision, max_iterations=max_iterations, feedback=feedback,
-                           max_velocity=max_velocity, damping_max=damping_max, damping_epsilon=damping_epsilon,
-                           substeps=substeps, fps=fps)
+# Settings are immutable and checked when built: live preview asks for the same ones every frame.
+_settings = functools.lru_cache(maxsize=64)(solver.Settings)
 
 
 def blend_targets(rig, q0, samples, objects):

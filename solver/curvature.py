@@ -83,18 +83,16 @@ def solve_damped(A, b, weight, cols, S: LowRank, lam, locked_step):
     AtW = np.swapaxes(A * sqrt_w[..., None], -1, -2)
     gradient = np.einsum("fmn,fm->fn", A, weight * (b - np.einsum("fmn,fn->fm", A, locked_step)))
     if r == 0:       # no curvature (plain Levenberg-Marquardt): G = I, and products with it are exact
-        U = cols[:, :, None] * AtW
-        scale = (U * U).sum(axis=-1).max(axis=-1, initial=0.0)
-        d = lam * np.where(scale > 0, scale, 1.0)
-        return shifted_solve(d, U, None, cols * gradient)
-    U = cols[:, :, None] * np.concatenate([AtW, S.Z], axis=-1)
-    G = np.zeros((F, M + r, M + r))
-    G[:, :M, :M] = np.eye(M)
-    G[:, M:, M:] = S.K
-    diagonal = np.sum((U @ G) * U, axis=-1)
-    scale = np.max(diagonal, axis=-1, initial=0.0)
+        U, G, rhs = cols[:, :, None] * AtW, None, cols * gradient
+    else:
+        U = cols[:, :, None] * np.concatenate([AtW, S.Z], axis=-1)
+        G = np.zeros((F, M + r, M + r))
+        G[:, :M, :M] = np.eye(M)
+        G[:, M:, M:] = S.K
+        rhs = cols * (gradient - S.times(locked_step))
+    scale = (((U if G is None else U @ G) * U).sum(axis=-1)).max(axis=-1, initial=0.0)   # the largest diagonal
     d = lam * np.where(scale > 0, scale, 1.0)
-    return shifted_solve(d, U, G, cols * (gradient - S.times(locked_step)))
+    return shifted_solve(d, U, G, rhs)
 
 
 def shifted_solve(d, U, G, rhs):
@@ -105,7 +103,8 @@ def shifted_solve(d, U, G, rhs):
     n, k = U.shape[-2:]
     if 2 * k >= n:         # no smaller system to gain: solve the full one
         H = (U if G is None else U @ G) @ np.swapaxes(U, -1, -2)
-        _diagonal(H)[...] += d[:, None]
+        diagonal = np.arange(n)
+        H[:, diagonal, diagonal] += d[:, None]
         return np.linalg.solve(H, rhs[..., None])[..., 0]
     Q, R = np.linalg.qr(U)
     M = (R if G is None else R @ G) @ np.swapaxes(R, -1, -2)
@@ -144,8 +143,3 @@ def dgw_update(S: LowRank, s, A_old, r_old, A_new, r_new, weight_old, weight_new
         return LowRank(np.broadcast_to(np.eye(n), (F, n, n)).copy(), Z @ K @ np.swapaxes(Z, -1, -2))
     return LowRank(Z, K)
 
-
-def _diagonal(M: np.ndarray) -> np.ndarray:
-    """The diagonals (F, n) of contiguous square matrices M (F, n, n), as a writable view."""
-    F, n = M.shape[:2]
-    return M.reshape(F, n * n)[:, ::n + 1]
