@@ -43,7 +43,8 @@ from .update import (Result, Settings, check_inputs, complete_frames, constraine
                      frames_with_a_target, pseudoinverse_solver, reached)
 
 _LAMBDA_START = 1e-3
-_LAMBDA_FIRST = 1e-2  # a frame's damping when it takes damped steps from the start (Settings.steps)
+_LAMBDA_FIRST = 0.1   # a frame's damping when it takes damped steps from the start (Settings.steps); on
+#                       the Panda's random poses 88 % of solves from mid-range converge against 83 % at 0.01
 _LAMBDA_GIVE_UP = 1e12
 _NUDGE = 1e-3
 _SETTLED = 1e-13      # relative fall of the error energy below which a secant frame has settled
@@ -56,21 +57,24 @@ _FIELDS = ("y", "yd", "weight", "position_error", "rotation_error", "A")   # B: 
 
 @one_blas_thread()
 def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settings = Settings(),
-                    values=None, deadline: float | None = None) -> Result:
+                    values=None, deadline: float | None = None, groups=None) -> Result:
     """Solve every frame of q0 (F, n) to convergence; objects (F, K, 4, 4), bases (F, A, 4, 4),
     values (F, joint-value tasks) as in Scene.evaluate. Frames are independent; they are solved
     in blocks of up to BLOCK_ENTRIES / (number of coordinates) frames, beyond which a batch's
     arrays outgrow the caches (1000-frame blocks of a 6-bone chain, 440 of a 30-bone one).
     `deadline` (a time.perf_counter() value): no iteration starts that the last one's duration
-    says would end past it; frames still open then are returned as they are, not converged."""
+    says would end past it; frames still open then are returned as they are, not converged.
+    `groups` (F,) labels frames that race for the same answer (several starts of one query): once
+    one of a group converges, the others of its block stop where they are, not converged."""
     start = time.perf_counter()
     q, objects, bases, values = check_inputs(scene, q0, objects, bases, values)
     F, block = q.shape[0], max(1, BLOCK_ENTRIES // max(scene.n_coordinates, 1))
+    groups = None if groups is None else np.asarray(groups)
     if F <= block:
-        return _solve_block(scene, q, objects, bases, values, settings, start, deadline)
+        return _solve_block(scene, q, objects, bases, values, settings, start, deadline, groups)
     part = lambda a, array: None if array is None else array[a:a + block]  # noqa: E731
     blocks = [_solve_block(scene, q[a:a + block], part(a, objects), part(a, bases), part(a, values), settings, start,
-                           deadline)
+                           deadline, part(a, groups))
               for a in range(0, F, block)]
     joined = {k: np.concatenate([getattr(b, k) for b in blocks]) for k in
               ("q", "position_error", "rotation_error", "iterations", "converged", "sigma_min")}
@@ -78,7 +82,7 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
 
 
 def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, start: float,
-                 deadline: float | None = None) -> Result:
+                 deadline: float | None = None, groups=None) -> Result:
     batch = _Batch(scene, settings, scene.project(q), objects, bases, values)
     F, C = q.shape[0], len(scene.constraints)
     position_error, rotation_error = np.full((F, C), np.nan), np.full((F, C), np.nan)
@@ -96,6 +100,8 @@ def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, st
         done = hard_ok & (batch.last_step[active] <= settings.precision)
         converged[active[done]] = True
         going_on = ~done & (iterations[active] < settings.max_iterations) & (batch.lam[active] < _LAMBDA_GIVE_UP)
+        if groups is not None and done.any():
+            going_on &= ~np.isin(groups[active], groups[active[done]])
         if not going_on.all():
             sigma_min[active[~going_on]] = _sigma_min(scene, _select(ev, ~going_on))
             keep = np.flatnonzero(going_on)

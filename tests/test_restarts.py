@@ -137,3 +137,23 @@ def test_a_spent_budget_stops_the_first_solve_and_starts_no_restart():
     result = solve_with_restarts(scene, targets[:, None], Settings(precision=TOLERANCE), rng=9, budget=0.0)
     assert (result.iterations == 0).all() and (result.restarts == 0).all() and not result.converged.any()
     np.testing.assert_array_equal(result.q, np.tile(middle_of_limits(scene), (3, 1)))
+
+
+def test_starts_of_one_group_race_and_other_groups_are_untouched():
+    """solve_animation's `groups`: a start already at its target ends its group's race at once;
+    a group of its own solves exactly as it would alone."""
+    model = panda_arm()
+    scene = pose_scene(model)
+    q, targets = random_targets(model, 2, seed=10)
+    settings = Settings(precision=TOLERANCE, steps="damped", curvature=False)
+    middle = middle_of_limits(scene)
+    starts = np.stack([q[0], middle, middle])
+    objects = targets[[0, 0, 1], None]
+    alone = solve_animation(scene, middle[None], targets[1:, None], settings=settings)
+    free = solve_animation(scene, starts, objects, settings=settings)
+    raced = solve_animation(scene, starts, objects, settings=settings, groups=[0, 0, 1])
+    assert free.iterations[1] > 0 and free.converged[1]                 # without the race it solves
+    assert raced.converged[0] and not raced.converged[1] and raced.iterations[1] == 0
+    np.testing.assert_array_equal(raced.q[1], middle)
+    assert alone.converged[0] and raced.iterations[2] == alone.iterations[0]
+    np.testing.assert_array_equal(raced.q[2], alone.q[0])
