@@ -32,6 +32,7 @@ that takes longer than the one before it, can carry a frame past its budget.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, replace
 
@@ -64,7 +65,6 @@ def solve_with_restarts(scene: Scene, objects, settings: Settings = Settings(), 
     if candidates < 1 or min_batch < 1 or (max_restarts is not None and max_restarts < 0):
         raise ValueError("candidates and min_batch must be >= 1, max_restarts >= 0")
     limit = np.inf if max_restarts is None else max_restarts
-    rng = np.random.default_rng(rng)
     objects = np.asarray(objects, dtype=float)
     F = objects.shape[0]
     if q0 is None:
@@ -77,9 +77,6 @@ def solve_with_restarts(scene: Scene, objects, settings: Settings = Settings(), 
                          restarts=np.zeros(F, dtype=int), charged=np.full(F, first.seconds / max(F, 1)),
                          first_converged=first.converged.copy())
     best.q, best.iterations = best.q.copy(), best.iterations.copy()
-    restart_settings = replace(settings, steps="damped", curvature=False)
-    if restart_iterations is not None:
-        restart_settings = replace(restart_settings, max_iterations=restart_iterations)
     retry = complete_frames(objects, F)        # a frame with a missing target cannot converge
     if bases is not None:
         retry &= np.all(np.isfinite(bases), axis=(1, 2, 3))
@@ -89,6 +86,8 @@ def solve_with_restarts(scene: Scene, objects, settings: Settings = Settings(), 
         open_ = np.flatnonzero(retry & ~best.converged & (best.charged < budget) & (best.restarts < limit))
         if not open_.size:
             break
+        if not isinstance(rng, np.random.Generator):     # made only when a restart is due (F=1: 40 us)
+            rng = np.random.default_rng(rng)
         # ceil(min_batch / open frames) starts each, but no more than the least remaining budget
         # pays for at the last round's cost per start.
         affordable = np.floor(np.min(budget - best.charged[open_]) / max(per_start, 1e-12))
@@ -100,8 +99,8 @@ def solve_with_restarts(scene: Scene, objects, settings: Settings = Settings(), 
         # Each open frame is charged the round's time / open frames: stop before the frame with
         # the least budget left is charged more than that.
         deadline = round_start + np.min(budget - best.charged[open_]) * open_.size
-        attempt = solve_animation(scene, seeds, pick(objects), pick(bases), restart_settings, deadline=deadline,
-                                  groups=frames)
+        attempt = solve_animation(scene, seeds, pick(objects), pick(bases), _restart_settings(settings, restart_iterations),
+                                  deadline=deadline, groups=frames)
         per_start = (time.perf_counter() - round_start) / frames.size
         best.charged[open_] += per_frame * per_start
         best.restarts[open_] += per_frame
@@ -109,6 +108,13 @@ def solve_with_restarts(scene: Scene, objects, settings: Settings = Settings(), 
         _keep_better(best, attempt, open_, per_frame)
     best.seconds = time.perf_counter() - start
     return best
+
+
+@functools.lru_cache(maxsize=16)
+def _restart_settings(settings: Settings, iterations: int | None) -> Settings:
+    """Plain Levenberg-Marquardt steps, capped at `iterations` (None: settings.max_iterations)."""
+    restart = replace(settings, steps="damped", curvature=False)
+    return restart if iterations is None else replace(restart, max_iterations=iterations)
 
 
 def middle_of_limits(scene: Scene) -> np.ndarray:
