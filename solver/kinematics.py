@@ -23,6 +23,8 @@ import numpy as np
 from .model import Model
 from .rotations import exp_map_with_jacobian, rodrigues
 
+_IDENTITY4 = np.eye(4)
+
 
 @dataclass
 class Pose:
@@ -36,23 +38,24 @@ class Pose:
 
 def joint_transforms(model: Model, q: np.ndarray):
     """Per joint: its 4x4 transform (F, G, 4, 4) and its velocity columns in its own
-    pre-joint frame (F, n, 3), one column per coordinate."""
+    pre-joint frame (F, n, 3), one column per coordinate (read-only where q leaves them fixed)."""
     F = q.shape[0]
     T = np.zeros((F, len(model.joints), 4, 4))
     T[..., 3, 3] = 1.0
-    columns = np.zeros((F, model.n_coordinates, 3))
     first = model.joint_first
+    turning = model.swing_joints.size or model.sphere_joints.size
+    # Revolute and prismatic columns are fixed axes; only swing and sphere columns vary with q.
+    columns = np.broadcast_to(model.fixed_columns, (F,) + model.fixed_columns.shape)
+    if turning:
+        columns = columns.copy()
 
-    r = model.revolute_joints
-    if r.size:
-        T[:, r, :3, :3] = rodrigues(*model.revolute_skew, q[:, first[r]])
-        columns[:, first[r]] = model.joint_axis[r]
+    if model.revolute_joints.size:
+        T[:, model.revolute_index, :3, :3] = rodrigues(*model.revolute_skew, q[:, model.revolute_coordinates])
     p = model.prismatic_joints
     if p.size:
         T[:, p, :3, :3] = np.eye(3)
         translation = T[..., :3, 3]  # a view: one advanced index only below
         translation[:, p] = model.joint_axis[p] * q[:, first[p], None]
-        columns[:, first[p]] = model.joint_axis[p]
     s = model.swing_joints
     if s.size:
         phi = np.zeros((F, s.size, 3))
@@ -77,26 +80,31 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
     T, columns = joint_transforms(model, q)
     local, before = _compose(model, T)
 
-    frames = np.empty((F, S, 4, 4))
-    pre = np.empty((F, S, 4, 4))
+    # Built segment-major, (S, F, 4, 4): a level of one segment is then one contiguous block of
+    # all frames, and its product with a constant a single 2-D matrix product without copies.
+    frames = np.empty((S, F, 4, 4))
+    pre = np.empty((S, F, 4, 4))
+    local_by_segment = np.swapaxes(local, 0, 1)
     for level, parent in zip(model.level_index, model.level_parent_index):
         if parent is None:  # the roots
-            pre[:, level] = model.rest[level] if bases is None else bases[:, model.armature[level]] @ model.rest[level]
+            pre[level] = (model.rest[level][:, None] if bases is None
+                          else np.swapaxes(bases[:, model.armature[level]] @ model.rest[level], 0, 1))
         else:
-            pre[:, level] = _times_constant(frames[:, parent], model.rest[level])
-        frames[:, level] = pre[:, level] @ local[:, level]
+            pre[level] = _times_constant(frames[parent], model.rest[level])
+        frames[level] = pre[level] @ local_by_segment[level]
         if model.has_post:
-            frames[:, level] = _times_constant(frames[:, level], model.post[level])
+            frames[level] = _times_constant(frames[level], model.post[level])
+    frames, pre = np.swapaxes(frames, 0, 1), np.swapaxes(pre, 0, 1)
 
     # World frame before each joint (a segment's first joint acts right after the segment's rest
     # frame), then rotation axis and pivot per coordinate.
-    joint_frame = pre if model.one_joint_per_segment else pre[:, model.joint_segment]
+    joint_frame = pre[:, model.joint_segment_index]
     for slot, motion in before.items():
         joints = model.slots[slot]
         joint_frame[:, joints] = joint_frame[:, joints] @ motion
     joint_R = np.ascontiguousarray(joint_frame[..., :3, :3])                   # (F, G, 3, 3)
-    direction = np.einsum("fnij,fnj->fni", np.take(joint_R, model.coordinate_joint, axis=1), columns)
-    pivot = np.take(joint_frame[..., :3, 3], model.coordinate_joint, axis=1)
+    direction = np.einsum("fnij,fnj->fni", joint_R[:, model.coordinate_joint_index], columns)
+    pivot = joint_frame[..., :3, 3][:, model.coordinate_joint_index]
     return Pose(frames=frames, local=local, direction=direction, pivot=pivot)
 
 
@@ -110,24 +118,23 @@ def _compose(model: Model, T: np.ndarray):
     motions (F, S, 4, 4) and, per later slot, the motion before its joints."""
     if model.one_joint_per_segment:
         return T, {}
-    local = np.broadcast_to(np.eye(4), (T.shape[0], len(model.segments), 4, 4)).copy()
+    local = np.empty((T.shape[0], len(model.segments), 4, 4))
+    local[:, model.jointless_index] = _IDENTITY4
     before = {}
-    for slot, joints in enumerate(model.slots):
+    local[:, model.first_slot_segments] = T[:, model.first_slot_index]
+    for slot, joints in enumerate(model.slots[1:], start=1):
         seg = model.joint_segment[joints]
-        if slot == 0:
-            local[:, seg] = T[:, joints]
-        else:
-            before[slot] = local[:, seg]
-            local[:, seg] = before[slot] @ T[:, joints]
+        before[slot] = local[:, seg]                     # a copy: the index is an array
+        local[:, seg] = before[slot] @ T[:, joints]
     return local, before
 
 
 def _times_constant(M: np.ndarray, C: np.ndarray) -> np.ndarray:
-    """M (F, L, 4, 4) @ C (L, 4, 4). With L = 1 this is one matrix product over all frames at
-    once, which numpy runs several times faster than a stack of 4x4 products."""
+    """M (L, F, 4, 4) @ C (L, 4, 4), segment-major. With L = 1 this is one matrix product over
+    all frames at once, which numpy runs several times faster than a stack of 4x4 products."""
     if C.shape[0] == 1:
         return (M.reshape(-1, 4) @ C[0]).reshape(M.shape)
-    return M @ C
+    return M @ C[:, None]
 
 
 _NEXT, _AFTER = [1, 2, 0], [2, 0, 1]     # (a x b)_i = a_next b_after - a_after b_next

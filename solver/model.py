@@ -170,6 +170,14 @@ class Model:
             return np.array([k for k, j in enumerate(joints) if j.kind == kind], dtype=int)
         self.revolute_joints, self.prismatic_joints = of_kind(REVOLUTE), of_kind(PRISMATIC)
         self.swing_joints, self.sphere_joints = of_kind(SWING), of_kind(SPHERE)
+        # Revolute joints and their coordinates as slices where contiguous (views), and the
+        # velocity columns of revolute and prismatic joints, which do not depend on q.
+        self.revolute_index = _as_slice(self.revolute_joints)
+        self.revolute_coordinates = _as_slice(self.joint_first[self.revolute_joints])
+        self.fixed_columns = np.zeros((n_q, 3))
+        for k, j in enumerate(joints):
+            if j.kind in (REVOLUTE, PRISMATIC):
+                self.fixed_columns[joint_first[k]] = j.axis
         # Sphere joints and their coordinates in joint order, as slices where contiguous (views).
         self.sphere_index = _as_slice(self.sphere_joints)
         self.sphere_coordinate_index = _as_slice((self.joint_first[self.sphere_joints][:, None] + np.arange(3)).ravel())
@@ -200,6 +208,14 @@ class Model:
         self.level_parent_index = [None if self.parent[level[0]] < 0 else _as_slice(self.parent[level])
                                    for level in self.levels]
         self.one_joint_per_segment = np.array_equal(self.joint_segment, np.arange(n_seg))
+        # Each joint's segment and each coordinate's joint, as slices where contiguous (a chain with
+        # one joint per link and a jointless end, one coordinate per joint), and the jointless segments.
+        self.joint_segment_index = _as_slice(self.joint_segment)
+        first_slot = self.slots[0] if self.slots else np.zeros(0, int)
+        self.first_slot_index, self.first_slot_segments = _as_slice(first_slot), _as_slice(self.joint_segment[first_slot])
+        self.coordinate_joint_index = _as_slice(self.coordinate_joint)
+        self.jointless_index = _as_slice(np.setdiff1d(np.arange(n_seg), self.joint_segment))
+        self.translational = np.flatnonzero(~self.rotational)
 
         # moves[c, s]: coordinate c moves segment s (it sits on s or on one of its ancestors).
         ancestor = np.eye(n_seg, dtype=bool)
