@@ -143,17 +143,24 @@ _NEXT, _AFTER = [1, 2, 0], [2, 0, 1]     # (a x b)_i = a_next b_after - a_after 
 def point_jacobian(model: Model, pose: Pose, segments: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Geometric Jacobians (F, E, 6, n) of world points (F, E, 3) fixed to `segments` (E,):
     rows 0-2 the point's linear velocity, rows 3-5 the segment's angular velocity."""
+    J = moved_point_jacobian(model, pose, points)
+    moves = model.moves[:, segments].T                           # (E, n)
+    if not moves.all():
+        J *= moves[None, :, None, :]
+    return J
+
+
+def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray) -> np.ndarray:
+    """point_jacobian as if every coordinate moved every point (F, E, 3): its columns before the
+    ones of coordinates that do not move a point's segment are zeroed."""
     F, E, n = points.shape[0], points.shape[1], model.n_coordinates
     w = pose.direction[:, None]                                  # (F, 1, n, 3)
     lever = points[:, :, None, :] - pose.pivot[:, None]          # (F, E, n, 3)
     J = np.empty((F, E, 6, n))
     J[:, :, :3] = np.swapaxes(w[..., _NEXT] * lever[..., _AFTER] - w[..., _AFTER] * lever[..., _NEXT], -1, -2)  # w x lever
     J[:, :, 3:] = np.swapaxes(w, -1, -2)
-    translation = ~model.rotational
-    if translation.any():
+    translation = model.translational
+    if translation.size:
         J[:, :, :3, translation] = np.swapaxes(w[..., translation, :], -1, -2)
         J[:, :, 3:, translation] = 0.0
-    moves = model.moves[:, segments].T                           # (E, n)
-    if not moves.all():
-        J *= moves[None, :, None, :]
     return J

@@ -172,15 +172,15 @@ class Model:
         self.swing_joints, self.sphere_joints = of_kind(SWING), of_kind(SPHERE)
         # Revolute joints and their coordinates as slices where contiguous (views), and the
         # velocity columns of revolute and prismatic joints, which do not depend on q.
-        self.revolute_index = _as_slice(self.revolute_joints)
-        self.revolute_coordinates = _as_slice(self.joint_first[self.revolute_joints])
+        self.revolute_index = as_slice(self.revolute_joints)
+        self.revolute_coordinates = as_slice(self.joint_first[self.revolute_joints])
         self.fixed_columns = np.zeros((n_q, 3))
         for k, j in enumerate(joints):
             if j.kind in (REVOLUTE, PRISMATIC):
                 self.fixed_columns[joint_first[k]] = j.axis
         # Sphere joints and their coordinates in joint order, as slices where contiguous (views).
-        self.sphere_index = _as_slice(self.sphere_joints)
-        self.sphere_coordinate_index = _as_slice((self.joint_first[self.sphere_joints][:, None] + np.arange(3)).ravel())
+        self.sphere_index = as_slice(self.sphere_joints)
+        self.sphere_coordinate_index = as_slice((self.joint_first[self.sphere_joints][:, None] + np.arange(3)).ravel())
         self.joint_axis = np.array([j.axis for j in joints], dtype=float).reshape(-1, 3)
         revolute_skew = skew(self.joint_axis[self.revolute_joints])
         self.revolute_skew = (revolute_skew, revolute_skew @ revolute_skew)    # [axis]x and its square
@@ -204,17 +204,17 @@ class Model:
         self.levels = [np.flatnonzero(depth == d) for d in range(depth.max() + 1)]
         self.slots = [np.flatnonzero(self.joint_slot == k) for k in range(int(self.joint_slot.max(initial=-1)) + 1)]
         # The same as slices where contiguous, so that forward kinematics takes views, not copies.
-        self.level_index = [_as_slice(level) for level in self.levels]
-        self.level_parent_index = [None if self.parent[level[0]] < 0 else _as_slice(self.parent[level])
+        self.level_index = [as_slice(level) for level in self.levels]
+        self.level_parent_index = [None if self.parent[level[0]] < 0 else as_slice(self.parent[level])
                                    for level in self.levels]
         self.one_joint_per_segment = np.array_equal(self.joint_segment, np.arange(n_seg))
         # Each joint's segment and each coordinate's joint, as slices where contiguous (a chain with
         # one joint per link and a jointless end, one coordinate per joint), and the jointless segments.
-        self.joint_segment_index = _as_slice(self.joint_segment)
+        self.joint_segment_index = as_slice(self.joint_segment)
         first_slot = self.slots[0] if self.slots else np.zeros(0, int)
-        self.first_slot_index, self.first_slot_segments = _as_slice(first_slot), _as_slice(self.joint_segment[first_slot])
-        self.coordinate_joint_index = _as_slice(self.coordinate_joint)
-        self.jointless_index = _as_slice(np.setdiff1d(np.arange(n_seg), self.joint_segment))
+        self.first_slot_index, self.first_slot_segments = as_slice(first_slot), as_slice(self.joint_segment[first_slot])
+        self.coordinate_joint_index = as_slice(self.coordinate_joint)
+        self.jointless_index = as_slice(np.setdiff1d(np.arange(n_seg), self.joint_segment))
         self.translational = np.flatnonzero(~self.rotational)
 
         # moves[c, s]: coordinate c moves segment s (it sits on s or on one of its ancestors).
@@ -242,7 +242,7 @@ class Model:
         return np.tile(np.clip(0.0, self.lower, self.upper), (n_frames, 1))
 
 
-def _as_slice(index: np.ndarray):
+def as_slice(index: np.ndarray):
     """A run of consecutive indices as a slice; any other index array as it is."""
     if index.size and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
         return slice(int(index[0]), int(index[0]) + index.size)
