@@ -109,7 +109,7 @@ def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, st
         if not active.size or (deadline is not None and time.perf_counter() + last_iteration > deadline):
             break
         iterations[active] += 1
-        step = _Iteration(batch.q[active].copy(), current.copy(), _select(ev, slice(None)), np.zeros(active.size))
+        step = _Iteration(batch.q[active], current.copy(), _select(ev, slice(None)), np.zeros(active.size))
         secant = batch.lam[active] > 0
         batch.update_law_steps(active, np.flatnonzero(~secant), ev, current, step)
         batch.secant_steps(active, np.flatnonzero(secant), ev, current, step)
@@ -137,6 +137,14 @@ class _Iteration:
     cost: np.ndarray
     ev: Evaluation
     proposed: np.ndarray
+
+    def take(self, rows, better, q, cost, ev: Evaluation) -> None:
+        """Rows rows[better] take these coordinates, errors and evaluation (of the frames of `rows`)."""
+        if rows.size == self.cost.size and better.all():    # every frame: take the arrays themselves
+            self.q, self.cost, self.ev = q, cost, ev
+            return
+        self.q[rows[better]], self.cost[rows[better]] = q[better], cost[better]
+        _put(self.ev, ev, better, rows[better])
 
 
 class _Batch:
@@ -221,7 +229,7 @@ class _Batch:
             _put(trial_ev, plain[2], use_plain, np.flatnonzero(use_plain))
         else:
             dq, trial, trial_ev, trial_cost = plain
-        out.proposed[rows] = np.max(np.abs(dq), axis=1, initial=0.0)
+        out.proposed[rows] = np.abs(dq).max(axis=1, initial=0.0)
 
         better = trial_cost < current[rows]
         if self.settings.curvature and better.any():
@@ -240,8 +248,7 @@ class _Batch:
         else:
             settled &= out.proposed[rows] <= self.settings.precision
             self.lam[frames[settled]] = _LAMBDA_GIVE_UP
-        out.q[rows[better]], out.cost[rows[better]] = trial[better], trial_cost[better]
-        _put(out.ev, trial_ev, better, rows[better])
+        out.take(rows, better, trial, trial_cost, trial_ev)
 
     def _secant_trial(self, frames, rows, ev, S: LowRank):
         """The damped step with curvature S for frames active[rows]: dq, the new q, its evaluation, its cost."""
