@@ -109,7 +109,7 @@ def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, st
         if not active.size or (deadline is not None and time.perf_counter() + last_iteration > deadline):
             break
         iterations[active] += 1
-        step = _Iteration(batch.q[active], current.copy(), _select(ev, slice(None)), np.zeros(active.size))
+        step = _Iteration(batch.q[active], current.copy(), ev, np.zeros(active.size))   # ev's arrays, shared
         secant = batch.lam[active] > 0
         batch.update_law_steps(active, np.flatnonzero(~secant), ev, current, step)
         batch.secant_steps(active, np.flatnonzero(secant), ev, current, step)
@@ -231,18 +231,20 @@ class _Batch:
             dq, trial, trial_ev, trial_cost = plain
         out.proposed[rows] = np.abs(dq).max(axis=1, initial=0.0)
 
-        better = trial_cost < current[rows]
+        now = current[rows]
+        better = trial_cost < now
         if self.settings.curvature and better.any():
             old, new = _select(ev, rows[better]), _select(trial_ev, better)
             learned = dgw_update(LowRank(S.Z[better], S.K[better]), trial[better] - self.q[frames[better]],
                                  old.A, old.y - old.yd, new.A, new.y - new.yd, old.weight, new.weight)
             self.curvature.put(frames[better], learned)
-        self.lam[frames] = np.where(better, np.maximum(self.lam[frames] / 3.0, 1e-12), self.lam[frames] * 4.0)
+        lam = self.lam[frames]
+        self.lam[frames] = np.where(better, np.maximum(lam / 3.0, 1e-12), lam * 4.0)
         # The error no longer falls measurably: this is the optimum the frame can reach, where a
         # fit has converged and an IK solve stops short of its targets. The error is flat there,
         # so an IK solve also waits for its step to fall below the precision, which places the
         # optimum itself (a stalled frame stops anyway once its damping has grown to give up).
-        settled = better & (current[rows] - trial_cost <= _SETTLED * current[rows])
+        settled = better & (now - trial_cost <= _SETTLED * now)
         if self.settings.fit:
             out.proposed[rows[settled]] = 0.0
         else:

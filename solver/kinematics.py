@@ -38,16 +38,13 @@ class Pose:
 
 def joint_transforms(model: Model, q: np.ndarray):
     """Per joint: its 4x4 transform (F, G, 4, 4) and its velocity columns in its own
-    pre-joint frame (F, n, 3), one column per coordinate (read-only where q leaves them fixed)."""
+    pre-joint frame (F, n, 3), one column per coordinate."""
     F = q.shape[0]
     T = np.zeros((F, len(model.joints), 4, 4))
     T[..., 3, 3] = 1.0
     first = model.joint_first
-    turning = model.swing_joints.size or model.sphere_joints.size
     # Revolute and prismatic columns are fixed axes; only swing and sphere columns vary with q.
-    columns = np.broadcast_to(model.fixed_columns, (F,) + model.fixed_columns.shape)
-    if turning:
-        columns = columns.copy()
+    columns = np.repeat(model.fixed_columns[None], F, axis=0)
 
     if model.revolute_joints.size:
         T[:, model.revolute_index, :3, :3] = rodrigues(*model.revolute_skew, q[:, model.revolute_coordinates])
@@ -80,25 +77,28 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
     T, columns = joint_transforms(model, q)
     local, before = _compose(model, T)
 
-    # Built segment-major, (S, F, 4, 4): a level of one segment is then one contiguous block of
-    # all frames, and its product with a constant a single 2-D matrix product without copies.
+    # Built segment-major in level order, (S, F, 4, 4): a level is then one contiguous run of all
+    # its segments' frames, which its products write into directly (`out`); a level of one segment
+    # takes its constant in one 2-D matrix product over all frames.
     frames = np.empty((S, F, 4, 4))
     pre = np.empty((S, F, 4, 4))
     local_by_segment = np.swapaxes(local, 0, 1)
-    for level, parent in zip(model.level_index, model.level_parent_index):
+    for level, run, parent in zip(model.level_index, model.level_run, model.level_parent_position):
         if parent is None:  # the roots
-            pre[level] = (model.rest[level][:, None] if bases is None
-                          else np.swapaxes(bases[:, model.armature[level]] @ model.rest[level], 0, 1))
+            pre[run] = (model.rest[level][:, None] if bases is None
+                        else np.swapaxes(bases[:, model.armature[level]] @ model.rest[level], 0, 1))
         else:
-            pre[level] = _times_constant(frames[parent], model.rest[level])
-        frames[level] = pre[level] @ local_by_segment[level]
+            _times_constant(frames[parent], model.rest[level], out=pre[run])
+        np.matmul(pre[run], local_by_segment[level], out=frames[run])
         if model.has_post:
-            frames[level] = _times_constant(frames[level], model.post[level])
-    frames, pre = np.swapaxes(frames, 0, 1), np.swapaxes(pre, 0, 1)
+            _times_constant(frames[run], model.post[level], out=frames[run])
+    if model.segment_position is not None:
+        frames = frames[model.segment_position]       # back to segment order
+    frames = np.swapaxes(frames, 0, 1)
 
     # World frame before each joint (a segment's first joint acts right after the segment's rest
     # frame), then rotation axis and pivot per coordinate.
-    joint_frame = pre[:, model.joint_segment_index]
+    joint_frame = np.swapaxes(pre[model.joint_position], 0, 1)
     for slot, motion in before.items():
         joints = model.slots[slot]
         joint_frame[:, joints] = joint_frame[:, joints] @ motion
@@ -129,12 +129,14 @@ def _compose(model: Model, T: np.ndarray):
     return local, before
 
 
-def _times_constant(M: np.ndarray, C: np.ndarray) -> np.ndarray:
-    """M (L, F, 4, 4) @ C (L, 4, 4), segment-major. With L = 1 this is one matrix product over
-    all frames at once, which numpy runs several times faster than a stack of 4x4 products."""
+def _times_constant(M: np.ndarray, C: np.ndarray, out: np.ndarray) -> None:
+    """out = M (L, F, 4, 4) @ C (L, 4, 4), segment-major, into a contiguous `out`. With L = 1 this
+    is one matrix product over all frames at once, which numpy runs several times faster than a
+    stack of 4x4 products."""
     if C.shape[0] == 1:
-        return (M.reshape(-1, 4) @ C[0]).reshape(M.shape)
-    return M @ C[:, None]
+        np.matmul(M.reshape(-1, 4), C[0], out=out.reshape(-1, 4))    # reshapes of contiguous blocks: views
+    else:
+        np.matmul(M, C[:, None], out=out)
 
 
 _NEXT, _AFTER = [1, 2, 0], [2, 0, 1]     # (a x b)_i = a_next b_after - a_after b_next

@@ -203,14 +203,24 @@ class Model:
             depth[i] = 0 if self.parent[i] < 0 else depth[self.parent[i]] + 1
         self.levels = [np.flatnonzero(depth == d) for d in range(depth.max() + 1)]
         self.slots = [np.flatnonzero(self.joint_slot == k) for k in range(int(self.joint_slot.max(initial=-1)) + 1)]
-        # The same as slices where contiguous, so that forward kinematics takes views, not copies.
+        # Forward kinematics works in level order (segments sorted by level), where every level is a
+        # run of positions; per level: its segments (a slice where contiguous), its run, its parents'
+        # positions (None for the roots). Where level order is not segment order, `segment_position`
+        # takes frames back (None where it is).
         self.level_index = [as_slice(level) for level in self.levels]
-        self.level_parent_index = [None if self.parent[level[0]] < 0 else as_slice(self.parent[level])
-                                   for level in self.levels]
+        position = np.empty(n_seg, dtype=int)
+        position[np.concatenate(self.levels)] = np.arange(n_seg)
+        ends = np.cumsum([0] + [level.size for level in self.levels])
+        self.level_run = [slice(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:])]
+        self.level_parent_position = [None if self.parent[level[0]] < 0 else as_slice(position[self.parent[level]])
+                                      for level in self.levels]
+        self.segment_position = None if np.array_equal(position, np.arange(n_seg)) else position
         self.one_joint_per_segment = np.array_equal(self.joint_segment, np.arange(n_seg))
-        # Each joint's segment and each coordinate's joint, as slices where contiguous (a chain with
-        # one joint per link and a jointless end, one coordinate per joint), and the jointless segments.
+        # Each joint's segment (and its level-order position) and each coordinate's joint, as slices where
+        # contiguous (a chain with one joint per link and a jointless end, one coordinate per joint), and
+        # the jointless segments.
         self.joint_segment_index = as_slice(self.joint_segment)
+        self.joint_position = as_slice(position[self.joint_segment])
         first_slot = self.slots[0] if self.slots else np.zeros(0, int)
         self.first_slot_index, self.first_slot_segments = as_slice(first_slot), as_slice(self.joint_segment[first_slot])
         self.coordinate_joint_index = as_slice(self.coordinate_joint)

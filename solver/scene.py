@@ -139,6 +139,7 @@ class Scene:
         self._xu_index = (ends[:, None, None], six[None, :, None], columns[:, None, None] + six[None, None, :])
         # Constraints with a target to reach (pose and distance; joint values are soft).
         self.hard_tasks = np.array([k for k, c in enumerate(self.constraints) if hasattr(c, "Cf")], dtype=int)
+        self.hard_task_index = as_slice(self.hard_tasks)
 
     def project(self, q: np.ndarray) -> np.ndarray:
         """q moved onto its limits (see limits.project); coupled coordinates have box limits."""

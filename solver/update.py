@@ -85,14 +85,14 @@ class Result:
 
 def cost(ev: Evaluation) -> np.ndarray:
     """The weighted squared output error per frame, sum_i w_i (yd_i - y_i)^2."""
-    return np.sum(ev.weight * (ev.yd - ev.y) ** 2, axis=-1)
+    return (ev.weight * (ev.yd - ev.y) ** 2).sum(axis=-1)
 
 
 def reached(scene: Scene, ev: Evaluation, precision: float) -> np.ndarray:
     """Frames where every pose and distance constraint is within precision (joint-value tasks are
     soft, and constraints of zero weight ask nothing: neither counts)."""
-    hard = scene.hard_tasks
-    if not hard.size:
+    hard = scene.hard_task_index
+    if not scene.hard_tasks.size:
         return np.ones(ev.y.shape[0], dtype=bool)
     ignored = np.maximum.reduceat(ev.weight, scene.rows[:-1], axis=1)[:, hard] == 0   # every constraint has rows
     position, rotation = ev.position_error[:, hard], ev.rotation_error[:, hard]
