@@ -57,7 +57,7 @@ def on_object(obj: int, offset=None) -> Endpoint:
 
 def relative_pose(base: np.ndarray, tip: np.ndarray):
     """Position and rotation of the tip frame in the base frame: R_B^T (p_T - p_B), R_B^T R_T."""
-    Rb_t = np.swapaxes(base[..., :3, :3], -1, -2)
+    Rb_t = base[..., :3, :3].swapaxes(-1, -2)
     p = np.einsum("...ij,...j->...i", Rb_t, tip[..., :3, 3] - base[..., :3, 3])
     return p, Rb_t @ tip[..., :3, :3]
 

@@ -80,7 +80,7 @@ def solve_damped(A, b, weight, cols, S: LowRank, lam, locked_step):
     F, M, n = A.shape
     r = S.Z.shape[-1]
     sqrt_w = np.sqrt(weight)
-    AtW = np.swapaxes(A * sqrt_w[..., None], -1, -2)
+    AtW = (A * sqrt_w[..., None]).swapaxes(-1, -2)
     if locked_step is not None:
         b = b - np.einsum("fmn,fn->fm", A, locked_step)
     gradient = np.einsum("fmn,fm->fn", A, weight * b)
@@ -104,7 +104,7 @@ def shifted_solve(d, U, G, rhs):
     eigenvalues of the full one on the span of U, so it is no worse conditioned than it."""
     n, k = U.shape[-2:]
     if 2 * k >= n:         # no smaller system to gain: solve the full one
-        H = (U if G is None else U @ G) @ np.swapaxes(U, -1, -2)
+        H = (U if G is None else U @ G) @ U.swapaxes(-1, -2)
         H.reshape(len(H), n * n)[:, ::n + 1] += d[:, None]       # the diagonals, as a view of H
         return np.linalg.solve(H, rhs[..., None])[..., 0]
     Q, R = np.linalg.qr(U)

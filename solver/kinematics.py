@@ -82,11 +82,11 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
     # takes its constant in one 2-D matrix product over all frames.
     frames = np.empty((S, F, 4, 4))
     pre = np.empty((S, F, 4, 4))
-    local_by_segment = np.swapaxes(local, 0, 1)
+    local_by_segment = local.swapaxes(0, 1)
     for level, run, parent in zip(model.level_index, model.level_run, model.level_parent_position):
         if parent is None:  # the roots
             pre[run] = (model.rest[level][:, None] if bases is None
-                        else np.swapaxes(bases[:, model.armature[level]] @ model.rest[level], 0, 1))
+                        else (bases[:, model.armature[level]] @ model.rest[level]).swapaxes(0, 1))
         else:
             _times_constant(frames[parent], model.rest[level], out=pre[run])
         np.matmul(pre[run], local_by_segment[level], out=frames[run])
@@ -94,11 +94,11 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
             _times_constant(frames[run], model.post[level], out=frames[run])
     if model.segment_position is not None:
         frames = frames[model.segment_position]       # back to segment order
-    frames = np.swapaxes(frames, 0, 1)
+    frames = frames.swapaxes(0, 1)
 
     # World frame before each joint (a segment's first joint acts right after the segment's rest
     # frame), then rotation axis and pivot per coordinate.
-    joint_frame = np.swapaxes(pre[model.joint_position], 0, 1)
+    joint_frame = pre[model.joint_position].swapaxes(0, 1)
     for slot, motion in before.items():
         joints = model.slots[slot]
         joint_frame[:, joints] = joint_frame[:, joints] @ motion
@@ -159,8 +159,8 @@ def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray) -> np.nda
     w = pose.direction[:, None]                                  # (F, 1, n, 3)
     lever = points[:, :, None, :] - pose.pivot[:, None]          # (F, E, n, 3)
     J = np.empty((F, E, 6, n))
-    J[:, :, :3] = np.swapaxes(w[..., _NEXT] * lever[..., _AFTER] - w[..., _AFTER] * lever[..., _NEXT], -1, -2)  # w x lever
-    J[:, :, 3:] = np.swapaxes(w, -1, -2)
+    J[:, :, :3] = (w[..., _NEXT] * lever[..., _AFTER] - w[..., _AFTER] * lever[..., _NEXT]).swapaxes(-1, -2)  # w x lever
+    J[:, :, 3:] = w.swapaxes(-1, -2)
     translation = model.translational
     if translation.size:
         J[:, :, :3, translation] = np.swapaxes(w[..., translation, :], -1, -2)

@@ -269,7 +269,7 @@ class Scene:
                 weight[gone, rows] = 0.0
                 position_error[gone, k] = rotation_error[gone, k] = np.nan
             if jacobians:
-                Rb_t = np.swapaxes(Tb[:, :3, :3], -1, -2)
+                Rb_t = Tb[:, :3, :3].swapaxes(-1, -2)
                 to_base = np.zeros((F, 6, 6))
                 to_base[:, :3, :3] = Rb_t
                 to_base[:, 3:, 3:] = Rb_t
