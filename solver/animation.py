@@ -285,7 +285,7 @@ def _secant_solver(S: LowRank, lam):
     """The damped secant system as a pseudo-inverse solver for constrained_step (curvature.py)."""
     def solve(A, b, weight, cols, locked_step, frames):
         S_part = LowRank(S.Z[frames], S.K[frames])
-        return solve_damped(A, b, weight, cols, S_part, lam[frames], locked_step), np.full(A.shape[0], np.nan)
+        return solve_damped(A, b, weight, cols, S_part, lam[frames], locked_step), np.nan    # no s_min here
     return solve
 
 
