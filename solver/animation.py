@@ -109,7 +109,7 @@ def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, st
         if not active.size or (deadline is not None and time.perf_counter() + last_iteration > deadline):
             break
         iterations[active] += 1
-        step = _Iteration(batch.q[active].copy(), current.copy(), _select(ev, slice(None)), np.zeros(active.size))
+        step = _Iteration(batch.q[active], current.copy(), ev, np.zeros(active.size))   # ev's arrays, shared
         secant = batch.lam[active] > 0
         batch.update_law_steps(active, np.flatnonzero(~secant), ev, current, step)
         batch.secant_steps(active, np.flatnonzero(secant), ev, current, step)
@@ -137,6 +137,14 @@ class _Iteration:
     cost: np.ndarray
     ev: Evaluation
     proposed: np.ndarray
+
+    def take(self, rows, better, q, cost, ev: Evaluation) -> None:
+        """Rows rows[better] take these coordinates, errors and evaluation (of the frames of `rows`)."""
+        if rows.size == self.cost.size and better.all():    # every frame: take the arrays themselves
+            self.q, self.cost, self.ev = q, cost, ev
+            return
+        self.q[rows[better]], self.cost[rows[better]] = q[better], cost[better]
+        _put(self.ev, ev, better, rows[better])
 
 
 class _Batch:
@@ -221,27 +229,28 @@ class _Batch:
             _put(trial_ev, plain[2], use_plain, np.flatnonzero(use_plain))
         else:
             dq, trial, trial_ev, trial_cost = plain
-        out.proposed[rows] = np.max(np.abs(dq), axis=1, initial=0.0)
+        out.proposed[rows] = np.abs(dq).max(axis=1, initial=0.0)
 
-        better = trial_cost < current[rows]
+        now = current[rows]
+        better = trial_cost < now
         if self.settings.curvature and better.any():
             old, new = _select(ev, rows[better]), _select(trial_ev, better)
             learned = dgw_update(LowRank(S.Z[better], S.K[better]), trial[better] - self.q[frames[better]],
                                  old.A, old.y - old.yd, new.A, new.y - new.yd, old.weight, new.weight)
             self.curvature.put(frames[better], learned)
-        self.lam[frames] = np.where(better, np.maximum(self.lam[frames] / 3.0, 1e-12), self.lam[frames] * 4.0)
+        lam = self.lam[frames]
+        self.lam[frames] = np.where(better, np.maximum(lam / 3.0, 1e-12), lam * 4.0)
         # The error no longer falls measurably: this is the optimum the frame can reach, where a
         # fit has converged and an IK solve stops short of its targets. The error is flat there,
         # so an IK solve also waits for its step to fall below the precision, which places the
         # optimum itself (a stalled frame stops anyway once its damping has grown to give up).
-        settled = better & (current[rows] - trial_cost <= _SETTLED * current[rows])
+        settled = better & (now - trial_cost <= _SETTLED * now)
         if self.settings.fit:
             out.proposed[rows[settled]] = 0.0
         else:
             settled &= out.proposed[rows] <= self.settings.precision
             self.lam[frames[settled]] = _LAMBDA_GIVE_UP
-        out.q[rows[better]], out.cost[rows[better]] = trial[better], trial_cost[better]
-        _put(out.ev, trial_ev, better, rows[better])
+        out.take(rows, better, trial, trial_cost, trial_ev)
 
     def _secant_trial(self, frames, rows, ev, S: LowRank):
         """The damped step with curvature S for frames active[rows]: dq, the new q, its evaluation, its cost."""
@@ -276,7 +285,7 @@ def _secant_solver(S: LowRank, lam):
     """The damped secant system as a pseudo-inverse solver for constrained_step (curvature.py)."""
     def solve(A, b, weight, cols, locked_step, frames):
         S_part = LowRank(S.Z[frames], S.K[frames])
-        return solve_damped(A, b, weight, cols, S_part, lam[frames], locked_step), np.full(A.shape[0], np.nan)
+        return solve_damped(A, b, weight, cols, S_part, lam[frames], locked_step), np.nan    # no s_min here
     return solve
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .model import as_slice
 from .rotations import axis_angle_matrix, log_map, rotvec_jacobian, rotvec_jacobian_inverse
 
 _AXIS_INDEX = {"X": 0, "Y": 1, "Z": 2}
@@ -56,7 +57,7 @@ def on_object(obj: int, offset=None) -> Endpoint:
 
 def relative_pose(base: np.ndarray, tip: np.ndarray):
     """Position and rotation of the tip frame in the base frame: R_B^T (p_T - p_B), R_B^T R_T."""
-    Rb_t = np.swapaxes(base[..., :3, :3], -1, -2)
+    Rb_t = base[..., :3, :3].swapaxes(-1, -2)
     p = np.einsum("...ij,...j->...i", Rb_t, tip[..., :3, 3] - base[..., :3, 3])
     return p, Rb_t @ tip[..., :3, :3]
 
@@ -94,8 +95,10 @@ class CopyPose:
             raise ValueError(f"constraint '{name}': no axis is controlled")
         self.Cf = np.eye(6)[self.selected]
         self.task_weight = np.where(self.selected < 3, weight, orient_weight)
-        self._position_outputs = np.flatnonzero(self.selected < 3)
-        self._rotation_outputs = np.flatnonzero(self.selected >= 3)
+        # As slices where contiguous (all of them, as usual): views instead of copies.
+        self._selected_index = as_slice(self.selected)
+        self._position_outputs = as_slice(np.flatnonzero(self.selected < 3))
+        self._rotation_outputs = as_slice(np.flatnonzero(self.selected >= 3))
         self.has_position = bool(np.any(self.selected < 3))
         self.has_rotation = bool(np.any(self.selected >= 3))
 
@@ -126,7 +129,7 @@ class CopyPose:
 
     def outputs(self, Xf: np.ndarray):
         """y, yd, per-row weight (frames x outputs), and the position / rotation errors."""
-        y = Xf[..., self.selected]
+        y = Xf[..., self._selected_index]
         position_error = _length(y[..., self._position_outputs]) if self.has_position else np.full(y.shape[:-1], np.nan)
         rotation_error = _length(y[..., self._rotation_outputs]) if self.has_rotation else np.full(y.shape[:-1], np.nan)
         return y, 0.0, self.task_weight, position_error, rotation_error     # yd and weight broadcast

@@ -76,12 +76,14 @@ def _pad_front(Z, K, width: int):
 def solve_damped(A, b, weight, cols, S: LowRank, lam, locked_step):
     """x with (C (A^T W A + S) C + lam s I) x = C (A^T W (b - A dl) - S dl) for every frame, s the
     largest diagonal entry of C (A^T W A + S) C (1 where that is 0) and dl the step of the
-    coordinates already locked on a limit."""
+    coordinates already locked on a limit (None: none are)."""
     F, M, n = A.shape
     r = S.Z.shape[-1]
     sqrt_w = np.sqrt(weight)
-    AtW = np.swapaxes(A * sqrt_w[..., None], -1, -2)
-    gradient = np.einsum("fmn,fm->fn", A, weight * (b - np.einsum("fmn,fn->fm", A, locked_step)))
+    AtW = (A * sqrt_w[..., None]).swapaxes(-1, -2)
+    if locked_step is not None:
+        b = b - np.einsum("fmn,fn->fm", A, locked_step)
+    gradient = np.einsum("fmn,fm->fn", A, weight * b)
     if r == 0:       # no curvature (plain Levenberg-Marquardt): G = I, and products with it are exact
         U, G, rhs = cols[:, :, None] * AtW, None, cols * gradient
     else:
@@ -89,7 +91,7 @@ def solve_damped(A, b, weight, cols, S: LowRank, lam, locked_step):
         G = np.zeros((F, M + r, M + r))
         G[:, :M, :M] = np.eye(M)
         G[:, M:, M:] = S.K
-        rhs = cols * (gradient - S.times(locked_step))
+        rhs = cols * (gradient if locked_step is None else gradient - S.times(locked_step))
     scale = (((U if G is None else U @ G) * U).sum(axis=-1)).max(axis=-1, initial=0.0)   # the largest diagonal
     d = lam * np.where(scale > 0, scale, 1.0)
     return shifted_solve(d, U, G, rhs)
@@ -102,9 +104,8 @@ def shifted_solve(d, U, G, rhs):
     eigenvalues of the full one on the span of U, so it is no worse conditioned than it."""
     n, k = U.shape[-2:]
     if 2 * k >= n:         # no smaller system to gain: solve the full one
-        H = (U if G is None else U @ G) @ np.swapaxes(U, -1, -2)
-        diagonal = np.arange(n)
-        H[:, diagonal, diagonal] += d[:, None]
+        H = (U if G is None else U @ G) @ U.swapaxes(-1, -2)
+        H.reshape(len(H), n * n)[:, ::n + 1] += d[:, None]       # the diagonals, as a view of H
         return np.linalg.solve(H, rhs[..., None])[..., 0]
     Q, R = np.linalg.qr(U)
     M = (R if G is None else R @ G) @ np.swapaxes(R, -1, -2)

@@ -23,6 +23,8 @@ import numpy as np
 from .model import Model
 from .rotations import exp_map_with_jacobian, rodrigues
 
+_IDENTITY4 = np.eye(4)
+
 
 @dataclass
 class Pose:
@@ -40,19 +42,17 @@ def joint_transforms(model: Model, q: np.ndarray):
     F = q.shape[0]
     T = np.zeros((F, len(model.joints), 4, 4))
     T[..., 3, 3] = 1.0
-    columns = np.zeros((F, model.n_coordinates, 3))
     first = model.joint_first
+    # Revolute and prismatic columns are fixed axes; only swing and sphere columns vary with q.
+    columns = np.repeat(model.fixed_columns[None], F, axis=0)
 
-    r = model.revolute_joints
-    if r.size:
-        T[:, r, :3, :3] = rodrigues(*model.revolute_skew, q[:, first[r]])
-        columns[:, first[r]] = model.joint_axis[r]
+    if model.revolute_joints.size:
+        T[:, model.revolute_index, :3, :3] = rodrigues(*model.revolute_skew, q[:, model.revolute_coordinates])
     p = model.prismatic_joints
     if p.size:
         T[:, p, :3, :3] = np.eye(3)
         translation = T[..., :3, 3]  # a view: one advanced index only below
         translation[:, p] = model.joint_axis[p] * q[:, first[p], None]
-        columns[:, first[p]] = model.joint_axis[p]
     s = model.swing_joints
     if s.size:
         phi = np.zeros((F, s.size, 3))
@@ -77,26 +77,34 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
     T, columns = joint_transforms(model, q)
     local, before = _compose(model, T)
 
-    frames = np.empty((F, S, 4, 4))
-    pre = np.empty((F, S, 4, 4))
-    for level, parent in zip(model.level_index, model.level_parent_index):
+    # Built segment-major in level order, (S, F, 4, 4): a level is then one contiguous run of all
+    # its segments' frames, which its products write into directly (`out`); a level of one segment
+    # takes its constant in one 2-D matrix product over all frames.
+    frames = np.empty((S, F, 4, 4))
+    pre = np.empty((S, F, 4, 4))
+    local_by_segment = local.swapaxes(0, 1)
+    for level, run, parent in zip(model.level_index, model.level_run, model.level_parent_position):
         if parent is None:  # the roots
-            pre[:, level] = model.rest[level] if bases is None else bases[:, model.armature[level]] @ model.rest[level]
+            pre[run] = (model.rest[level][:, None] if bases is None
+                        else (bases[:, model.armature[level]] @ model.rest[level]).swapaxes(0, 1))
         else:
-            pre[:, level] = _times_constant(frames[:, parent], model.rest[level])
-        frames[:, level] = pre[:, level] @ local[:, level]
+            _times_constant(frames[parent], model.rest[level], out=pre[run])
+        np.matmul(pre[run], local_by_segment[level], out=frames[run])
         if model.has_post:
-            frames[:, level] = _times_constant(frames[:, level], model.post[level])
+            _times_constant(frames[run], model.post[level], out=frames[run])
+    if model.segment_position is not None:
+        frames = frames[model.segment_position]       # back to segment order
+    frames = frames.swapaxes(0, 1)
 
     # World frame before each joint (a segment's first joint acts right after the segment's rest
     # frame), then rotation axis and pivot per coordinate.
-    joint_frame = pre if model.one_joint_per_segment else pre[:, model.joint_segment]
+    joint_frame = pre[model.joint_position].swapaxes(0, 1)
     for slot, motion in before.items():
         joints = model.slots[slot]
         joint_frame[:, joints] = joint_frame[:, joints] @ motion
     joint_R = np.ascontiguousarray(joint_frame[..., :3, :3])                   # (F, G, 3, 3)
-    direction = np.einsum("fnij,fnj->fni", np.take(joint_R, model.coordinate_joint, axis=1), columns)
-    pivot = np.take(joint_frame[..., :3, 3], model.coordinate_joint, axis=1)
+    direction = np.einsum("fnij,fnj->fni", joint_R[:, model.coordinate_joint_index], columns)
+    pivot = joint_frame[..., :3, 3][:, model.coordinate_joint_index]
     return Pose(frames=frames, local=local, direction=direction, pivot=pivot)
 
 
@@ -110,24 +118,25 @@ def _compose(model: Model, T: np.ndarray):
     motions (F, S, 4, 4) and, per later slot, the motion before its joints."""
     if model.one_joint_per_segment:
         return T, {}
-    local = np.broadcast_to(np.eye(4), (T.shape[0], len(model.segments), 4, 4)).copy()
+    local = np.empty((T.shape[0], len(model.segments), 4, 4))
+    local[:, model.jointless_index] = _IDENTITY4
     before = {}
-    for slot, joints in enumerate(model.slots):
+    local[:, model.first_slot_segments] = T[:, model.first_slot_index]
+    for slot, joints in enumerate(model.slots[1:], start=1):
         seg = model.joint_segment[joints]
-        if slot == 0:
-            local[:, seg] = T[:, joints]
-        else:
-            before[slot] = local[:, seg]
-            local[:, seg] = before[slot] @ T[:, joints]
+        before[slot] = local[:, seg]                     # a copy: the index is an array
+        local[:, seg] = before[slot] @ T[:, joints]
     return local, before
 
 
-def _times_constant(M: np.ndarray, C: np.ndarray) -> np.ndarray:
-    """M (F, L, 4, 4) @ C (L, 4, 4). With L = 1 this is one matrix product over all frames at
-    once, which numpy runs several times faster than a stack of 4x4 products."""
+def _times_constant(M: np.ndarray, C: np.ndarray, out: np.ndarray) -> None:
+    """out = M (L, F, 4, 4) @ C (L, 4, 4), segment-major, into a contiguous `out`. With L = 1 this
+    is one matrix product over all frames at once, which numpy runs several times faster than a
+    stack of 4x4 products."""
     if C.shape[0] == 1:
-        return (M.reshape(-1, 4) @ C[0]).reshape(M.shape)
-    return M @ C
+        np.matmul(M.reshape(-1, 4), C[0], out=out.reshape(-1, 4))    # reshapes of contiguous blocks: views
+    else:
+        np.matmul(M, C[:, None], out=out)
 
 
 _NEXT, _AFTER = [1, 2, 0], [2, 0, 1]     # (a x b)_i = a_next b_after - a_after b_next
@@ -136,17 +145,24 @@ _NEXT, _AFTER = [1, 2, 0], [2, 0, 1]     # (a x b)_i = a_next b_after - a_after 
 def point_jacobian(model: Model, pose: Pose, segments: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Geometric Jacobians (F, E, 6, n) of world points (F, E, 3) fixed to `segments` (E,):
     rows 0-2 the point's linear velocity, rows 3-5 the segment's angular velocity."""
+    J = moved_point_jacobian(model, pose, points)
+    moves = model.moves[:, segments].T                           # (E, n)
+    if not moves.all():
+        J *= moves[None, :, None, :]
+    return J
+
+
+def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray) -> np.ndarray:
+    """point_jacobian as if every coordinate moved every point (F, E, 3): its columns before the
+    ones of coordinates that do not move a point's segment are zeroed."""
     F, E, n = points.shape[0], points.shape[1], model.n_coordinates
     w = pose.direction[:, None]                                  # (F, 1, n, 3)
     lever = points[:, :, None, :] - pose.pivot[:, None]          # (F, E, n, 3)
     J = np.empty((F, E, 6, n))
-    J[:, :, :3] = np.swapaxes(w[..., _NEXT] * lever[..., _AFTER] - w[..., _AFTER] * lever[..., _NEXT], -1, -2)  # w x lever
-    J[:, :, 3:] = np.swapaxes(w, -1, -2)
-    translation = ~model.rotational
-    if translation.any():
+    J[:, :, :3] = (w[..., _NEXT] * lever[..., _AFTER] - w[..., _AFTER] * lever[..., _NEXT]).swapaxes(-1, -2)  # w x lever
+    J[:, :, 3:] = w.swapaxes(-1, -2)
+    translation = model.translational
+    if translation.size:
         J[:, :, :3, translation] = np.swapaxes(w[..., translation, :], -1, -2)
         J[:, :, 3:, translation] = 0.0
-    moves = model.moves[:, segments].T                           # (E, n)
-    if not moves.all():
-        J *= moves[None, :, None, :]
     return J

@@ -170,9 +170,17 @@ class Model:
             return np.array([k for k, j in enumerate(joints) if j.kind == kind], dtype=int)
         self.revolute_joints, self.prismatic_joints = of_kind(REVOLUTE), of_kind(PRISMATIC)
         self.swing_joints, self.sphere_joints = of_kind(SWING), of_kind(SPHERE)
+        # Revolute joints and their coordinates as slices where contiguous (views), and the
+        # velocity columns of revolute and prismatic joints, which do not depend on q.
+        self.revolute_index = as_slice(self.revolute_joints)
+        self.revolute_coordinates = as_slice(self.joint_first[self.revolute_joints])
+        self.fixed_columns = np.zeros((n_q, 3))
+        for k, j in enumerate(joints):
+            if j.kind in (REVOLUTE, PRISMATIC):
+                self.fixed_columns[joint_first[k]] = j.axis
         # Sphere joints and their coordinates in joint order, as slices where contiguous (views).
-        self.sphere_index = _as_slice(self.sphere_joints)
-        self.sphere_coordinate_index = _as_slice((self.joint_first[self.sphere_joints][:, None] + np.arange(3)).ravel())
+        self.sphere_index = as_slice(self.sphere_joints)
+        self.sphere_coordinate_index = as_slice((self.joint_first[self.sphere_joints][:, None] + np.arange(3)).ravel())
         self.joint_axis = np.array([j.axis for j in joints], dtype=float).reshape(-1, 3)
         revolute_skew = skew(self.joint_axis[self.revolute_joints])
         self.revolute_skew = (revolute_skew, revolute_skew @ revolute_skew)    # [axis]x and its square
@@ -195,11 +203,29 @@ class Model:
             depth[i] = 0 if self.parent[i] < 0 else depth[self.parent[i]] + 1
         self.levels = [np.flatnonzero(depth == d) for d in range(depth.max() + 1)]
         self.slots = [np.flatnonzero(self.joint_slot == k) for k in range(int(self.joint_slot.max(initial=-1)) + 1)]
-        # The same as slices where contiguous, so that forward kinematics takes views, not copies.
-        self.level_index = [_as_slice(level) for level in self.levels]
-        self.level_parent_index = [None if self.parent[level[0]] < 0 else _as_slice(self.parent[level])
-                                   for level in self.levels]
+        # Forward kinematics works in level order (segments sorted by level), where every level is a
+        # run of positions; per level: its segments (a slice where contiguous), its run, its parents'
+        # positions (None for the roots). Where level order is not segment order, `segment_position`
+        # takes frames back (None where it is).
+        self.level_index = [as_slice(level) for level in self.levels]
+        position = np.empty(n_seg, dtype=int)
+        position[np.concatenate(self.levels)] = np.arange(n_seg)
+        ends = np.cumsum([0] + [level.size for level in self.levels])
+        self.level_run = [slice(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:])]
+        self.level_parent_position = [None if self.parent[level[0]] < 0 else as_slice(position[self.parent[level]])
+                                      for level in self.levels]
+        self.segment_position = None if np.array_equal(position, np.arange(n_seg)) else position
         self.one_joint_per_segment = np.array_equal(self.joint_segment, np.arange(n_seg))
+        # Each joint's segment (and its level-order position) and each coordinate's joint, as slices where
+        # contiguous (a chain with one joint per link and a jointless end, one coordinate per joint), and
+        # the jointless segments.
+        self.joint_segment_index = as_slice(self.joint_segment)
+        self.joint_position = as_slice(position[self.joint_segment])
+        first_slot = self.slots[0] if self.slots else np.zeros(0, int)
+        self.first_slot_index, self.first_slot_segments = as_slice(first_slot), as_slice(self.joint_segment[first_slot])
+        self.coordinate_joint_index = as_slice(self.coordinate_joint)
+        self.jointless_index = as_slice(np.setdiff1d(np.arange(n_seg), self.joint_segment))
+        self.translational = np.flatnonzero(~self.rotational)
 
         # moves[c, s]: coordinate c moves segment s (it sits on s or on one of its ancestors).
         ancestor = np.eye(n_seg, dtype=bool)
@@ -226,7 +252,7 @@ class Model:
         return np.tile(np.clip(0.0, self.lower, self.upper), (n_frames, 1))
 
 
-def _as_slice(index: np.ndarray):
+def as_slice(index: np.ndarray):
     """A run of consecutive indices as a slice; any other index array as it is."""
     if index.size and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
         return slice(int(index[0]), int(index[0]) + index.size)

@@ -104,7 +104,9 @@ def log_map(R: np.ndarray) -> np.ndarray:
     t = np.arctan2(sin_t, cos_t)
     # Away from t = pi, phi = t / (2 sin t) * vee, with the Taylor series of t/sin t near zero.
     small = t < _SMALL
-    ratio = np.where(small, 0.5 + t * t / 12.0, 0.5 * t / np.maximum(sin_t, 1e-300))
+    ratio = 0.5 * t / np.maximum(sin_t, 1e-300)
+    if small.any():
+        ratio = np.where(small, 0.5 + t * t / 12.0, ratio)
     phi = ratio[..., None] * vee
     # Near t = pi, sin t vanishes; read the axis from the symmetric part R + R^T = 2 cos t I + 2 (1 - cos t) k k^T.
     near_pi = cos_t < -0.99
@@ -132,9 +134,11 @@ def rotvec_jacobian_inverse(phi: np.ndarray) -> np.ndarray:
     t2 = (phi * phi).sum(axis=-1)
     t = np.sqrt(t2)
     small = t < _SMALL
-    ts = np.where(small, 1.0, t)
-    d = np.where(small, 1.0 / 12.0 + t2 / 720.0,
-                 (1.0 - ts * np.sin(ts) / (2.0 * (1.0 - np.cos(ts)))) / ts**2)
+    any_small = small.any()
+    ts = np.where(small, 1.0, t) if any_small else t
+    d = (1.0 - ts * np.sin(ts) / (2.0 * (1.0 - np.cos(ts)))) / ts**2
+    if any_small:
+        d = np.where(small, 1.0 / 12.0 + t2 / 720.0, d)
     return _IDENTITY - 0.5 * k + d[..., None, None] * (k @ k)
 
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .constraints import JointValue
-from .kinematics import Pose, forward_kinematics, point_jacobian
+from .kinematics import Pose, forward_kinematics, moved_point_jacobian
 from .limits import project, wrap_spheres
-from .model import Model
+from .model import Model, as_slice
 from .rotations import skew
 
 
@@ -113,8 +113,20 @@ class Scene:
         # Per-scene constants of evaluate, so that a call builds none of them.
         self._seg_of_ends = np.array([endpoints[k].segment for k in self._seg_ends], dtype=int)
         self._obj_of_ends = np.array([endpoints[k].obj for k in self._obj_ends], dtype=int)
-        self._seg_offsets, self._obj_offsets = self._offsets[self._seg_ends], self._offsets[self._obj_ends]
+        # Offsets that are all the identity are None: a product with I only copies (finite) frames.
+        self._seg_offsets, self._obj_offsets = (None if np.all(o == np.eye(4)) else o
+                                                for o in (self._offsets[self._seg_ends], self._offsets[self._obj_ends]))
+        # The same indices as slices where contiguous (views in evaluate).
+        self._seg_end_index, self._obj_end_index = as_slice(self._seg_ends), as_slice(self._obj_ends)
+        self._seg_of_end_index, self._obj_of_end_index = as_slice(self._seg_of_ends), as_slice(self._obj_of_ends)
+        # The coordinates that move each segment endpoint (E, n); None when every one moves every one.
+        moves = model.moves[:, self._seg_of_ends].T
+        self._end_moves = None if moves.all() else moves[None, :, None, :]
         self._loop_end = {k: 2 * i for i, k in enumerate(self.looped)}            # constraint -> base endpoint
+        self._row_slices = [slice(self.rows[k], self.rows[k + 1]) for k in range(len(self.constraints))]
+        # Each looped constraint's Cf, None where it selects all six features (Cf = I: its product is a copy).
+        self._selection = {k: None if np.array_equal(self.constraints[k].Cf, np.eye(6)) else self.constraints[k].Cf
+                           for k in self.looped}
         self._value_column = {k: i for i, k in enumerate(self.joint_tasks)}      # constraint -> column of values
         self._joint_rows = np.array([self.rows[k] for k in self.joint_tasks], dtype=int)
         self._joint_coordinates = np.array([self.constraints[k].coordinate for k in self.joint_tasks], dtype=int)
@@ -127,6 +139,7 @@ class Scene:
         self._xu_index = (ends[:, None, None], six[None, :, None], columns[:, None, None] + six[None, None, :])
         # Constraints with a target to reach (pose and distance; joint values are soft).
         self.hard_tasks = np.array([k for k, c in enumerate(self.constraints) if hasattr(c, "Cf")], dtype=int)
+        self.hard_task_index = as_slice(self.hard_tasks)
 
     def project(self, q: np.ndarray) -> np.ndarray:
         """q moved onto its limits (see limits.project); coupled coordinates have box limits."""
@@ -146,9 +159,11 @@ class Scene:
         F = pose.frames.shape[0]
         frames = np.empty((F, len(self._endpoints), 4, 4))
         if self._seg_ends.size:
-            frames[:, self._seg_ends] = pose.frames[:, self._seg_of_ends] @ self._seg_offsets
+            ends = pose.frames[:, self._seg_of_end_index]
+            frames[:, self._seg_end_index] = ends if self._seg_offsets is None else ends @ self._seg_offsets
         if self._obj_ends.size:
-            frames[:, self._obj_ends] = objects[:, self._obj_of_ends] @ self._obj_offsets
+            ends = objects[:, self._obj_of_end_index]
+            frames[:, self._obj_end_index] = ends if self._obj_offsets is None else ends @ self._obj_offsets
         return frames
 
     def _endpoint_jacobians(self, pose: Pose, frames, objects, bases, b_matrix: bool):
@@ -161,7 +176,10 @@ class Scene:
         J = np.zeros((F, E, 6, n + self.n_u))
         points = frames[..., :3, 3]
         if self._seg_ends.size:
-            J[:, self._seg_ends, :, :n] = point_jacobian(m, pose, self._seg_of_ends, points[:, self._seg_ends])
+            J_seg = moved_point_jacobian(m, pose, points[:, self._seg_end_index])
+            if self._end_moves is not None:
+                J_seg *= self._end_moves
+            J[:, self._seg_end_index, :, :n] = J_seg
         if b_matrix:
             # An endpoint moves with its object's or its armature base's twist, shifted from that
             # origin to the endpoint's: S(p_e - o).
@@ -227,7 +245,7 @@ class Scene:
         if self.point_tasks:
             self._point_outputs(frames, Jends, missing, y, weight, position_error, A, B)
         for k in self._one_by_one:
-            c, rows = self.constraints[k], slice(self.rows[k], self.rows[k + 1])
+            c, rows = self.constraints[k], self._row_slices[k]
             if isinstance(c, JointValue):
                 value = np.broadcast_to(c.value if values is None else values[:, self._value_column[k]], (F,))
                 given = np.isfinite(value)
@@ -251,11 +269,12 @@ class Scene:
                 weight[gone, rows] = 0.0
                 position_error[gone, k] = rotation_error[gone, k] = np.nan
             if jacobians:
-                Rb_t = np.swapaxes(Tb[:, :3, :3], -1, -2)
+                Rb_t = Tb[:, :3, :3].swapaxes(-1, -2)
                 to_base = np.zeros((F, 6, 6))
                 to_base[:, :3, :3] = Rb_t
                 to_base[:, 3:, 3:] = Rb_t
-                G = c.Cf @ Jinv @ to_base                                   # (F, m, 6)
+                Cf = self._selection[k]
+                G = (Jinv if Cf is None else Cf @ Jinv) @ to_base           # (F, m, 6)
                 loop = Jt - shift_twist(Tt[:, :3, 3] - Tb[:, :3, 3], Jb)
                 A[:, rows] = G @ loop[..., :n]
                 if b_matrix:
@@ -263,5 +282,6 @@ class Scene:
         if jacobians:
             if self.coupling is not None:
                 A = A @ self.coupling.jacobian(q)
-            A[:, self._joint_rows, self._joint_coordinates] = 1.0
+            if self.joint_tasks:
+                A[:, self._joint_rows, self._joint_coordinates] = 1.0
         return Evaluation(y, yd, weight, position_error, rotation_error, pose, A, B)

@@ -85,19 +85,19 @@ class Result:
 
 def cost(ev: Evaluation) -> np.ndarray:
     """The weighted squared output error per frame, sum_i w_i (yd_i - y_i)^2."""
-    return np.sum(ev.weight * (ev.yd - ev.y) ** 2, axis=-1)
+    return (ev.weight * (ev.yd - ev.y) ** 2).sum(axis=-1)
 
 
 def reached(scene: Scene, ev: Evaluation, precision: float) -> np.ndarray:
     """Frames where every pose and distance constraint is within precision (joint-value tasks are
     soft, and constraints of zero weight ask nothing: neither counts)."""
-    hard = scene.hard_tasks
-    if not hard.size:
+    hard = scene.hard_task_index
+    if not scene.hard_tasks.size:
         return np.ones(ev.y.shape[0], dtype=bool)
     ignored = np.maximum.reduceat(ev.weight, scene.rows[:-1], axis=1)[:, hard] == 0   # every constraint has rows
     position, rotation = ev.position_error[:, hard], ev.rotation_error[:, hard]
-    met = (np.isnan(position) | (position <= precision)) & (np.isnan(rotation) | (rotation <= precision))
-    return (ignored | met).all(axis=1)
+    missed = (position > precision) | (rotation > precision)      # NaN (no such part) is never missed
+    return (ignored | ~missed).all(axis=1)
 
 
 def pseudoinverse_solver(settings: Settings):
@@ -105,7 +105,7 @@ def pseudoinverse_solver(settings: Settings):
     def solve(A, b, weight, cols, locked_step, frames=None):
         rows = np.sqrt(weight)
         Aw = rows[..., None] * A * cols[:, None, :]
-        bw = rows * (b - np.einsum("fmn,fn->fm", A, locked_step) if locked_step.any() else b)
+        bw = rows * (b if locked_step is None or not locked_step.any() else b - np.einsum("fmn,fn->fm", A, locked_step))
         rank = np.minimum((weight > 0).sum(axis=-1), (cols > 0).sum(axis=-1))
         return pseudoinverse.solve(Aw, bw, settings.method, damping_max=settings.damping_max,
                                    epsilon=settings.damping_epsilon, gamma_max=settings.gamma_max, rank=rank)
@@ -116,20 +116,23 @@ def constrained_step(scene: Scene, q, A, rhs, weight, max_step, solve):
     """One weighted update dq (F, n) with A dq ~ rhs that keeps every limit exactly, and the
     smallest singular value the solver saw. `solve(A, rhs, weight, cols, locked_step, frames)`
     returns the free step x (scaled by cols) and s_min for those of the F frames (indices `frames`)
-    it is given; `max_step` (F,) bounds the free part of dq. After the first solve only the frames
-    where a coordinate newly hit a limit are solved again."""
+    it is given (locked_step None: nothing locked yet); `max_step` (F,) bounds the free part of dq.
+    After the first solve only the frames where a coordinate newly hit a limit are solved again."""
     free = np.empty(q.shape, dtype=bool)
     free[:] = scene.weight > 0
-    locked_step = np.zeros_like(q)
-    inside = np.empty_like(q)
-    s_min = np.full(q.shape[0], np.nan)
+    locked_step = np.zeros(q.shape)
+    inside = np.empty(q.shape)
+    s_min = np.empty(q.shape[0])
     rows = slice(None)                   # frames still to solve: all, then those that hit a limit
     for _ in range(scene.n_coordinates + 1):
         cols = scene.weight * free[rows]
-        x, s_min[rows] = solve(A[rows], rhs[rows], weight[rows], cols, locked_step[rows], rows)
+        x, s_min[rows] = solve(A[rows], rhs[rows], weight[rows], cols,
+                               None if isinstance(rows, slice) else locked_step[rows], rows)
         free_step = cols * x
         largest = np.abs(free_step).max(axis=-1, initial=0.0)
-        free_step *= np.where(largest > max_step[rows], max_step[rows] / np.maximum(largest, 1e-300), 1.0)[:, None]
+        too_long = largest > max_step[rows]
+        if too_long.any():
+            free_step *= np.where(too_long, max_step[rows] / np.maximum(largest, 1e-300), 1.0)[:, None]
         moved = q[rows] + free_step + locked_step[rows]
         inside[rows] = scene.limit(moved)
         hit = free[rows] & (inside[rows] != moved)
