@@ -103,9 +103,17 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
         joints = model.slots[slot]
         joint_frame[:, joints] = joint_frame[:, joints] @ motion
     joint_R = np.ascontiguousarray(joint_frame[..., :3, :3])                   # (F, G, 3, 3)
-    direction = np.einsum("fnij,fnj->fni", joint_R[:, model.coordinate_joint_index], columns)
-    pivot = joint_frame[..., :3, 3][:, model.coordinate_joint_index]
+    direction = np.einsum("fnij,fnj->fni", _per_coordinate(model, joint_R), columns)
+    pivot = _per_coordinate(model, joint_frame[..., :3, 3])
     return Pose(frames=frames, local=local, direction=direction, pivot=pivot)
+
+
+def _per_coordinate(model: Model, per_joint: np.ndarray) -> np.ndarray:
+    """per_joint (F, G, ...) for each coordinate's joint (F, n, ...): a view where those run
+    contiguously, else np.take, whose result is laid out frame-major (an index array on axis 1
+    puts that axis first in memory, which makes the einsum above several times slower)."""
+    index = model.coordinate_joint_index
+    return per_joint[:, index] if isinstance(index, slice) else per_joint.take(index, axis=1)
 
 
 def segment_motions(model: Model, q: np.ndarray) -> np.ndarray:
