@@ -154,15 +154,15 @@ def point_jacobian(model: Model, pose: Pose, segments: np.ndarray, points: np.nd
     """Geometric Jacobians (F, E, 6, n) of world points (F, E, 3) fixed to `segments` (E,):
     rows 0-2 the point's linear velocity, rows 3-5 the segment's angular velocity."""
     J = moved_point_jacobian(model, pose, points)
-    moves = model.moves[:, segments].T                           # (E, n)
-    if not moves.all():
-        J *= moves[None, :, None, :]
+    mask = model.moving_mask(segments)
+    if mask is not None:
+        J *= mask
     return J
 
 
 def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray) -> np.ndarray:
-    """point_jacobian as if every coordinate moved every point (F, E, 3): its columns before the
-    ones of coordinates that do not move a point's segment are zeroed."""
+    """point_jacobian before its mask: the Jacobians of points (F, E, 3) as if every coordinate
+    moved every point; times Model.moving_mask(segments) they are point_jacobian's."""
     F, E, n = points.shape[0], points.shape[1], model.n_coordinates
     w = pose.direction[:, None]                                  # (F, 1, n, 3)
     lever = points[:, :, None, :] - pose.pivot[:, None]          # (F, E, n, 3)

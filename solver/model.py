@@ -216,10 +216,9 @@ class Model:
                                       for level in self.levels]
         self.segment_position = None if np.array_equal(position, np.arange(n_seg)) else position
         self.one_joint_per_segment = np.array_equal(self.joint_segment, np.arange(n_seg))
-        # Each joint's segment (and its level-order position) and each coordinate's joint, as slices where
+        # Each joint's level-order position and each coordinate's joint, as slices where
         # contiguous (a chain with one joint per link and a jointless end, one coordinate per joint), and
         # the jointless segments.
-        self.joint_segment_index = as_slice(self.joint_segment)
         self.joint_position = as_slice(position[self.joint_segment])
         first_slot = self.slots[0] if self.slots else np.zeros(0, int)
         self.first_slot_index, self.first_slot_segments = as_slice(first_slot), as_slice(self.joint_segment[first_slot])
@@ -234,6 +233,12 @@ class Model:
                 ancestor[i] |= ancestor[self.parent[i]]
         self.segment_ancestors = ancestor  # [s, a]: a is s or an ancestor of s
         self.moves = ancestor[:, self.coordinate_segment].T if n_q else np.zeros((0, n_seg), bool)
+
+    def moving_mask(self, segments: np.ndarray):
+        """Which coordinates move a point on each of `segments` (E,), shaped (1, E, 1, n) to mask
+        Jacobians (F, E, 6, n); None when every coordinate moves every one of them."""
+        moves = self.moves[:, segments].T                                 # (E, n)
+        return None if moves.all() else moves[None, :, None, :]
 
     def index(self, name: str) -> int:
         """The index of the segment called `name`."""

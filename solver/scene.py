@@ -119,9 +119,7 @@ class Scene:
         # The same indices as slices where contiguous (views in evaluate).
         self._seg_end_index, self._obj_end_index = as_slice(self._seg_ends), as_slice(self._obj_ends)
         self._seg_of_end_index, self._obj_of_end_index = as_slice(self._seg_of_ends), as_slice(self._obj_of_ends)
-        # The coordinates that move each segment endpoint (E, n); None when every one moves every one.
-        moves = model.moves[:, self._seg_of_ends].T
-        self._end_moves = None if moves.all() else moves[None, :, None, :]
+        self._end_moves = model.moving_mask(self._seg_of_ends)     # which coordinates move each endpoint
         self._loop_end = {k: 2 * i for i, k in enumerate(self.looped)}            # constraint -> base endpoint
         self._row_slices = [slice(self.rows[k], self.rows[k + 1]) for k in range(len(self.constraints))]
         # Each looped constraint's Cf, None where it selects all six features (Cf = I: its product is a copy).
