@@ -92,7 +92,6 @@ class Reader:
     rig: rig_module.Rig
     sampler: rig_module.Sampler     # one frame, read again at every solve
     scene: object                   # rig.scene plus the bones' IK rotation / linear control tasks
-    controlled: np.ndarray          # the coordinate of each control task, in the scene's value order
 
 
 def _reader(obj):
@@ -105,10 +104,8 @@ def _reader(obj):
     if reader is not None and reader.signature == signature:
         return reader, False
     rig = rig_module.read_rig(obj, drives)
-    # The control tasks' values are the user's own pose, given per frame (_solve); 0 until then.
-    scene = rig_module.with_joint_control(rig, obj, np.zeros((1, rig.model.n_coordinates)), [])
-    controlled = np.array([scene.constraints[k].coordinate for k in scene.joint_tasks], dtype=int)
-    reader = _rigs[obj.as_pointer()] = Reader(signature, rig, rig_module.Sampler(rig, obj, [0.0]), scene, controlled)
+    scene = rig_module.with_joint_control(rig, obj)
+    reader = _rigs[obj.as_pointer()] = Reader(signature, rig, rig_module.Sampler(rig, obj, [0.0]), scene)
     return reader, True
 
 
@@ -143,9 +140,9 @@ def _solve(obj, force):
     frame = float(samples.frames[0])
     scene, values = reader.scene, None
     weak = any(d.influence < 1.0 for d in rig.driven)
-    if weak or reader.controlled.size:
+    if weak or scene.joint_tasks:
         animated = rig_module.coordinates_from_basis(rig, animated_basis(obj, rig.bones, frame))
-        values = animated[:, reader.controlled] if reader.controlled.size else None
+        values = rig_module.control_values(scene, animated)
         if weak:
             samples.objects = solving.blend_targets(rig, animated, samples, samples.objects)
     key = obj.as_pointer()

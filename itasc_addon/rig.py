@@ -416,12 +416,12 @@ def rig_signature(obj, drives=None):
     return tuple(items)
 
 
-def with_joint_control(rig: Rig, obj, q0, warnings):
+def with_joint_control(rig: Rig, obj):
     """The rig's scene plus Blender's IK "rotation control" and "linear control" of its bones: a soft
     task holding each controlled joint value at the animated pose's (JointValue, weight
-    ik_rotation_weight / ik_linear_weight). The engine's JointValue holds one value for all frames:
-    where the pose varies over the frames, the first frame's value is held (with a warning).
-    Tasks come after the IK constraints, so result columns 0..C-1 stay the IK constraints'."""
+    ik_rotation_weight / ik_linear_weight). The values change from frame to frame: give them to the
+    solve as `control_values(scene, q)` of the animated pose. Tasks come after the IK constraints,
+    so result columns 0..C-1 stay the IK constraints'."""
     model = rig.model
     extra = []
     for s, name in enumerate(model.names):
@@ -433,15 +433,19 @@ def with_joint_control(rig: Rig, obj, q0, warnings):
             wanted += [(int(c), float(pb.ik_rotation_weight), True) for c in coords if c != stretch]
         if pb.use_ik_linear_control and pb.ik_linear_weight > 0 and stretch is not None:
             wanted.append((stretch, float(pb.ik_linear_weight), False))
-        for c, weight, rotational in wanted:
-            if np.ptp(q0[:, c]) > 1e-9:
-                warnings.append(f"bone '{name}': IK rotation/linear control holds the first frame's pose "
-                                "(the engine's joint-value task has one value for all frames)")
-            extra.append(solver.JointValue(c, float(q0[0, c]), min(weight, 1.0), rotational=rotational,
-                                           name=f"{name}/control"))
+        extra += [solver.JointValue(c, 0.0, min(weight, 1.0), rotational=rotational, name=f"{name}/control")
+                  for c, weight, rotational in wanted]
     if not extra:
         return rig.scene
     return solver.Scene(model, list(rig.scene.constraints) + extra, n_objects=rig.scene.n_objects)
+
+
+def control_values(scene, q):
+    """The values (F, control tasks) that `with_joint_control`'s tasks hold at each frame, from the
+    animated pose's joint values q (F, n); None without such tasks."""
+    if not scene.joint_tasks:
+        return None
+    return q[:, [scene.constraints[k].coordinate for k in scene.joint_tasks]]
 
 
 # --- per-frame samples ------------------------------------------------------------------------

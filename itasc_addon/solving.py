@@ -152,6 +152,7 @@ class Job:
         self._frame = (self.scene.frame_current, self.scene.frame_subframe)
         self.plan, self.fallback_reason = two_bone.plan_for(self.rig, obj, self.mode)
         self.rotations = None        # the fast path's pose rotations (F, S, 3, 3)
+        self.values = None           # the IK rotation / linear control tasks' values (F, tasks)
         self.sampler = (two_bone.Sampler(self.rig, obj, frames, self.plan) if self.plan is not None
                         else rig_module.Sampler(self.rig, obj, frames))
         self.start_values = self._start_values()
@@ -204,7 +205,8 @@ class Job:
                 self.samples = self.sampler.samples()
                 self.q0 = rig_module.coordinates_from_basis(self.rig, self.samples.basis)
                 self.objects = blend_targets(self.rig, self.q0, self.samples, self.samples.objects)
-                self.engine_scene = rig_module.with_joint_control(self.rig, self.obj, self.q0, self.rig.warnings)
+                self.engine_scene = rig_module.with_joint_control(self.rig, self.obj)
+                self.values = rig_module.control_values(self.engine_scene, self.q0)
                 if self.plan is not None:
                     reason = two_bone.pose_reason(self.samples.basis, self.rig.bones)
                     if reason:
@@ -245,15 +247,19 @@ class Job:
 
     def _solve(self, a, b):
         scene, s = self.engine_scene, self.samples
-        if self.mode == "ANIMATION" or a == 0:
-            if self.mode == "ANIMATION":
-                return solver.solve_animation(scene, self.q0[a:b], self.objects[a:b], s.bases[a:b], self.settings)
-            return solver.solve_simulation(scene, self.q0[a], self.objects[a:b], s.bases[a:b], self.settings)
+        values = (lambda a, b: None) if self.values is None else (lambda a, b: self.values[a:b])
+        if self.mode == "ANIMATION":
+            return solver.solve_animation(scene, self.q0[a:b], self.objects[a:b], s.bases[a:b], self.settings,
+                                          values(a, b))
+        if a == 0:
+            return solver.solve_simulation(scene, self.q0[0], self.objects[:b], s.bases[:b], self.settings,
+                                           values(0, b))
         # Simulation continues from the last solved frame: include it, then drop it.
         from dataclasses import replace
         last = self.pieces[-1]
         res = solver.solve_simulation(scene, last.q[-1], self.objects[a - 1:b], s.bases[a - 1:b],
-                                      replace(self.settings, converge_first_frame=False), start=last.evaluation)
+                                      replace(self.settings, converge_first_frame=False), values(a - 1, b),
+                                      start=last.evaluation)
         return solver.Result(q=res.q[1:], position_error=res.position_error[1:], rotation_error=res.rotation_error[1:],
                              iterations=res.iterations[1:], converged=res.converged[1:], sigma_min=res.sigma_min[1:],
                              seconds=res.seconds, evaluation=res.evaluation)
