@@ -208,6 +208,24 @@ def keep_pose(obj, bones):
             setattr(item, channel, getattr(pb, channel))
 
 
+@contextlib.contextmanager
+def own_pose(obj):
+    """Inside this block the bones live preview has posed carry the user's own channels (the kept
+    ones; F-curves still animate theirs), so that a bake samples the user's pose, not live
+    preview's last output; live preview's pose is back on them afterwards."""
+    posed = [(pb, item) for item in obj.itasc.kept_pose if (pb := obj.pose.bones.get(item.bone)) is not None]
+    shown = [{channel: tuple(getattr(pb, channel)) for channel in KEPT_CHANNELS} for pb, _ in posed]
+    for pb, item in posed:
+        for channel in KEPT_CHANNELS:
+            setattr(pb, channel, getattr(item, channel))
+    try:
+        yield
+    finally:
+        for (pb, _), channels in zip(posed, shown):
+            for channel, value in channels.items():
+                setattr(pb, channel, value)
+
+
 def _own_channels(pb, kept, curves, frame):
     """{channel: values} of a bone as the user has it at `frame`: its kept channels (its current
     ones when it has none kept), those an F-curve animates at the curve's value."""

@@ -197,7 +197,7 @@ class Job:
         """Advance by one piece of work; False once everything is done."""
         if self.phase == "sample":
             stop = min(self.i + 16, len(self.frames))
-            with live.suspended():
+            with live.suspended(), live.own_pose(self.obj):
                 self._sample(self.i, stop)
             self.i = stop
             if self.i == len(self.frames):

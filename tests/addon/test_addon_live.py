@@ -399,3 +399,37 @@ def test_live_preview_holds_ik_rotation_control_to_the_users_own_pose(extension_
         angle = 2.0 * min(np.linalg.norm(written - animated), np.linalg.norm(written + animated))  # small angles
         assert angle < 1e-4, (f, angle)
         assert r[f]["error"] < 1e-5
+
+
+BAKE_DURING_LIVE = r'''
+clear_scene()
+rigs = {}
+for live_on in (True, False):
+    scene, rig, target = chain_rig(6, 12, name=f"live{int(live_on)}")
+    rig.pose.bones[-1].constraints[0].influence = 0.5           # blends with the user's own pose
+    held = rig.pose.bones[1]
+    held.rotation_quaternion = (math.cos(0.2), math.sin(0.2), 0.0, 0.0)   # held, not animated
+    held.use_ik_rotation_control, held.ik_rotation_weight = True, 0.5
+    rigs[live_on] = rig
+scene.frame_set(1)
+with bpy.context.temp_override(object=rigs[True], active_object=rigs[True]):
+    bpy.ops.itasc.live_preview()
+for f in (4, 5, 6, 9):
+    scene.frame_set(f)                          # live preview poses the first rig's chain
+live_moved = max((rigs[True].pose.bones[i].rotation_quaternion.rotation_difference(
+    rigs[False].pose.bones[i].rotation_quaternion).angle) for i in range(6))
+baked = {str(on): api.bake(rig, 1, 12).q.tolist() for on, rig in rigs.items()}
+result = {"baked": baked, "live_moved": live_moved, "still_on": rigs[True].itasc.live_preview}
+'''
+
+
+def test_a_bake_during_live_preview_starts_from_the_users_own_pose_not_live_previews(extension_zip):
+    """Live preview has posed one of two identical rigs; baking both gives the same joint values:
+    the start pose, the pose a constraint's influence of 0.5 blends with and the rotation an IK
+    rotation control holds to are the user's own, not live preview's last output."""
+    import numpy as np
+
+    r = run_in_blender(SCENES + BAKE_DURING_LIVE, extension_zip=extension_zip)
+    assert r["still_on"]
+    assert r["live_moved"] > 0.05                 # live preview's pose is not the user's
+    np.testing.assert_allclose(r["baked"]["True"], r["baked"]["False"], rtol=0, atol=1e-12)
