@@ -10,7 +10,8 @@ ours vs OpenSim's InverseKinematicsTool on its gait2354 trial; needs the opensim
 ../shared/data/opensim_gait2354), fly_ikpy (sequential IK on fly legs, ours vs IKPy), bake (end-to-end bake to keys
 of the chains and Rigify's metarig, our add-on vs Blender's nla.bake under its iTaSC / Standard IK), long_bake (peak memory and time of a Rigify bake
 against frames: 1,000 to 20,000), random_poses (6-D pose IK of the 7-DOF Franka Panda on random
-reachable poses: ours with random restarts, IKPy, TRAC-IK's published figures), live (live preview, one
+reachable poses: ours with random restarts, IKPy, TRAC-IK's published figures), random_poses_iterations
+(the same poses' solve rate against iterations allowed per pose, one start at a time), live (live preview, one
 simulation step per frame on the 6-bone chain and Rigify's metarig, ours vs Blender's iTaSC in simulation
 mode, per frame). --markdown rewrites
 the part of that file between the bench markers with the tables, the command, date and machine
@@ -47,6 +48,7 @@ BENCHMARKS = {
     "bake": (bake.run, bake.draw),
     "long_bake": (long_bake.run, long_bake.draw),
     "random_poses": (random_poses.run, random_poses.draw),
+    "random_poses_iterations": (random_poses.iterations_table, random_poses.draw_iterations),
     "live": (live.run, live.draw),
 }
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"

@@ -26,12 +26,13 @@ ours must also have been charged no more than the budget for it.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
-from solver import Settings, forward_kinematics
+from solver import Settings, forward_kinematics, solve_animation
 from solver.examples import PANDA_DH, PANDA_FLANGE, panda_arm, pose_scene
-from solver.restarts import middle_of_limits, solve_with_restarts
+from solver.restarts import middle_of_limits, random_coordinates, solve_with_restarts
 
 from .common import Column, Table, error_stats, plot, ratio
 
@@ -42,6 +43,12 @@ BUDGET = 0.005
 # to 1 rad per joint (twice the default) take a median of 8 iterations from mid-range where 0.5
 # takes 9; 99 % of the first solves that converge do so within 50 iterations.
 SETTINGS = Settings(precision=TOLERANCE, steps="damped", curvature=False, max_step=1.0, max_iterations=50)
+# One start at a time, counted in iterations: the first solve from mid-range, then random starts.
+FIRST_ITERATIONS, RESTART_ITERATIONS, MAX_RESTARTS = 20, 16, 60
+ITERATION_BUDGETS = (12, 25, 50, 100, 200, 400, 800)
+# Poses come from seed 0; restarts draw from seeds of their own (the same seed would start a
+# restart at the very joint values that made the pose).
+RESTART_SEED = 1
 # TRAC-IK README, results as of tag v1.1.0: solve rate, average time over all queries (5 ms timeout).
 TRAC_IK = (("KUKA LBR iiwa 14 R820", 99.91, 0.41), ("KUKA LWR 4+", 99.98, 0.34))
 
@@ -106,7 +113,7 @@ def solve_one_by_one(scene, targets, budget: float):
     results = []
     t = time.perf_counter()
     for f in range(targets.shape[0]):
-        results.append(solve_with_restarts(scene, targets[f:f + 1, None], SETTINGS, rng=f, budget=budget))
+        results.append(solve_with_restarts(scene, targets[f:f + 1, None], SETTINGS, rng=RESTART_SEED + f, budget=budget))
     return time.perf_counter() - t, results
 
 
@@ -147,8 +154,8 @@ def run(quick: bool = False) -> Table:
     # Interleaved: IKPy's subset, then ours one by one, then ours batched.
     ikpy_s, ikpy_q = solve_ikpy(chain, model, targets[:n_ikpy])
     single_s, singles = solve_one_by_one(scene, targets[:n_single], BUDGET)
-    batch = solve_with_restarts(scene, targets[:, None], SETTINGS, rng=1, budget=BUDGET)
-    long = solve_with_restarts(scene, targets[:, None], SETTINGS, rng=1, budget=4 * BUDGET)
+    batch = solve_with_restarts(scene, targets[:, None], SETTINGS, rng=RESTART_SEED, budget=BUDGET)
+    long = solve_with_restarts(scene, targets[:, None], SETTINGS, rng=RESTART_SEED, budget=4 * BUDGET)
 
     stack = lambda name: np.concatenate([getattr(r, name) for r in singles])  # noqa: E731
     rows = [row(f"ours, batched (one call), {1e3 * BUDGET:.0f} ms budget", model, targets, batch.q, batch.seconds,
@@ -197,3 +204,74 @@ def run(quick: bool = False) -> Table:
 def draw(table: Table, path) -> None:
     plot(path, table.title + ": time per pose", "ms per pose (log)",
          {r["solver"]: r["ms"] for r in table.rows})
+
+
+def iterations_needed(scene, targets, seed: int = RESTART_SEED) -> np.ndarray:
+    """Iterations each pose takes to be solved one start at a time (inf: not within MAX_RESTARTS
+    random starts): up to FIRST_ITERATIONS from the mid-range pose, then random starts within the
+    limits of up to RESTART_ITERATIONS each. Poses are batched for speed; each counts its own
+    iterations, so this is what a call per pose would take."""
+    model, n = scene.model, targets.shape[0]
+    mid = np.tile(middle_of_limits(scene), (n, 1))
+    rng = np.random.default_rng(seed)
+    used, needed, q = np.zeros(n), np.full(n, np.inf), mid.copy()
+    open_, starts, cap = np.arange(n), mid, FIRST_ITERATIONS
+    for _ in range(MAX_RESTARTS + 1):
+        result = solve_animation(scene, starts, targets[open_, None],
+                                 settings=replace(SETTINGS, max_iterations=cap))
+        used[open_] += result.iterations
+        position, rotation, inside = pose_errors(model, result.q, targets[open_])
+        solved = inside & (position <= TOLERANCE) & (rotation <= TOLERANCE)
+        needed[open_[solved]] = used[open_[solved]]
+        q[open_[solved]] = result.q[solved]
+        open_ = open_[~solved]
+        if open_.size == 0:
+            break
+        starts, cap = random_coordinates(scene, mid[open_], rng), RESTART_ITERATIONS
+    return needed
+
+
+def seconds_per_iteration(scene, targets, seed: int = RESTART_SEED) -> float:
+    """Wall time per iteration of solves of one pose (F=1, a call each, up to RESTART_ITERATIONS
+    from a random start): what an iteration costs one query at a time, call overhead included."""
+    rng = np.random.default_rng(seed)
+    settings = replace(SETTINGS, max_iterations=RESTART_ITERATIONS)
+    mid = middle_of_limits(scene)[None]
+    iterations, t = 0, time.perf_counter()
+    for T in targets:
+        iterations += int(solve_animation(scene, random_coordinates(scene, mid, rng), T[None, None],
+                                          settings=settings).iterations[0])
+    return (time.perf_counter() - t) / max(iterations, 1)
+
+
+def iterations_table(quick: bool = False) -> Table:
+    n, n_timed = (2000, 50) if quick else (10000, 300)
+    model = panda_arm()
+    scene = pose_scene(model)
+    _, targets = random_poses(model, n, seed=0)
+    needed = iterations_needed(scene, targets)
+    per_iteration = seconds_per_iteration(scene, targets[:n_timed])
+    rows = [{"iterations": k, "solved": 100.0 * np.mean(needed <= k), "us_needed": 1e6 * BUDGET / k,
+             "ms_at_f1": 1e3 * k * per_iteration} for k in ITERATION_BUDGETS]
+    columns = [Column("iterations", "iterations per pose"), Column("solved", "solved %", "{:.2f}"),
+               Column("us_needed", f"µs / iteration to fit {1e3 * BUDGET:.0f} ms", "{:.1f}"),
+               Column("ms_at_f1", "ms at our F=1 iteration", "{:.2f}")]
+    return Table(
+        "random_poses_iterations", "7-DOF arm (Franka Panda): solve rate against iterations per pose",
+        f"The {n} poses of the random_poses table, solved one start at a time and counted in iterations, "
+        f"not seconds: up to {FIRST_ITERATIONS} iterations from the mid-range pose, then random starts within "
+        f"the limits of up to {RESTART_ITERATIONS} each (at most {MAX_RESTARTS}); a pose is solved within k "
+        "iterations when the start that solves it ends by its k-th iteration in all. Same settings and "
+        "tolerances as random_poses; poses are batched for speed, each counting its own iterations. "
+        f"µs / iteration to fit: the budget / k. (The batched rows of random_poses also race several "
+        "starts per pose at once, which at F=1 costs more per iteration.) Our iteration one query at a time (F=1, a call per start, "
+        f"{n_timed} random starts): {1e6 * per_iteration:.0f} µs, so {BUDGET / per_iteration:.0f} iterations fit "
+        "the budget; the last column is k of them.",
+        columns, rows)
+
+
+def draw_iterations(table: Table, path) -> None:
+    rows = table.rows
+    plot(path, table.title, "poses not solved % (log)",
+         {"ours, one start at a time": [max(100.0 - r["solved"], 1e-3) for r in rows]},
+         x=[r["iterations"] for r in rows], xlabel="iterations per pose (log)")

@@ -438,12 +438,7 @@ def test_rotation_control_keeps_a_bone_near_its_pose_while_the_target_is_reached
 
 ANIMATED_CONTROL = r"""
 clear_scene()
-scene, rig, target = chain_rig(6, 24)
-held = rig.pose.bones[2]
-held.use_ik_rotation_control, held.ik_rotation_weight = True, 1.0
-for frame, angle in ((1, 0.0), (24, 0.6)):                    # its own rotation is animated
-    held.rotation_quaternion = (math.cos(angle / 2), 0.0, 0.0, math.sin(angle / 2))
-    held.keyframe_insert("rotation_quaternion", frame=frame)
+scene, rig, target, held = held_chain_rig(24)           # bone02's own rotation is animated
 path = 'pose.bones["bone02"].rotation_quaternion'
 curves = keys_module.Channels(rig)
 animated = {f: [curves.find(path, i).evaluate(f) for i in range(4)] for f in range(1, 25)}

@@ -353,12 +353,7 @@ def test_live_preview_blends_influence_with_the_users_own_pose(extension_zip):
 
 CONTROL = r'''
 clear_scene()
-scene, rig, target = chain_rig(6, 48)
-held = rig.pose.bones[2]
-held.use_ik_rotation_control, held.ik_rotation_weight = True, 1.0
-for frame, angle in ((1, 0.0), (48, 0.6)):                    # its own rotation is animated
-    held.rotation_quaternion = (math.cos(angle / 2), 0.0, 0.0, math.sin(angle / 2))
-    held.keyframe_insert("rotation_quaternion", frame=frame)
+scene, rig, target, held = held_chain_rig(48)           # bone02's own rotation is animated
 curves = keys_module.Channels(rig)
 
 

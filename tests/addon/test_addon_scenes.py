@@ -77,6 +77,18 @@ def chain_rig(n_bones=6, n_frames=60, name="chain", rotation_modes=None):
     return scene, rig, target
 
 
+def held_chain_rig(n_frames):
+    """chain_rig(6, n_frames) whose bone02 has IK rotation control (weight 1) and its own rotation
+    animated from 0 to 0.6 rad about its Z over the frames. Returns (scene, rig, target, bone02)."""
+    scene, rig, target = chain_rig(6, n_frames)
+    held = rig.pose.bones[2]
+    held.use_ik_rotation_control, held.ik_rotation_weight = True, 1.0
+    for frame, angle in ((1, 0.0), (n_frames, 0.6)):
+        held.rotation_quaternion = (math.cos(angle / 2), 0.0, 0.0, math.sin(angle / 2))
+        held.keyframe_insert("rotation_quaternion", frame=frame)
+    return scene, rig, target, held
+
+
 def tip_errors(scene, rig, target, frames, bone=-1):
     """Distance from a bone's tail to the target, measured by Blender at each frame (world space,
     from the evaluated pose bones' matrices)."""
