@@ -113,7 +113,8 @@ def solve_one_by_one(scene, targets, budget: float):
     results = []
     t = time.perf_counter()
     for f in range(targets.shape[0]):
-        results.append(solve_with_restarts(scene, targets[f:f + 1, None], SETTINGS, rng=RESTART_SEED + f, budget=budget))
+        results.append(solve_with_restarts(scene, targets[f:f + 1, None], SETTINGS, rng=RESTART_SEED + f,
+                                           budget=budget))
     return time.perf_counter() - t, results
 
 
@@ -214,7 +215,7 @@ def iterations_needed(scene, targets, seed: int = RESTART_SEED) -> np.ndarray:
     model, n = scene.model, targets.shape[0]
     mid = np.tile(middle_of_limits(scene), (n, 1))
     rng = np.random.default_rng(seed)
-    used, needed, q = np.zeros(n), np.full(n, np.inf), mid.copy()
+    used, needed = np.zeros(n), np.full(n, np.inf)
     open_, starts, cap = np.arange(n), mid, FIRST_ITERATIONS
     for _ in range(MAX_RESTARTS + 1):
         result = solve_animation(scene, starts, targets[open_, None],
@@ -223,7 +224,6 @@ def iterations_needed(scene, targets, seed: int = RESTART_SEED) -> np.ndarray:
         position, rotation, inside = pose_errors(model, result.q, targets[open_])
         solved = inside & (position <= TOLERANCE) & (rotation <= TOLERANCE)
         needed[open_[solved]] = used[open_[solved]]
-        q[open_[solved]] = result.q[solved]
         open_ = open_[~solved]
         if open_.size == 0:
             break
@@ -264,9 +264,9 @@ def iterations_table(quick: bool = False) -> Table:
         "iterations when the start that solves it ends by its k-th iteration in all. Same settings and "
         "tolerances as random_poses; poses are batched for speed, each counting its own iterations. "
         f"µs / iteration to fit: the budget / k. (The batched rows of random_poses also race several "
-        "starts per pose at once, which at F=1 costs more per iteration.) Our iteration one query at a time (F=1, a call per start, "
-        f"{n_timed} random starts): {1e6 * per_iteration:.0f} µs, so {BUDGET / per_iteration:.0f} iterations fit "
-        "the budget; the last column is k of them.",
+        "starts per pose at once, which at F=1 costs more per iteration.) Our iteration one query at a time "
+        f"(F=1, a call per start, {n_timed} random starts): {1e6 * per_iteration:.0f} µs, so "
+        f"{BUDGET / per_iteration:.0f} iterations fit the budget; the last column is k of them.",
         columns, rows)
 
 

@@ -247,7 +247,10 @@ class Job:
 
     def _solve(self, a, b):
         scene, s = self.engine_scene, self.samples
-        values = (lambda a, b: None) if self.values is None else (lambda a, b: self.values[a:b])
+
+        def values(a, b):
+            return None if self.values is None else self.values[a:b]
+
         if self.mode == "ANIMATION":
             return solver.solve_animation(scene, self.q0[a:b], self.objects[a:b], s.bases[a:b], self.settings,
                                           values(a, b))
