@@ -246,11 +246,7 @@ class Job:
             self.scene.frame_set(self._frame[0], subframe=self._frame[1])
 
     def _solve(self, a, b):
-        scene, s = self.engine_scene, self.samples
-
-        def values(a, b):
-            return None if self.values is None else self.values[a:b]
-
+        scene, s, values = self.engine_scene, self.samples, self._control_values
         if self.mode == "ANIMATION":
             return solver.solve_animation(scene, self.q0[a:b], self.objects[a:b], s.bases[a:b], self.settings,
                                           values(a, b))
@@ -266,6 +262,10 @@ class Job:
         return solver.Result(q=res.q[1:], position_error=res.position_error[1:], rotation_error=res.rotation_error[1:],
                              iterations=res.iterations[1:], converged=res.converged[1:], sigma_min=res.sigma_min[1:],
                              seconds=res.seconds, evaluation=res.evaluation)
+
+    def _control_values(self, first, stop):
+        """The IK rotation / linear control tasks' values at frames first..stop-1 (None: no such tasks)."""
+        return None if self.values is None else self.values[first:stop]
 
     def _finish(self):
         rig, obj = self.rig, self.obj

@@ -143,4 +143,3 @@ def dgw_update(S: LowRank, s, A_old, r_old, A_new, r_new, weight_old, weight_new
     if r + 2 > n:            # more terms than coordinates: S itself (Z = I) is the smaller form
         return LowRank(np.broadcast_to(np.eye(n), (F, n, n)).copy(), Z @ K @ np.swapaxes(Z, -1, -2))
     return LowRank(Z, K)
-
