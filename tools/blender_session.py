@@ -78,6 +78,24 @@ def run_in_blender(snippet, *, extension_zip=None, python=None, sys_path=(), cwd
         return json.loads((tmp / "result.json").read_text())
 
 
+IN_BLENDER = ROOT / "tests" / "addon"    # holds the package `in_blender`: test bodies that run in Blender
+
+
+def call_in_blender(target, *, extension_zip=None, python=None, sys_path=(), timeout=1800, exit_at_once=False,
+                    **kwargs):
+    """Call ``module:function`` of the package ``in_blender`` (tests/addon/in_blender) in a fresh
+    bpy process with keyword arguments ``kwargs`` (JSON values) and return the JSON-decoded value
+    it returns. Only tests/addon and ``sys_path`` are put on ``sys.path`` inside Blender, so the
+    extension is reached as the user reaches it, ``bl_ext.user_default.itasc_ik``; the other
+    parameters are those of `run_in_blender`."""
+    module, function = target.split(":")
+    snippet = (f"import importlib, json\n"
+               f"result = getattr(importlib.import_module('in_blender.{module}'), {function!r})"
+               f"(**json.loads({json.dumps(json.dumps(kwargs))}))\n")
+    return run_in_blender(snippet, extension_zip=extension_zip, python=python, timeout=timeout,
+                          sys_path=[IN_BLENDER, *sys_path], exit_at_once=exit_at_once)
+
+
 def install_extension(zip_path):
     """Inside Blender: install and enable an extension zip into the ``user_default`` repository."""
     import bpy

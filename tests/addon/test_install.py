@@ -4,7 +4,7 @@ import zipfile
 
 import pytest
 
-from tools.blender_session import EXTENSION_MODULE, run_in_blender
+from tools.blender_session import EXTENSION_MODULE, call_in_blender, run_in_blender
 
 pytestmark = pytest.mark.blender
 
@@ -41,3 +41,9 @@ def test_install_enable_and_import_solver_inside_blender(extension_zip):
     assert result["in_preferences"]
     assert result["solver_dir"].startswith(result["user_extensions"])
     assert result["loaded_after_disable"] == [False, False]
+
+
+def test_call_in_blender_runs_a_named_body_with_arguments(extension_zip):
+    result = call_in_blender("smoke:versions", extension_zip=extension_zip, scale=3.0)
+    assert result["api"] and result["scale"] == 6.0 and len(result["blender"]) == 3
+    assert call_in_blender("smoke:repository_importable", extension_zip=extension_zip) is False

@@ -1,0 +1,17 @@
+"""The smallest body: what the harness itself is checked with."""
+
+import importlib
+import importlib.util
+
+import bpy
+
+
+def versions(scale=1.0):
+    api = importlib.import_module("bl_ext.user_default.itasc_ik.itasc_addon.api")
+    return {"blender": list(bpy.app.version), "api": hasattr(api, "bake"), "scale": 2.0 * scale}
+
+
+def repository_importable():
+    """Whether the repository's own engine could be imported here (it must not: the tests must
+    exercise the installed extension)."""
+    return importlib.util.find_spec("solver") is not None
