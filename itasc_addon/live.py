@@ -140,7 +140,7 @@ def _solve(obj, force):
     frame = float(samples.frames[0])
     scene, values = reader.scene, None
     weak = any(d.influence < 1.0 for d in rig.driven)
-    if weak or scene.joint_tasks:
+    if weak or scene.value_tasks:
         animated = rig_module.coordinates_from_basis(rig, animated_basis(obj, rig.bones, frame))
         values = rig_module.control_values(scene, animated)
         if weak:

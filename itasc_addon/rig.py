@@ -443,9 +443,9 @@ def with_joint_control(rig: Rig, obj):
 def control_values(scene, q):
     """The values (F, control tasks) that `with_joint_control`'s tasks hold at each frame, from the
     animated pose's joint values q (F, n); None without such tasks."""
-    if not scene.joint_tasks:
+    if not scene.value_tasks:
         return None
-    return q[:, [scene.constraints[k].coordinate for k in scene.joint_tasks]]
+    return q[:, [scene.constraints[k].coordinate for k in scene.value_tasks]]
 
 
 # --- per-frame samples ------------------------------------------------------------------------

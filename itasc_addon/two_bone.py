@@ -357,7 +357,7 @@ def solve(rig, plan: Plan, samples, q0, objects, poles, scene, settings):
     basis[:, :, :3, :3] = rotations
     q = rig_module.coordinates_from_basis(rig, basis)
     ev = scene.evaluate(q, objects, samples.bases)
-    Aw = np.sqrt(ev.weight)[..., None] * ev.A * scene.weight
+    Aw = np.sqrt(ev.task_weight)[..., None] * ev.A * scene.joint_weight
     sigma_min = np.linalg.svd(Aw, compute_uv=False)[:, -1]
     result = solver.Result(q=q, position_error=ev.position_error, rotation_error=ev.rotation_error,
                            iterations=np.zeros(F, dtype=int), converged=reached(scene, ev, settings.precision),

@@ -1,6 +1,6 @@
 """Animation mode: every frame iterated to convergence from its own start, all frames together.
 
-A frame first takes the update law's steps with K h = 1, A dq = yd - y (see `update`), halved
+A frame first takes the update law's steps (update.py) with K h = 1, A dq = yd - y, halved
 until they lower the weighted error sum_i w_i (yd_i - y_i)^2. When three steps in a row fail to
 halve that error, the linear model has stopped describing the frame: its error is large where
 the Jacobian barely moves it (an unreachable target seen from a nearly straight chain). (SDLS
@@ -36,11 +36,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .blas_threads import one_blas_thread
-from .constraints import JointValue
 from .curvature import LowRank, Store, dgw_update, solve_damped
+from .inputs import check_inputs, complete_frames, finite_frames, frames_with_a_target
+from .result import Result
 from .scene import Evaluation, Scene
-from .update import (Result, Settings, check_inputs, complete_frames, constrained_step, cost, finite_frames,
-                     frames_with_a_target, pseudoinverse_solver, reached)
+from .settings import Settings
+from .update import cost, output_velocity, pseudoinverse_solver, reached, weighted_step
 
 _LAMBDA_START = 1e-3
 _LAMBDA_FIRST = 0.1   # a frame's damping when it takes damped steps from the start (Settings.steps); on
@@ -52,7 +53,7 @@ _SLOW = 0.5          # an update-law step is slow when it does not halve the err
 _SLOW_RUN = 3        # after this many slow steps in a row a frame turns to secant steps
 _PROMISE = 0.1       # an SDLS step is sound when the linear model promised this fall or more
 BLOCK_ENTRIES = 40_000   # frames x coordinates solved together (see solve_animation)
-_FIELDS = ("y", "yd", "weight", "position_error", "rotation_error", "A")   # B: animation has no Xu'
+_FIELDS = ("y", "yd", "task_weight", "position_error", "rotation_error", "A")   # B: animation has no Xu'
 
 
 @one_blas_thread()
@@ -163,7 +164,7 @@ class _Batch:
         self.slow_run = np.zeros(F, dtype=int)   # consecutive update-law steps that were slow
         # Soft tasks (joint values) have no error to reach, and a fit's targets are not meant to
         # be met: such solves (also) wait for the steps to settle below the precision.
-        self.watch_steps = settings.fit or any(isinstance(c, JointValue) for c in scene.constraints)
+        self.watch_steps = settings.fit or any(c.soft for c in scene.constraints)
         self.last_step = np.full(F, np.inf if self.watch_steps else 0.0)
 
     def evaluate(self, coords, frames):
@@ -181,8 +182,8 @@ class _Batch:
             return
         frames = active[rows]
         # Read before stepping: the step's evaluation may share its arrays with ev.
-        residual, weight, A = (ev.yd - ev.y)[rows], ev.weight[rows], ev.A[rows]
-        dq, _ = constrained_step(self.scene, self.q[frames], A, residual, weight,
+        residual, weight, A = output_velocity(ev, 1.0)[rows], ev.task_weight[rows], ev.A[rows]
+        dq, _ = weighted_step(self.scene, self.q[frames], A, residual, weight,
                                  np.full(rows.size, self.settings.max_step), pseudoinverse_solver(self.settings))
         out.proposed[rows] = np.max(np.abs(dq), axis=1, initial=0.0)
         pending, alpha = np.arange(rows.size), 1.0
@@ -236,7 +237,7 @@ class _Batch:
         if self.settings.curvature and better.any():
             old, new = _select(ev, rows[better]), _select(trial_ev, better)
             learned = dgw_update(LowRank(S.Z[better], S.K[better]), trial[better] - self.q[frames[better]],
-                                 old.A, old.y - old.yd, new.A, new.y - new.yd, old.weight, new.weight)
+                                 old.A, old.y - old.yd, new.A, new.y - new.yd, old.task_weight, new.task_weight)
             self.curvature.put(frames[better], learned)
         lam = self.lam[frames]
         self.lam[frames] = np.where(better, np.maximum(lam / 3.0, 1e-12), lam * 4.0)
@@ -254,8 +255,9 @@ class _Batch:
 
     def _secant_trial(self, frames, rows, ev, S: LowRank):
         """The damped step with curvature S for frames active[rows]: dq, the new q, its evaluation, its cost."""
-        dq, _ = constrained_step(self.scene, self.q[frames], ev.A[rows], (ev.yd - ev.y)[rows], ev.weight[rows],
-                                 np.full(rows.size, self.settings.max_step), _secant_solver(S, self.lam[frames]))
+        dq, _ = weighted_step(self.scene, self.q[frames], ev.A[rows], output_velocity(ev, 1.0)[rows],
+                              ev.task_weight[rows],
+                              np.full(rows.size, self.settings.max_step), _secant_solver(S, self.lam[frames]))
         trial = self.scene.project(self.q[frames] + dq)
         trial_ev = self.evaluate(trial, frames)
         return dq, trial, trial_ev, cost(trial_ev)
@@ -273,7 +275,7 @@ class _Batch:
             return
         self.nudged[first] = True
         n = self.scene.n_coordinates
-        self.q[first] = self.scene.project(self.q[first] + _NUDGE * self.scene.weight * _nudge_direction(n))
+        self.q[first] = self.scene.project(self.q[first] + _NUDGE * self.scene.joint_weight * _nudge_direction(n))
         rows = np.flatnonzero(np.isin(active, first))
         nudged_ev = self.evaluate(self.q[active[rows]], active[rows])
         _put(ev, nudged_ev, np.ones(rows.size, bool), rows)
@@ -282,7 +284,7 @@ class _Batch:
 
 
 def _secant_solver(S: LowRank, lam):
-    """The damped secant system as a pseudo-inverse solver for constrained_step (curvature.py)."""
+    """The damped secant system as a pseudo-inverse solver for weighted_step (curvature.py)."""
     def solve(A, b, weight, cols, locked_step, frames):
         S_part = LowRank(S.Z[frames], S.K[frames])
         return solve_damped(A, b, weight, cols, S_part, lam[frames], locked_step), np.nan    # no s_min here
@@ -299,7 +301,7 @@ def _sigma_min(scene: Scene, ev: Evaluation) -> np.ndarray:
     """Smallest singular value of the weighted A of each frame of an evaluation."""
     if not (ev.y.shape[0] and scene.n_outputs and scene.n_coordinates):
         return np.full(ev.y.shape[0], np.nan)
-    Aw = np.sqrt(ev.weight)[..., None] * ev.A * scene.weight
+    Aw = np.sqrt(ev.task_weight)[..., None] * ev.A * scene.joint_weight
     return np.linalg.svd(Aw, compute_uv=False)[:, -1]
 
 

@@ -14,7 +14,8 @@ import numpy as np
 from .animation import solve_animation
 from .examples import lissajous, reach_scene, straight_chain
 from .simulation import solve_simulation
-from .update import Result, Settings
+from .result import Result
+from .settings import Settings
 
 
 def _summary(name: str, result: Result, chain_length: float) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .bones import Bone, model_from_bones, rest_matrix
-from .constraints import CopyPose, on_object, on_segment
+from .tasks import CopyPose, on_object, on_segment
 from .model import Model, Segment, revolute
 from .scene import Scene
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .constraints import CopyPose, on_object, on_segment
+from .tasks import CopyPose, on_object, on_segment
 from .finite_differences import numerical_jacobian, relative_difference
 from .kinematics import forward_kinematics, point_jacobian
 from .limits import project

@@ -40,7 +40,10 @@ import numpy as np
 
 from .animation import solve_animation
 from .scene import Scene
-from .update import Result, Settings, check_inputs, complete_frames, cost
+from .inputs import check_inputs, complete_frames
+from .result import Result
+from .settings import Settings
+from .update import cost
 
 
 @dataclass
@@ -129,7 +132,7 @@ def random_coordinates(scene: Scene, around: np.ndarray, rng) -> np.ndarray:
     lower = np.where(np.isfinite(scene.lower), scene.lower, around - np.pi)
     upper = np.where(np.isfinite(scene.upper), scene.upper, around + np.pi)
     q = rng.uniform(lower, upper)
-    return scene.project(np.where(scene.weight > 0, q, around))
+    return scene.project(np.where(scene.joint_weight > 0, q, around))
 
 
 def _best_of_random(scene: Scene, around, objects, bases, candidates: int, rng) -> np.ndarray:

@@ -51,7 +51,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import Model, Scene, Segment, Settings, solve_animation
-from .constraints import CopyPose, on_object, on_segment
+from .tasks import CopyPose, on_object, on_segment
 
 WARM_STARTS = ("auto", "previous", "sequential", "none")
 
@@ -221,7 +221,7 @@ def _redundant(problem: StageProblem, configurations, objects, bases, own) -> bo
     rank of the keypoint's Jacobian in those columns (its largest rank over the given
     configurations, one per frame) is below their number. Then the answer moves continuously with
     the start (a null space), and warm-starting is a genuinely sequential recurrence."""
-    free = own[problem.scene.weight[own] > 0]
+    free = own[problem.scene.joint_weight[own] > 0]
     if free.size > problem.scene.constraints[0].n_outputs:
         return True
     A = problem.scene.evaluate(configurations, objects, bases).A[:, :, free]

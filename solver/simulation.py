@@ -1,6 +1,6 @@
 """Simulation mode: one time step (1 / fps) per frame from the previous frame's solution.
 
-Within a frame the update law q' = A# (y' + B Xu') with y' = K (yd - y) is integrated in
+Within a frame the update law (update.py) q' = A# (y' + B Xu') with y' = K (yd - y) is integrated in
 sub-steps, while every object and armature base moves at the constant twist that carries it from
 its pose at the previous frame to its pose at this one; that twist is Xu', so B Xu' moves the
 joints along with a moving target instead of lagging behind it. Sub-steps are fixed, or chosen
@@ -19,8 +19,10 @@ from .animation import solve_animation
 from .blas_threads import one_blas_thread
 from .rotations import exp_map, log_map
 from .scene import Scene
-from .update import (Result, Settings, check_inputs, complete_frames, constrained_step, finite_frames,
-                     pseudoinverse_solver, reached)
+from .inputs import check_inputs, complete_frames, finite_frames
+from .result import Result
+from .settings import Settings
+from .update import output_velocity, pseudoinverse_solver, reached, weighted_step
 
 
 def twist_between(T0: np.ndarray, T1: np.ndarray, dt: float) -> np.ndarray:
@@ -160,11 +162,9 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
         return scene.evaluate(q, obj, base, values=values, jacobians=True if settings.feedforward else "A")
 
     def step(ev, h):
-        y_dot = settings.feedback * (ev.yd - ev.y)
-        if settings.feedforward:
-            y_dot = y_dot + np.einsum("fmu,fu->fm", ev.B, Xu_dot)
-        return constrained_step(scene, q, ev.A, h * y_dot, ev.weight, np.array([settings.max_velocity * h]),
-                                pseudoinverse_solver(settings))
+        y_dot = output_velocity(ev, settings.feedback, Xu_dot if settings.feedforward else None)
+        return weighted_step(scene, q, ev.A, h * y_dot, ev.task_weight, np.array([settings.max_velocity * h]),
+                             pseudoinverse_solver(settings))
 
     ev = evaluate(0.0) if start is None else start
     n_sub, probe = settings.substeps, None

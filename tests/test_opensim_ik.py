@@ -117,7 +117,7 @@ def test_marker_scene_is_the_generic_scene(gait):
     targets = rng.normal(0.0, 0.5, (5, 2))
     targets[3, 1] = np.nan                                            # a task left out of a frame
     ours, generic = scene.evaluate(q, objects, values=targets), Scene.evaluate(scene, q, objects, values=targets)
-    for field in ("y", "yd", "weight", "A"):
+    for field in ("y", "yd", "task_weight", "A"):
         np.testing.assert_allclose(getattr(ours, field), getattr(generic, field), rtol=0, atol=1e-12, err_msg=field)
     np.testing.assert_allclose(ours.position_error, generic.position_error, rtol=0, atol=1e-12)
     np.testing.assert_allclose(ours.rotation_error, generic.rotation_error, rtol=0, atol=1e-12)
@@ -138,12 +138,12 @@ def test_marker_scene_jacobian_missing_markers_and_normalised_weights(gait):
     ev = scene.evaluate(q, objects, values=targets)
     fd = numerical_jacobian(lambda qq: scene.evaluate(qq, objects, jacobians=False, values=targets).y, q)
     assert relative_difference(ev.A, fd) <= 1e-7
-    marker_weights = ev.weight[:, :12].reshape(3, 4, 3)[..., 0]
+    marker_weights = ev.task_weight[:, :12].reshape(3, 4, 3)[..., 0]
     np.testing.assert_allclose(marker_weights[0], weights / 15.0)
     np.testing.assert_allclose(marker_weights[1], [1 / 11, 2 / 11, 0.0, 8 / 11])
     assert np.isnan(ev.position_error[1, 2]) and np.all(ev.y[1, 6:9] == 0.0)
     np.testing.assert_allclose(ev.yd[:, 12], [0.1, 0.2, 0.3])
-    np.testing.assert_allclose(ev.weight[:, 12], 3.0)
+    np.testing.assert_allclose(ev.task_weight[:, 12], 3.0)
 
 
 @needs_data

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from solver import Settings, simulate_frame, solve_simulation
-from solver.constraints import CopyPose, Distance, JointValue, on_object, on_segment
+from solver.tasks import CopyPose, Distance, JointValue, on_object, on_segment
 from solver.examples import lissajous, reach_scene, straight_chain
 from solver.scene import Evaluation, Scene
 from solver.update import reached
@@ -35,7 +35,7 @@ def test_a_only_evaluation_is_the_full_one_without_b(seed):
     full = scene.evaluate(q, objects, bases)
     a_only = scene.evaluate(q, objects, bases, jacobians="A")
     assert a_only.B is None and full.B.shape == (F, scene.n_outputs, scene.n_u)
-    for name in ("y", "yd", "weight", "position_error", "rotation_error", "A"):
+    for name in ("y", "yd", "task_weight", "position_error", "rotation_error", "A"):
         assert np.array_equal(getattr(full, name), getattr(a_only, name), equal_nan=True), name
 
 
@@ -46,7 +46,7 @@ def reached_one_by_one(scene, ev, precision):
     for k, c in enumerate(scene.constraints):
         if isinstance(c, JointValue):
             continue
-        ignored = np.max(ev.weight[:, scene.rows[k]:scene.rows[k + 1]], axis=1) == 0
+        ignored = np.max(ev.task_weight[:, scene.rows[k]:scene.rows[k + 1]], axis=1) == 0
         for err in (ev.position_error[:, k], ev.rotation_error[:, k]):
             ok &= ignored | np.isnan(err) | (err <= precision)
     return ok
@@ -139,7 +139,7 @@ def test_a_frame_with_joint_values_is_the_simulations_frame_with_them():
     whole = solve_simulation(scene, q0, objects, bases, settings, values=values)
     q_frame, ev_frame = simulate_frame(scene, q0, objects, bases, settings, values=values[1:])
     assert np.array_equal(q_frame, whole.q[1:])
-    row = scene.rows[scene.joint_tasks[0]]
+    row = scene.rows[scene.value_tasks[0]]
     assert ev_frame.yd[0, row] == 0.7
     without = simulate_frame(scene, q0, objects, bases, settings)[0]
     assert np.abs(without - q_frame).max() > 1e-3                  # the values matter

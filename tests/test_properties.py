@@ -69,7 +69,7 @@ def test_any_rig_any_target_gives_finite_answers_inside_the_limits(rig, n_target
     result = solve_animation(scene, start, targets, settings=Settings(method=method, max_iterations=60))
     assert np.isfinite(result.q).all()
     assert violation(scene.model, result.q).max() <= 1e-12
-    frozen = scene.weight == 0
+    frozen = scene.joint_weight == 0
     moved = np.flatnonzero(np.any(result.q[:, frozen] != start[:, frozen], axis=0))
     assert not moved.size, [(scene.model.coordinate_names[i], scene.model.joints[scene.model.coordinate_joint[i]])
                             for i in np.flatnonzero(frozen)[moved]]
@@ -120,7 +120,7 @@ def test_where_targets_are_not_met_no_nearby_pose_does_better(rig, n_targets):
     for f in np.flatnonzero(~result.converged):
         def weighted_error(x):
             ev = scene.evaluate(x[None], targets[f:f + 1], jacobians=False)
-            return float(np.sum(ev.weight * (ev.yd - ev.y) ** 2))
+            return float(np.sum(ev.task_weight * (ev.yd - ev.y) ** 2))
         ours = weighted_error(result.q[f])
         bounds = list(zip(scene.lower, scene.upper)) if box else None
         x0 = result.q[f]
@@ -128,7 +128,7 @@ def test_where_targets_are_not_met_no_nearby_pose_does_better(rig, n_targets):
                                  bounds=bounds, options=dict(maxiter=200))
         if not box and violation(scene.model, best.x[None])[0] > 0:
             continue  # BFGS ignores elliptic limits; a better pose outside them does not count
-        frozen = scene.weight == 0
+        frozen = scene.joint_weight == 0
         if np.any(np.abs(best.x[frozen] - x0[frozen]) > 0):
             continue  # the optimiser moved a frozen coordinate
         assert best.fun >= ours - 1e-5 * max(1.0, ours)   # 1e-6 failed once by 1.4e-6 (seed 202)

@@ -182,7 +182,7 @@ def test_stage_problem_is_the_chain_up_to_the_keypoint_with_other_coordinates_fr
     sub = problem.scene.model
     assert sub.names == ["upper", "fore"]
     np.testing.assert_array_equal(problem.columns, [0, 1, 2, 3, 4])
-    np.testing.assert_array_equal(problem.scene.weight, [0, 0, 1, 1, 0])
+    np.testing.assert_array_equal(problem.scene.joint_weight, [0, 0, 1, 1, 0])
     np.testing.assert_array_equal(problem.solved, [2, 3])
     with pytest.raises(ValueError, match="do not move"):
         stage_problem(model, Stage((5,), "fore", 2, (0, L1, 0)))

@@ -152,7 +152,7 @@ def test_limits_and_frozen_axes_hold_for_any_target(rotation):
     result = solve_animation(scene, start, targets)
     assert np.isfinite(result.q).all()
     assert violation(scene.model, result.q).max() <= 1e-12
-    frozen = scene.weight == 0
+    frozen = scene.joint_weight == 0
     assert frozen.any()
     np.testing.assert_array_equal(result.q[:, frozen], start[:, frozen])
     kinds = {j.kind for j in scene.model.joints}
@@ -367,7 +367,7 @@ def test_fit_mode_converges_at_the_least_squares_optimum():
     result = solve_animation(scene, model.neutral(50), markers, settings=Settings(fit=True, precision=1e-10))
     assert result.converged.all()
     ev = scene.evaluate(result.q, markers)
-    gradient = np.einsum("fmn,fm->fn", ev.A, ev.weight * (ev.y - ev.yd))
+    gradient = np.einsum("fmn,fm->fn", ev.A, ev.task_weight * (ev.y - ev.yd))
     assert np.abs(gradient).max() <= 1e-8
     assert not solve_animation(scene, model.neutral(50), markers).converged.any()   # not a fit: targets unmet
 

@@ -55,9 +55,10 @@ def trees(out: dict) -> None:
         scene = Scene(model, constraints, n_objects=2)
         objects = np.stack([np.stack([random_transform(rng) for _ in range(2)]) for _ in range(F)])
         ev = scene.evaluate(q, objects, bases)
-        for f in ("y", "yd", "weight", "position_error", "rotation_error", "A", "B"):
-            out[f"tree{t}.ev.{f}"] = np.broadcast_to(getattr(ev, f), ev.y.shape if f in ("yd", "weight") else
-                                                    np.shape(getattr(ev, f)))
+        for key, f in (("y", "y"), ("yd", "yd"), ("weight", "task_weight"), ("position_error", "position_error"),
+                       ("rotation_error", "rotation_error"), ("A", "A"), ("B", "B")):
+            out[f"tree{t}.ev.{key}"] = np.broadcast_to(getattr(ev, f), ev.y.shape if f in ("yd", "task_weight") else
+                                                      np.shape(getattr(ev, f)))
 
 
 def keep(out: dict, key: str, result) -> None:

@@ -13,7 +13,7 @@ target t_j, left out where the target is NaN):
 
 and the step solves H dq = g on the free coordinates (the pseudo-inverse step of the weighted
 system; a relative 1e-12 on the diagonal keeps coordinates no task sees at rest, as the
-pseudo-inverse does). As in update.constrained_step, a free coordinate the step would carry past
+pseudo-inverse does). As in update.weighted_step, a free coordinate the step would carry past
 its limit is put on the limit and locked, and the rest solved again; the free part of the step is
 scaled to at most `max_step`. The step is halved until the cost falls. A frame has converged when
 its full step is at most `accuracy` (largest entry, radians or metres); frames that stop

@@ -67,9 +67,9 @@ import numpy as np
 
 from ..animation import solve_animation
 from ..blas_threads import one_blas_thread
-from ..constraints import CopyPose, JointValue, on_object, on_segment
+from ..tasks import CopyPose, JointValue, on_object, on_segment
 from ..scene import Evaluation, Scene
-from ..update import Settings
+from ..settings import Settings
 from .errors import OpenSimFileError
 from .gauss_newton import GaussNewton
 from .marker_kinematics import MarkerKinematics
@@ -128,7 +128,7 @@ class MarkerScene(Scene):
         frozen_mask = np.asarray(c.locked, bool).copy()
         frozen_mask[np.asarray(c.index(list(frozen)), dtype=int).reshape(-1)] = True
         self.frozen = frozen_mask
-        self.weight = np.where(frozen_mask, 0.0, 1.0)
+        self.joint_weight = np.where(frozen_mask, 0.0, 1.0)
         self.lower = np.where(frozen_mask, -np.inf, self.lower)
         self.upper = np.where(frozen_mask, np.inf, self.upper)
         self._row_weights = np.concatenate([np.repeat(weights, 3), self.task_weights])

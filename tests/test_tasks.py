@@ -1,9 +1,13 @@
-"""A = Cq - Cf Jf^-1 Jq and B = Cf Jf^-1 Ju against finite differences of the closed loop."""
+"""A = Cq - Cf Jf^-1 Jq and B = Cf Jf^-1 Ju against finite differences of the closed loop: the
+conformance test every task kind runs through (`CASES`), and each kind's own checks."""
+
+import inspect
 
 import numpy as np
 import pytest
 
-from solver.constraints import CopyPose, Distance, JointValue, on_object, on_segment
+from solver import tasks as task_kinds
+from solver.tasks import CopyPose, Distance, JointValue, Task, on_object, on_segment
 from solver.finite_differences import numerical_jacobian, relative_difference
 from solver.scene import Scene
 from solver.simulation import advance
@@ -39,6 +43,43 @@ def check_scene(scene, rng, F=3):
     h = 1e-6
     dy_du = np.stack([(moved(h, u, None) - moved(-h, u, None)) / (2 * h) for u in range(scene.n_u)], axis=-1)
     assert relative_difference(-ev.B, dy_du) < 1e-6
+
+
+def _copy_pose_scene(rng):
+    model = random_tree(rng, 6)
+    task = CopyPose(on_segment(5, rng.normal(size=3)), on_object(0, random_transform(rng)), rotation=(True,) * 3)
+    return Scene(model, [task], n_objects=1)
+
+
+def _distance_scene(rng):
+    model = random_tree(rng, 6)
+    return Scene(model, [Distance(on_segment(5, rng.normal(size=3)), on_object(0), radius=0.5)], n_objects=1)
+
+
+def _joint_value_scene(rng):
+    model = random_tree(rng, 6)
+    while not model.n_coordinates:
+        model = random_tree(rng, 6)
+    return Scene(model, [JointValue(int(rng.integers(model.n_coordinates)), value=0.2, weight=2.0)])
+
+
+# Every task kind and a scene that uses it: a new kind of task adds one line here.
+CASES = [(CopyPose, _copy_pose_scene), (Distance, _distance_scene), (JointValue, _joint_value_scene)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("kind, scene", CASES, ids=[kind.__name__ for kind, _ in CASES])
+def test_task_conformance(kind, scene, seed):
+    rng = np.random.default_rng(300 + seed)
+    built = scene(rng)
+    assert {type(c) for c in built.constraints} == {kind}
+    check_scene(built, rng)
+
+
+def test_every_task_kind_has_a_conformance_case():
+    kinds = {k for k in vars(task_kinds).values()
+             if isinstance(k, type) and issubclass(k, Task) and not inspect.isabstract(k)}
+    assert kinds == {kind for kind, _ in CASES}
 
 
 @pytest.mark.parametrize("seed", range(6))

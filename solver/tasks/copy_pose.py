@@ -1,0 +1,118 @@
+"""CopyPose: bring the effector onto the target, in any of six axes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import as_slice
+from ..rotations import log_map, rotvec_jacobian, rotvec_jacobian_inverse
+from .base import Endpoint, LoopTask, Stack, TaskInputs, check_weight, length, relative_pose
+
+_IDENTITY3 = np.eye(3)
+
+
+class CopyPose(LoopTask):
+    """Bring the effector onto the target: Xf = (p, phi), the tip's position and rotation vector
+    in the base frame, through three translations and a spherical rotation:
+
+        Jf = diag(I, J(phi)),   Jf^-1 = diag(I, J(phi)^-1).
+
+    `position` / `rotation` pick the controlled axes (X, Y, Z each), `reference` the frame they
+    are measured in: 'effector' (B = effector, T = target) or 'target' (B = target, T = effector).
+    Desired output yd = 0. Task weights: `weight` on position rows, `orient_weight` on rotation rows.
+
+    A task on all three position axes and no rotation only relates two points: its frames are
+    taken world-aligned at those points (twists without angular part), so that neither end's
+    turning enters the Jacobian; y is then the world vector from one point to the other, and a
+    scene evaluates all such tasks together (`batch`).
+    """
+
+    def __init__(self, effector: Endpoint, target: Endpoint, position=(True, True, True),
+                 rotation=(False, False, False), reference: str = "effector", weight: float = 1.0,
+                 orient_weight: float = 1.0, name: str = "copy_pose"):
+        if reference not in ("effector", "target"):
+            raise ValueError(f"constraint '{name}': reference must be 'effector' or 'target'")
+        check_weight(name, "weight", weight)
+        check_weight(name, "orient_weight", orient_weight)
+        self.name = name
+        self.effector, self.target = effector, target
+        self.selected = np.flatnonzero(np.concatenate([np.asarray(position, bool), np.asarray(rotation, bool)]))
+        self.points_only = list(self.selected) == [0, 1, 2]
+        self.reference = reference
+        self.base, self.tip = (effector, target) if reference == "effector" else (target, effector)
+        if self.selected.size == 0:
+            raise ValueError(f"constraint '{name}': no axis is controlled")
+        self.Cf = np.eye(6)[self.selected]
+        self.task_weight = np.where(self.selected < 3, weight, orient_weight)
+        # As slices where contiguous (all of them, as usual): views instead of copies.
+        self._selected_index = as_slice(self.selected)
+        self._position_outputs = as_slice(np.flatnonzero(self.selected < 3))
+        self._rotation_outputs = as_slice(np.flatnonzero(self.selected >= 3))
+        self.has_position = bool(np.any(self.selected < 3))
+        self.has_rotation = bool(np.any(self.selected >= 3))
+
+    @property
+    def n_outputs(self) -> int:
+        return self.selected.size
+
+    def features(self, base: np.ndarray, tip: np.ndarray) -> np.ndarray:
+        if self.points_only:  # world-aligned frames at the two points: no relative rotation
+            return np.concatenate([tip[..., :3, 3] - base[..., :3, 3], np.zeros(base.shape[:-2] + (3,))], axis=-1)
+        p, R = relative_pose(base, tip)
+        return np.concatenate([p, log_map(R)], axis=-1)
+
+    def feature_jacobian(self, base: np.ndarray, tip: np.ndarray) -> np.ndarray:
+        phi = self.features(base, tip)[..., 3:]
+        Jf = np.zeros(phi.shape[:-1] + (6, 6))
+        Jf[..., :3, :3] = np.eye(3)
+        Jf[..., 3:, 3:] = rotvec_jacobian(phi)
+        return Jf
+
+    def loop(self, base: np.ndarray, tip: np.ndarray):
+        Xf = self.features(base, tip)
+        Jinv = np.zeros(Xf.shape[:-1] + (6, 6))
+        Jinv[..., :3, :3] = _IDENTITY3
+        Jinv[..., 3:, 3:] = rotvec_jacobian_inverse(Xf[..., 3:])
+        return Xf, Jinv
+
+    def outputs(self, Xf: np.ndarray):
+        y = Xf[..., self._selected_index]
+        position_error = length(y[..., self._position_outputs]) if self.has_position else np.full(y.shape[:-1], np.nan)
+        rotation_error = length(y[..., self._rotation_outputs]) if self.has_rotation else np.full(y.shape[:-1], np.nan)
+        return y, 0.0, self.task_weight, position_error, rotation_error     # yd and weight broadcast
+
+    def batch_key(self):
+        return "points" if self.points_only else self
+
+    @classmethod
+    def batch(cls, tasks, places):
+        if tasks[0].points_only:
+            return _PointBatch(tasks, places)
+        return super().batch(tasks, places)
+
+
+class _PointBatch:
+    """All point-to-point tasks of a scene at once: y = p_T - p_B in world axes, A = J_T - J_B
+    (linear rows), B = -(those in Xu)."""
+
+    def __init__(self, tasks, places):
+        ends = np.array([p.first_endpoint for p in places], dtype=int)
+        self.base, self.tip = ends, ends + 1
+        self.rows = np.array([p.rows.start for p in places], dtype=int)[:, None] + np.arange(3)
+        self.columns = np.array([p.index for p in places], dtype=int)
+        self.weight = np.array([t.task_weight[0] for t in tasks])
+
+    def __call__(self, inputs: TaskInputs, out: Stack) -> None:
+        frames = inputs.frames
+        d = frames[:, self.tip][..., :3, 3] - frames[:, self.base][..., :3, 3]     # (F, P, 3)
+        out.y[:, self.rows] = d
+        out.task_weight[:, self.rows] = self.weight[:, None]
+        out.position_error[:, self.columns] = np.sqrt((d * d).sum(axis=-1))
+        if out.A is not None:
+            n = inputs.n
+            J = inputs.jacobians[:, self.tip, :3] - inputs.jacobians[:, self.base, :3]   # (F, P, 3, n + n_u)
+            out.A[:, self.rows] = J[..., :n]
+            if out.B is not None:
+                out.B[:, self.rows] = -J[..., n:]
+
+
