@@ -1,12 +1,13 @@
-"""Scenes for the add-on tests, as source text that runs inside Blender (`SCENES`), and a check that
-they build. Other test files prepend `SCENES` to their snippets."""
+"""The scenes the add-on tests build inside Blender (tests/addon/in_blender/scenes.py) build, and
+Blender's own iTaSC runs on them."""
 
 import pytest
 
-from tools.blender_session import run_in_blender
+from tools.blender_session import call_in_blender
 
 pytestmark = pytest.mark.blender
 
+# Until every add-on test file calls in_blender.scenes, the same helpers as source text to prepend.
 SCENES = r'''
 import importlib
 import math
@@ -114,12 +115,6 @@ def all_keys(obj):
 
 
 def test_scenes_build_and_blender_iks_own_solver_tracks_them(extension_zip):
-    body = SCENES + r'''
-clear_scene()
-scene, rig, target = chain_rig(6, 12)
-errors = tip_errors(scene, rig, target, range(1, 13))
-result = {"frames": len(errors), "max": max(errors), "ik": rig.pose.bones[-1].constraints[0].type}
-'''
-    result = run_in_blender(body, extension_zip=extension_zip)
+    result = call_in_blender("scenes:path_scene_tip_errors", extension_zip=extension_zip, n_bones=6, n_frames=12)
     assert result["frames"] == 12 and result["ik"] == "IK"
     print(f"Blender's own iTaSC on the path scene: max tip error {result['max']:.3g}")
