@@ -1,14 +1,14 @@
 """The smallest body: what the harness itself is checked with."""
 
-import importlib
 import importlib.util
 
 import bpy
 
+from . import addon
+
 
 def versions(scale=1.0):
-    api = importlib.import_module("bl_ext.user_default.itasc_ik.itasc_addon.api")
-    return {"blender": list(bpy.app.version), "api": hasattr(api, "bake"), "scale": 2.0 * scale}
+    return {"blender": list(bpy.app.version), "api": hasattr(addon("api"), "bake"), "scale": 2.0 * scale}
 
 
 def repository_importable():
