@@ -4,7 +4,7 @@ import zipfile
 
 import pytest
 
-from tools.blender_session import EXTENSION_MODULE, call_in_blender, run_in_blender
+from tools.blender_session import EXTENSION_MODULE, call_in_blender
 
 pytestmark = pytest.mark.blender
 
@@ -17,26 +17,9 @@ def test_zip_holds_only_what_blender_needs(extension_zip):
     assert not [n for n in names if "__pycache__" in n or "/." in n or n.startswith(".")]
 
 
-INSTALLED = f"""
-import importlib
-import addon_utils, bpy
-
-module = "{EXTENSION_MODULE}"
-solver = importlib.import_module(module + ".solver")
-result = {{
-    "blender": bpy.app.version_string,
-    "loaded": addon_utils.check(module),
-    "in_preferences": module in bpy.context.preferences.addons,
-    "solver_dir": list(solver.__path__)[0],
-    "user_extensions": bpy.utils.user_resource("EXTENSIONS"),
-}}
-bpy.ops.preferences.addon_disable(module=module)
-result["loaded_after_disable"] = addon_utils.check(module)
-"""
-
-
 def test_install_enable_and_import_solver_inside_blender(extension_zip):
-    result = run_in_blender(INSTALLED, extension_zip=extension_zip)
+    result = call_in_blender("install:installed_and_disabled", extension_zip=extension_zip,
+                             module=EXTENSION_MODULE)
     assert result["loaded"] == [True, True]
     assert result["in_preferences"]
     assert result["solver_dir"].startswith(result["user_extensions"])

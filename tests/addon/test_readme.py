@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from tools.blender_session import EXTENSION_MODULE, ROOT, run_in_blender
+from tools.blender_session import EXTENSION_MODULE, ROOT, call_in_blender
 
 pytestmark = pytest.mark.blender
 
@@ -19,9 +19,7 @@ def readme_snippet():
 def test_readme_snippet_installs_enables_and_bakes(extension_zip, tmp_path):
     (tmp_path / "dist").mkdir()
     shutil.copy(extension_zip, tmp_path / "dist")
-    check = (f"\nresult = {{'enabled': addon_utils.check({EXTENSION_MODULE!r}),"
-             " 'frames': result.frames.tolist(), 'error': float(result.position_error.max()),"
-             " 'converged': bool(result.converged.all())}\n")
-    out = run_in_blender(readme_snippet() + check, cwd=tmp_path)
+    out = call_in_blender("readme:run_snippet", snippet=readme_snippet(), folder=str(tmp_path),
+                          module=EXTENSION_MODULE)
     assert out["enabled"] == [True, True]
     assert out["frames"] == list(range(1, 25)) and out["converged"] and out["error"] <= 1e-6
