@@ -44,8 +44,8 @@ from .settings import Settings
 from .update import cost, output_velocity, pseudoinverse_solver, reached, weighted_step
 
 _LAMBDA_START = 1e-3
-_LAMBDA_FIRST = 0.1   # a frame's damping when it takes damped steps from the start (Settings.steps); on
-#                       the Panda's random poses 88 % of solves from mid-range converge against 83 % at 0.01
+_LAMBDA_FIRST = 0.1   # a frame's damping when it takes damped steps from the start (Settings.steps);
+#                       chosen on the Panda's random poses (BENCHMARKS.md, "What the numbers say")
 _LAMBDA_GIVE_UP = 1e12
 _NUDGE = 1e-3
 _SETTLED = 1e-13      # relative fall of the error energy below which a secant frame has settled

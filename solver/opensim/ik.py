@@ -31,7 +31,7 @@ engine's cost sum_rows w (yd - y)^2 is the marker term; one JointValue task per 
 its target per frame in solve_animation's `values`. `MarkerScene.evaluate` computes that same
 system for all markers at once with `marker_kinematics` (equal to the generic `Scene.evaluate` to
 rounding, which a test checks) and scales each frame's marker weights: 0 for a missing marker
-(its object pose is all zeros), and the division above. `solve` itself runs the fit through
+(its object pose is NaN, as in any scene), and the division above. `solve` itself runs the fit through
 `gauss_newton` (the engine's fit-mode 'pinv' step for exactly this system, its normal equations
 built from the marker Jacobian without the scene's generic rows; Newton's second-order term
 once a frame is close): a frame has converged when its full step is below the accuracy, in
@@ -92,7 +92,7 @@ class MarkerScene(Scene):
     leaving a task out of a frame, as in Scene.evaluate; 0 when no values are given).
 
     Marker k's object pose (`objects(...)` packs them) is the identity moved to the measured
-    position, or all zeros where the marker is missing: weight 0 in that frame. With `normalize`
+    position, or NaN where the marker is missing (as for any scene): weight 0 in that frame. With `normalize`
     the marker weights of a frame are divided by their sum over the markers present (OpenSim's
     objective). Coordinates in `frozen` (and locked ones) have weight 0 and no limits: they keep
     the values they start with.
@@ -154,9 +154,9 @@ class MarkerScene(Scene):
         F, M = positions.shape[0], self.n_markers
         if positions.shape != (F, M, 3):
             raise ValueError(f"marker positions must have shape (frames, {M}, 3), got {positions.shape}")
-        present = np.all(np.isfinite(positions), axis=-1)
-        out = np.where(present[..., None, None], np.eye(4), 0.0)
-        out[..., :3, 3] = np.where(present[..., None], positions, 0.0)
+        out = np.broadcast_to(np.eye(4), (F, M, 4, 4)).copy()
+        out[..., :3, 3] = positions
+        out[~np.all(np.isfinite(positions), axis=-1)] = np.nan
         return out
 
     def evaluate(self, q, objects=None, bases=None, jacobians: bool = True, values=None) -> Evaluation:
@@ -169,7 +169,7 @@ class MarkerScene(Scene):
         else:
             x = self.kinematics.positions(q)
         measured = objects[:, :M, :3, 3]
-        present = objects[:, :M, 3, 3] != 0.0
+        present = np.isfinite(objects[:, :M, 3, 3])
         e = np.where(present[..., None], measured - x, 0.0)
         q_tasks = q[:, self.task_coordinates]
         targets = np.zeros((F, T)) if values is None else np.broadcast_to(np.asarray(values, float), (F, T))
