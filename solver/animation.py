@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .blas_threads import one_blas_thread
+from .runtime.blas_threads import one_blas_thread
 from .constraints import JointValue
 from .curvature import LowRank, Store, dgw_update, solve_damped
 from .scene import Evaluation, Scene
