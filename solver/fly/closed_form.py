@@ -1,4 +1,4 @@
-"""The four stages of the fly leg (solver.fly) in closed form, all legs and frames in one batch.
+"""The four stages of the fly leg (solver.fly.legs) in closed form, all legs and frames in one batch.
 
 A stage moves one segment of fixed length L about its joint j, so its tip lies on the sphere of
 radius L around j, and the least-squares point for the keypoint m is the tip pointing along
@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rotations import axis_rotation
+from ..rotations import axis_rotation
 
 # An angle is left free when the part of the unit direction that would fix it is below this.
 AXIS_TOLERANCE = 1e-12
@@ -96,7 +96,7 @@ def _sin_pitch(x):
     return np.sin(x[..., 1])
 
 
-# Per stage: the angle columns (fly.ANGLES order), the branches of a direction, the body axes the
+# Per stage: the angle columns (legs.ANGLES order), the branches of a direction, the body axes the
 # angles turn about, and the sheet: the quantity whose sign tells the two branches apart (zero on
 # the axis where they meet; None for the one-branch stage).
 STAGES = (((0, 1), _yaw_pitch, (0, 1), _cos_pitch), ((2, 3), _roll_pitch, (2, 1), _sin_pitch),
