@@ -14,6 +14,15 @@ def wrap_angle(angle):
     return np.mod(angle + np.pi, 2.0 * np.pi) - np.pi
 
 
+def wrap_angle_nearest(angle):
+    """Angles minus their nearest multiple of 2 pi: ``angle - 2 pi round(angle / (2 pi))``, in
+    ``[-pi, pi]``.  It differs from :func:`wrap_angle` only at odd multiples of pi, where numpy's
+    round goes to the even multiple (pi stays pi, 3 pi becomes -pi); results that depend on which
+    of two equally near angles is taken keep this formula.
+    """
+    return angle - 2.0 * np.pi * np.round(angle / (2.0 * np.pi))
+
+
 def dot(a, b):
     """``a . b`` along the last axis."""
     return np.sum(a * b, axis=-1)

@@ -47,6 +47,7 @@ from .two_bone import TwoBoneIK, two_bone_ik
 
 __all__ = [
     "PLANAR3_DEFAULT_LINKS",
+    "REACH_RTOL",
     "TwoBoneIK",
     "wrap_angle",
     "two_bone_ik",

@@ -63,4 +63,3 @@ def load_legs(path) -> dict:
             raise ValueError(f"{leg}: keypoints of shape {value.shape}, expected (frames, 5, 3)")
         legs[leg] = value
     return legs
-

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .animation import solve_animation
-from .examples import lissajous, reach_scene, straight_chain
-from .simulation import solve_simulation
-from .update import Result, Settings
+from ..animation import solve_animation
+from ..simulation import solve_simulation
+from ..update import Result, Settings
+from .chains import lissajous, reach_scene, straight_chain
 
 
 def _summary(name: str, result: Result, chain_length: float) -> str:
