@@ -400,7 +400,7 @@ def _wrap(x):
 
 
 def reference_branch_choice(branches, free, start):
-    """The warm-started recurrence written frame by frame (fly_closed_form's rule): free angles
+    """The warm-started recurrence written frame by frame (solver.fly.closed_form's rule): free angles
     keep the previous answer; a branch on the previous answer's sheet (sign of sin of the second
     angle) unless that is zero, the nearest in squared wrapped differences; the representative
     nearest the previous answer."""
