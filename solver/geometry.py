@@ -16,10 +16,12 @@ def wrap_angle(angle):
 
 def wrap_angle_nearest(angle):
     """Angles minus their nearest multiple of 2 pi: ``angle - 2 pi round(angle / (2 pi))``, in
-    ``[-pi, pi]``.  It differs from :func:`wrap_angle` only at odd multiples of pi, where numpy's
-    round goes to the even multiple (pi stays pi, 3 pi becomes -pi); results that depend on which
-    of two equally near angles is taken keep this formula.
+    ``[-pi, pi]``.  As a map it differs from :func:`wrap_angle` only at odd multiples of pi, where
+    numpy's round goes to the even multiple (pi stays pi, 3 pi becomes -pi); in floating point the
+    two also round differently in the last bits.  Choosing between two equally near angles (the
+    fly's closed form) relies on this one.
     """
+    angle = np.asarray(angle, dtype=float)
     return angle - 2.0 * np.pi * np.round(angle / (2.0 * np.pi))
 
 
