@@ -111,7 +111,7 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="+", choices=list(BENCHMARKS), default=list(BENCHMARKS))
     parser.add_argument("--markdown", type=Path, help="rewrite the tables between the bench markers of this file")
     args = parser.parse_args(argv)
-    freed_memory_kept = keep_freed_memory()      # as our add-on and command line do (solver.allocator)
+    freed_memory_kept = keep_freed_memory()      # as our add-on and command line do (solver.runtime.allocator)
 
     out = RESULTS / "quick" if args.quick else RESULTS
     out.mkdir(parents=True, exist_ok=True)

@@ -10,9 +10,9 @@ frame f from frame f-1's solution.
 
     ours   solver.fly.solve_legs (method 'sequential'): each stage in closed form, all six legs
            and all frames in one batch, the warm-start recurrence resolved by composing branch
-           maps (solver/fly_closed_form.py); best of 5 calls per run (one call takes milliseconds)
+           maps (solver/fly/closed_form.py); best of 5 calls per run (one call takes milliseconds)
     iterated  solver.fly.solve_legs(method='sequential-iterative'): the same stages solved by the
-           engine, all legs batched, by batched passes over the recurrence (solver/sequential.py)
+           engine, all legs batched, by batched passes over the recurrence (solver/sequential/)
     IKPy   one Chain per leg and stage (built before the clock starts: sympy compiles each link),
            one inverse_kinematics call per stage and leg-frame with IKPy's defaults
            (scipy least_squares), initial_position = the warm start; only these calls are timed
@@ -41,6 +41,8 @@ if __package__ in (None, ""):                    # run as a script: make the rep
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from solver import fly  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "fly_pose"
 
 # Per stage: how many of the seven angles its chain holds, and which of them it solves.
 STAGE_JOINTS = [(3, (0, 1)), (5, (2, 3)), (6, (4, 5)), (7, (6,))]
@@ -117,7 +119,7 @@ def main(argv=None) -> dict:
     import ikpy
 
     name = "pose_result__210902_PR_Fly1_aligned.pkl" if args.large else "pose3d_aligned.pkl"
-    legs = fly.load_legs(fly.data_path(name))
+    legs = fly.load_legs(DATA / name)
     if args.frames:
         legs = {leg: k[:args.frames] for leg, k in legs.items()}
     n_legs, F = len(legs), next(iter(legs.values())).shape[0]

@@ -27,7 +27,7 @@ import numpy as np
 from bpy.app.handlers import persistent
 
 from .. import solver
-from ..solver.blas_threads import one_blas_thread
+from ..solver.runtime.blas_threads import one_blas_thread
 from . import keys, properties
 from . import rig as rig_module
 from .rig import RigError

@@ -3,7 +3,7 @@
 Importable with numpy alone; nothing here imports Blender.
 """
 
-from .allocator import keep_freed_memory
+from .runtime import keep_freed_memory
 from .bones import Bone, combine, model_from_bones, rest_matrix
 from .tasks import CopyPose, Distance, Endpoint, JointValue, Task, on_object, on_segment
 from .kinematics import Pose, forward_kinematics, point_jacobian

@@ -1,4 +1,4 @@
-"""Command line: `python -m solver demo` (see solver.demo) and `python -m solver ik SETUP.xml`
+"""Command line: `python -m solver demo` (see solver.examples.demo) and `python -m solver ik SETUP.xml`
 (marker IK from an OpenSim InverseKinematicsTool setup, see solver.opensim.ik)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     from . import keep_freed_memory
     keep_freed_memory()
     if args.command == "demo":
-        from .demo import run
+        from .examples.demo import run
         run(args.bones, args.frames)
     elif args.command == "ik":
         from .opensim.ik import cli

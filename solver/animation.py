@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .blas_threads import one_blas_thread
+from .runtime.blas_threads import one_blas_thread
 from .curvature import LowRank, Store, dgw_update, solve_damped
 from .inputs import check_inputs, complete_frames, finite_frames, frames_with_a_target
 from .result import Result

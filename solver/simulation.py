@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from .animation import solve_animation
-from .blas_threads import one_blas_thread
+from .runtime.blas_threads import one_blas_thread
 from .rotations import exp_map, log_map
 from .scene import Scene
 from .inputs import check_inputs, complete_frames, finite_frames

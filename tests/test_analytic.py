@@ -1,4 +1,4 @@
-"""Tests for solver/analytic.py.
+"""Tests for solver.analytic.
 
 Every check compares against an independent reference: forward kinematics written out
 here (or chained homogeneous transforms), closed-form distances, dense 1-D sampling of
@@ -8,19 +8,10 @@ configurations.  No expected numbers are hard-coded.
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
-try:  # the package import works once solver/__init__.py exists (or as a namespace pkg)
-    from solver import analytic as an
-except ImportError:  # pragma: no cover - fallback while solver/ is not importable
-    _path = pathlib.Path(__file__).resolve().parents[1] / "solver" / "analytic.py"
-    _spec = importlib.util.spec_from_file_location("itasc_solver_analytic", _path)
-    an = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(an)
+from solver import analytic as an
 
 FK_TOL = 1e-12
 A_SEED = (0.2, 0.2, 0.25, 0.1415)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from solver import Settings, solve_animation, solve_simulation
-from solver.blas_threads import _OPENBLAS, blas_threads, one_blas_thread
+from solver.runtime.blas_threads import _OPENBLAS, blas_threads, one_blas_thread
 from solver.examples import lissajous, reach_scene, straight_chain
 
 pytestmark = pytest.mark.skipif(_OPENBLAS is None, reason="numpy here does not use a bundled OpenBLAS")

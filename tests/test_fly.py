@@ -1,4 +1,4 @@
-"""The fly-leg preset (solver/fly.py): safe loading, the leg model, sequential vs whole-chain IK on
+"""The fly-leg preset (solver.fly): safe loading, the leg model, sequential vs whole-chain IK on
 the real DeepFly3D keypoints, and vector-based head / antenna angles.
 
 References: forward kinematics written out here (scipy's intrinsic Euler rotations for the ThC
@@ -9,6 +9,7 @@ angles. Units of the real data are mm (NeuroMechFly template scale).
 
 import os
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,8 +33,12 @@ from solver.fly import (
     solve_legs,
 )
 
-SMALL = fly.data_path("pose3d_aligned.pkl")
-LARGE = fly.data_path("pose_result__210902_PR_Fly1_aligned.pkl")
+# The shared fly pose files, beside the repository (or beside the folder that holds a worktree of it).
+DATA = next((folder / "shared" / "data" / "fly_pose" for folder in Path(__file__).resolve().parents[1:]
+             if (folder / "shared" / "data" / "fly_pose").is_dir()),
+            Path(__file__).resolve().parents[1].parent / "shared" / "data" / "fly_pose")
+SMALL = DATA / "pose3d_aligned.pkl"
+LARGE = DATA / "pose_result__210902_PR_Fly1_aligned.pkl"
 have_data = pytest.mark.skipif(not (SMALL.exists() and LARGE.exists()), reason="shared fly data not found")
 
 
@@ -395,7 +400,7 @@ def _wrap(x):
 
 
 def reference_branch_choice(branches, free, start):
-    """The warm-started recurrence written frame by frame (fly_closed_form's rule): free angles
+    """The warm-started recurrence written frame by frame (solver.fly.closed_form's rule): free angles
     keep the previous answer; a branch on the previous answer's sheet (sign of sin of the second
     angle) unless that is zero, the nearest in squared wrapped differences; the representative
     nearest the previous answer."""
@@ -416,7 +421,7 @@ def test_batched_branch_choice_equals_the_frame_by_frame_recurrence():
     jumps, frames on the axis (e = 0 in some sequences, pi in the others, c free; not both in one
     sequence, where a step of exactly pi would make the nearest representative a tie) and frames
     with nothing known (both free)."""
-    from solver.fly_closed_form import resolve_branches
+    from solver.fly.closed_form import resolve_branches
 
     rng = np.random.default_rng(8)
     B, F = 6, 400

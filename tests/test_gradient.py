@@ -1,4 +1,4 @@
-"""Gradient descent IK and the Jacobian checker (solver/gradient.py).
+"""Gradient descent IK and the Jacobian checker (solver.gradient).
 
 References: the lecture's transform product F01 Rz F12 Rz F23 Rz p0 written out here with 4x4
 matrices, central finite differences, and brute-force grids over the joint space.
@@ -10,8 +10,8 @@ import pytest
 from solver import Model, Segment, Settings, solve_animation
 from solver import forward_kinematics, point_jacobian, prismatic, revolute, sphere, swing
 from solver.finite_differences import numerical_jacobian
-from solver.gradient import (TOE, check_jacobians, default_torso, gradient_descent, objective, point_positions,
-                             quadruped_leg, quadruped_offsets, quadruped_scene)
+from solver.examples import TOE, default_torso, quadruped_leg, quadruped_offsets, quadruped_scene
+from solver.gradient import check_jacobians, gradient_descent, objective, point_positions
 from tests.random_models import random_transform, random_tree
 
 

@@ -1,4 +1,4 @@
-"""Sequential (staged) IK (solver/sequential.py) on a small arm that is not the fly leg.
+"""Sequential (staged) IK (solver.sequential) on a small arm that is not the fly leg.
 
 References: forward kinematics written out here with Rodrigues' formula, the closed-form optimum
 of a two-angle "aim" joint (the nearest point of a sphere), a dense 1-D grid for a one-angle stage,

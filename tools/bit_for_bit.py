@@ -25,7 +25,9 @@ from solver import (CopyPose, Distance, JointValue, Scene, Settings, forward_kin
 from solver.examples import lissajous, panda_arm, pose_scene, reach_scene, straight_chain  # noqa: E402
 from tests.random_models import random_transform, random_tree  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# The shared data folder beside the repository (or beside a folder holding a worktree of it).
+DATA = next((folder / "shared" / "data" for folder in Path(__file__).resolve().parents[1:]
+             if (folder / "shared" / "data").is_dir()), Path(__file__).resolve().parents[2] / "shared" / "data")
 
 
 def trees(out: dict) -> None:

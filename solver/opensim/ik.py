@@ -66,7 +66,7 @@ from pathlib import Path
 import numpy as np
 
 from ..animation import solve_animation
-from ..blas_threads import one_blas_thread
+from ..runtime.blas_threads import one_blas_thread
 from ..tasks import CopyPose, JointValue, on_object, on_segment
 from ..scene import Evaluation, Scene
 from ..settings import Settings

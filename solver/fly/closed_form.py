@@ -1,4 +1,4 @@
-"""The four stages of the fly leg (solver.fly) in closed form, all legs and frames in one batch.
+"""The four stages of the fly leg (solver.fly.legs) in closed form, all legs and frames in one batch.
 
 A stage moves one segment of fixed length L about its joint j, so its tip lies on the sphere of
 radius L around j, and the least-squares point for the keypoint m is the tip pointing along
@@ -41,15 +41,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rotations import axis_rotation
+from ..geometry import wrap_angle_nearest
+from ..rotations import axis_rotation
 
 # An angle is left free when the part of the unit direction that would fix it is below this.
 AXIS_TOLERANCE = 1e-12
-
-
-def _wrap(x: np.ndarray) -> np.ndarray:
-    """Angles mapped to [-pi, pi]."""
-    return x - 2.0 * np.pi * np.round(x / (2.0 * np.pi))
 
 
 def _unknown(v: np.ndarray):
@@ -96,7 +92,7 @@ def _sin_pitch(x):
     return np.sin(x[..., 1])
 
 
-# Per stage: the angle columns (fly.ANGLES order), the branches of a direction, the body axes the
+# Per stage: the angle columns (legs.ANGLES order), the branches of a direction, the body axes the
 # angles turn about, and the sheet: the quantity whose sign tells the two branches apart (zero on
 # the axis where they meet; None for the one-branch stage).
 STAGES = (((0, 1), _yaw_pitch, (0, 1), _cos_pitch), ((2, 3), _roll_pitch, (2, 1), _sin_pitch),
@@ -107,7 +103,7 @@ def _nearest(branches: np.ndarray, previous: np.ndarray, sheet) -> np.ndarray:
     """For each previous answer (..., P, n), the index of the branch (..., K, n) the solver moves
     to from it (..., P): one on the previous answer's sheet unless that is on the axis, and of
     those the nearest in the sum of squared wrapped angle differences."""
-    distance = np.sum(_wrap(branches[..., None, :, :] - previous[..., :, None, :]) ** 2, axis=-1)
+    distance = np.sum(wrap_angle_nearest(branches[..., None, :, :] - previous[..., :, None, :]) ** 2, axis=-1)
     if sheet is not None:
         side = sheet(previous)
         side = np.where(np.abs(side) > AXIS_TOLERANCE, side, 0.0)
@@ -145,10 +141,10 @@ def resolve_branches(branches: np.ndarray, free: np.ndarray, start: np.ndarray, 
         label = _nearest(y, np.broadcast_to(start[:, None, None, :], (B, F, 1, n)), sheet)[..., 0]
     chosen = np.take_along_axis(y, label[:, :, None, None], axis=2)[:, :, 0]
     if recurrence:
-        steps = _wrap(np.diff(np.concatenate([start[:, None], chosen], axis=1), axis=1))
+        steps = wrap_angle_nearest(np.diff(np.concatenate([start[:, None], chosen], axis=1), axis=1))
         near = start[:, None] + np.cumsum(steps, axis=1)
     else:
-        near = start[:, None] + _wrap(chosen - start[:, None])
+        near = start[:, None] + wrap_angle_nearest(chosen - start[:, None])
     # The chosen branch's own value plus the multiple of 2 pi that keeps it near its warm start.
     return chosen + 2.0 * np.pi * np.round((near - chosen) / (2.0 * np.pi))
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .animation import solve_animation
-from .examples import lissajous, reach_scene, straight_chain
-from .simulation import solve_simulation
-from .result import Result
-from .settings import Settings
+from ..animation import solve_animation
+from ..simulation import solve_simulation
+from ..result import Result
+from ..settings import Settings
+from .chains import lissajous, reach_scene, straight_chain
 
 
 def _summary(name: str, result: Result, chain_length: float) -> str:

@@ -1,4 +1,4 @@
-"""Gradient descent IK as the lecture teaches it, and a Jacobian checker built on the same pieces.
+"""Gradient descent IK as the lecture teaches it (solver.gradient).
 
 A point r fixed to segment s of a model moves with the coordinates q (F frames, n coordinates):
 
@@ -24,14 +24,6 @@ numerical), and is halved until the Armijo condition holds:
 The iteration stops, per frame, when f <= tolerance^2 (converged), when no halving of alpha
 satisfies Armijo or d vanishes (a stationary point: not converged unless f is small enough), or
 after max_iterations. All frames iterate together; finished frames drop out of the batch.
-
-`check_jacobians` compares the engine's geometric Jacobian of every segment's tail (or given points)
-with central differences of forward kinematics: the linear rows against dp/dq, the angular rows
-against omega_c = vee(dR/dq_c R^T).
-
-`quadruped_leg` builds the lecture's example: a leg of three revolute joints, each a rotation
-R_z about its own frame's z axis, p(q) = F01 Rz(t1) F12 Rz(t2) F23 Rz(t3) p0 with
-p0 = (0.062, -0.062, 0.018) in the foot frame, placed in the world by the torso pose.
 """
 
 from __future__ import annotations
@@ -41,13 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .tasks import CopyPose, on_object, on_segment
-from .finite_differences import numerical_jacobian, relative_difference
-from .kinematics import forward_kinematics, point_jacobian
-from .limits import project
-from .model import Model, Segment, revolute
-from .rotations import axis_angle_matrix
-from .scene import Scene
+from ..finite_differences import numerical_jacobian
+from ..kinematics import forward_kinematics, point_jacobian
+from ..limits import project
+from ..model import Model
 
 ARMIJO_C = 1e-4          # sufficient-decrease constant of the Armijo condition
 MAX_HALVINGS = 60        # 2^-60 alpha_0: below that no step in double precision changes f
@@ -160,101 +149,3 @@ def gradient_descent(model: Model, segment: int, point, target, q0, gradient: st
     converged = error <= tolerance
     return GradientResult(q=q, error=error, iterations=iterations, converged=converged,
                           seconds=time.perf_counter() - start)
-
-
-@dataclass
-class JacobianCheck:
-    """Relative differences (finite_differences.relative_difference, maximum over frames) between
-    the engine's Jacobian and central differences, per segment: linear rows and angular rows."""
-
-    linear: np.ndarray
-    angular: np.ndarray
-
-    @property
-    def worst(self) -> float:
-        return float(max(np.max(self.linear, initial=0.0), np.max(self.angular, initial=0.0)))
-
-
-def check_jacobians(model: Model, q, points=None, bases=None, step: float = 1e-6,
-                    jacobian=point_jacobian) -> JacobianCheck:
-    """Compare `jacobian` (default kinematics.point_jacobian; same signature) at every segment's
-    tail (0, length, 0) — or at `points` (S, 3) in the segments' frames — with central differences
-    of forward kinematics at q (F, n); `bases` (F, A, 4, 4) as for forward_kinematics."""
-    q = np.atleast_2d(np.asarray(q, dtype=float))
-    S = len(model.segments)
-    local = (np.stack([np.zeros(S), model.length, np.zeros(S)], axis=-1) if points is None
-             else np.asarray(points, float).reshape(S, 3))
-    segments = np.arange(S)
-
-    def world(x):
-        frames = forward_kinematics(model, x, bases).frames
-        return np.einsum("fsij,sj->fsi", frames[..., :3, :3], local) + frames[..., :3, 3]
-
-    def rotations(x):
-        return forward_kinematics(model, x, bases).frames[..., :3, :3]
-
-    pose = forward_kinematics(model, q, bases)
-    J = jacobian(model, pose, segments, world(q))                          # (F, S, 6, n)
-    linear = numerical_jacobian(world, q, step)                            # (F, S, 3, n)
-    dR = numerical_jacobian(lambda x: rotations(x).reshape(x.shape[0], -1), q, step)
-    dR = dR.reshape(q.shape[0], S, 3, 3, -1)
-    W = np.einsum("fsijc,fskj->fsikc", dR, rotations(q))                    # dR/dq_c R^T, skew
-    omega = np.stack([W[:, :, 2, 1], W[:, :, 0, 2], W[:, :, 1, 0]], axis=2)  # (F, S, 3, n)
-    lin = np.array([relative_difference(J[:, s, :3], linear[:, s]) for s in segments])
-    ang = np.array([relative_difference(J[:, s, 3:], omega[:, s]) for s in segments])
-    return JacobianCheck(linear=lin, angular=ang)
-
-
-# ---------------------------------------------------------------- the lecture's quadruped leg
-
-TOE = (0.062, -0.062, 0.018)
-
-
-def _transform(rotation=None, translation=(0.0, 0.0, 0.0)) -> np.ndarray:
-    T = np.eye(4)
-    if rotation is not None:
-        T[:3, :3] = rotation
-    T[:3, 3] = translation
-    return T
-
-
-def quadruped_offsets():
-    """The fixed transforms of the lecture's chain, F01, F12, F23 (4x4 each).
-
-    The lecture writes p(q) = F01 Rz(t1) F12 Rz(t2) F23 Rz(t3) p0 but gives no numbers for the F's;
-    ours are a Pupper-sized front-left leg in the torso frame (x forward, y left, z up):
-    F01 puts the hip 0.10 forward and 0.05 left and turns z onto the torso's x axis (abduction);
-    F12 moves 0.03 further left and turns z onto the torso's y axis (hip flexion), so the thigh's
-    x axis points down; F23 runs 0.08 along the thigh to the knee, whose z axis is parallel to the
-    hip's. The toe p0 = (0.062, -0.062, 0.018) then sits below and ahead of the knee.
-    """
-    y90 = axis_angle_matrix(np.array([0.0, 1.0, 0.0]), np.pi / 2)
-    x_90 = axis_angle_matrix(np.array([1.0, 0.0, 0.0]), -np.pi / 2)
-    F01 = _transform(y90, (0.10, 0.05, 0.0))
-    F12 = _transform(x_90, (0.0, 0.03, 0.0))
-    F23 = _transform(None, (0.08, 0.0, 0.0))
-    return F01, F12, F23
-
-
-def default_torso() -> np.ndarray:
-    """The torso's pose in the world: 0.16 above the ground, turned 0.3 rad about the vertical."""
-    return _transform(axis_angle_matrix(np.array([0.0, 0.0, 1.0]), 0.3), (0.2, -0.1, 0.16))
-
-
-def quadruped_leg(torso=None) -> tuple[Model, int, np.ndarray]:
-    """The lecture's leg as a model (three segments, one revolute Z joint each) placed in the
-    world by `torso` (4x4, default_torso() when None); returns (model, foot segment, toe p0)."""
-    torso = default_torso() if torso is None else np.asarray(torso, float)
-    F01, F12, F23 = quadruped_offsets()
-    model = Model([
-        Segment("hip", -1, torso @ F01, (revolute("Z", name="theta1"),)),
-        Segment("thigh", 0, F12, (revolute("Z", name="theta2"),)),
-        Segment("foot", 1, F23, (revolute("Z", name="theta3"),)),
-    ])
-    return model, 2, np.array(TOE)
-
-
-def quadruped_scene(torso=None) -> Scene:
-    """The lecture's reaching task for the engine: the toe follows object 0 (position only)."""
-    model, foot, toe = quadruped_leg(torso)
-    return Scene(model, [CopyPose(on_segment(foot, toe), on_object(0), name="toe")], n_objects=1)

@@ -1,5 +1,5 @@
-"""Random restarts: frames that one solve leaves unconverged are solved again from random
-coordinates within the limits, until they converge or their time budget is spent.
+"""Random restarts (solver.restarts): frames that one solve leaves unconverged are solved again
+from random coordinates within the limits, until they converge or their time budget is spent.
 
 A pose-reaching solve started from one fixed pose often ends in a local minimum of the error on
 a joint limit (a joint the target needs beyond its limit from that side). Starting elsewhere is
@@ -38,12 +38,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .animation import solve_animation
-from .scene import Scene
-from .inputs import check_inputs, complete_frames
-from .result import Result
-from .settings import Settings
-from .update import cost
+from ..animation import solve_animation
+from ..scene import Scene
+from ..inputs import check_inputs, complete_frames
+from ..result import Result
+from ..settings import Settings
+from .starts import best_of_random, middle_of_limits
 
 
 @dataclass
@@ -98,7 +98,7 @@ def solve_with_restarts(scene: Scene, objects, settings: Settings = Settings(), 
         frames = np.repeat(open_, per_frame)
         round_start = time.perf_counter()
         pick = lambda poses: None if poses is None else poses[frames]  # noqa: E731
-        seeds = _best_of_random(scene, q0[frames], pick(objects), pick(bases), candidates, rng)
+        seeds = best_of_random(scene, q0[frames], pick(objects), pick(bases), candidates, rng)
         # Each open frame is charged the round's time / open frames: stop before the frame with
         # the least budget left is charged more than that.
         deadline = round_start + np.min(budget - best.charged[open_]) * open_.size
@@ -120,32 +120,6 @@ def _restart_settings(settings: Settings, iterations: int | None) -> Settings:
     return restart if iterations is None else replace(restart, max_iterations=iterations)
 
 
-def middle_of_limits(scene: Scene) -> np.ndarray:
-    """The coordinates halfway between the limits (zero where a limit is infinite)."""
-    middle = 0.5 * (scene.lower + scene.upper)
-    return np.where(np.isfinite(middle), middle, 0.0)
-
-
-def random_coordinates(scene: Scene, around: np.ndarray, rng) -> np.ndarray:
-    """Uniform random coordinates (like `around`, (F, n)) within the limits; within pi of
-    `around` where a limit is infinite; frozen coordinates (weight 0) as in `around`."""
-    lower = np.where(np.isfinite(scene.lower), scene.lower, around - np.pi)
-    upper = np.where(np.isfinite(scene.upper), scene.upper, around + np.pi)
-    q = rng.uniform(lower, upper)
-    return scene.project(np.where(scene.joint_weight > 0, q, around))
-
-
-def _best_of_random(scene: Scene, around, objects, bases, candidates: int, rng) -> np.ndarray:
-    """Per frame, the lowest-error of `candidates` random coordinate vectors."""
-    F, n = around.shape
-    draws = random_coordinates(scene, np.repeat(around, candidates, axis=0), rng)
-    if candidates == 1:
-        return draws
-    rep = lambda poses: None if poses is None else np.repeat(poses, candidates, axis=0)  # noqa: E731
-    energy = cost(scene.evaluate(draws, rep(objects), rep(bases), jacobians=False)).reshape(F, candidates)
-    return draws.reshape(F, candidates, n)[np.arange(F), np.argmin(energy, axis=1)]
-
-
 def _error_score(position_error, rotation_error) -> np.ndarray:
     return np.nansum(position_error**2, axis=-1) + np.nansum(rotation_error**2, axis=-1)
 
@@ -163,4 +137,3 @@ def _keep_better(best: RestartResult, attempt: Result, frames: np.ndarray, per_f
     take, row = frames[better], row[better]
     for name in ("q", "position_error", "rotation_error", "converged", "sigma_min"):
         getattr(best, name)[take] = getattr(attempt, name)[row]
-

@@ -1,21 +1,4 @@
-"""Sequential (staged) inverse kinematics: grow the chain proximal to distal, one stage at a time.
-
-Each stage k names the coordinates Q_k it solves and one keypoint: a point r_k fixed to segment
-s_k, to be brought onto its measured world position m_k(f) in every frame f. Stage k solves
-
-    min over q[Q_k]   || W_{s_k}(q) [r_k; 1] - m_k(f) ||^2      (per frame f)
-
-with every coordinate outside Q_k held where it is: the earlier stages' values stay as solved,
-later stages' coordinates keep their starting values (in the fly preset they do not move the
-stage's keypoint at all). So the proximal keypoints are matched first and the distal joints
-cannot trade their error away, unlike one solve of the whole chain against the last keypoint.
-
-How a stage is solved. The stage's problem is posed to the engine as it stands: a Scene whose
-model is the chain from the root to s_k (the ancestors of s_k: the chain grows stage by stage,
-exactly as in the seed) with weight 0 on every coordinate outside Q_k, one CopyPose position task
-from r_k to an object placed at m_k(f), and solve_animation over all frames at once. Weight 0 is
-the engine's own way to freeze a coordinate (Wq = 0 removes its column from the update), so the
-earlier stages' values pass through untouched and no reduced Jacobian is needed.
+"""Solving the stages of sequential IK (solver.sequential) over all frames, warm-started.
 
 Warm start (the seed solves frame f from the solution of frame f-1). That recurrence
 
@@ -46,39 +29,15 @@ frame's first-pass solution").
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from . import Model, Scene, Segment, Settings, solve_animation
-from .tasks import CopyPose, on_object, on_segment
+from .. import Model, Settings, solve_animation
+from ..geometry import translations
+from .stages import StageProblem, stage_problem
 
 WARM_STARTS = ("auto", "previous", "sequential", "none")
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One stage: solve `coordinates` (indices or names from Model.coordinate_names) so that the
-    `point` fixed to `segment` (index or name; point in the segment's frame) follows measured
-    keypoint number `keypoint` (a column of the keypoints array, shape (F, K, 3))."""
-
-    coordinates: tuple
-    segment: int | str
-    keypoint: int
-    point: tuple = (0.0, 0.0, 0.0)
-    name: str = ""
-
-
-@dataclass
-class StageProblem:
-    """A stage posed to the engine: the chain up to the keypoint's segment (`columns`: which of
-    the full model's coordinates it holds, in order) with everything but the stage frozen."""
-
-    stage: Stage
-    scene: Scene
-    columns: np.ndarray          # sub-model coordinate i is full coordinate columns[i]
-    solved: np.ndarray           # full indices of the stage's coordinates
-    armature: int                # the full model's armature the chain belongs to
 
 
 @dataclass
@@ -99,55 +58,6 @@ class SequentialResult:
     seconds: float
 
 
-def _coordinate_index(model: Model, c) -> int:
-    if isinstance(c, str):
-        try:
-            return model.coordinate_names.index(c)
-        except ValueError:
-            raise KeyError(f"no coordinate called '{c}'") from None
-    c = int(c)
-    if not 0 <= c < model.n_coordinates:
-        raise IndexError(f"coordinate {c} is not in the model ({model.n_coordinates} coordinates)")
-    return c
-
-
-def stage_problem(model: Model, stage: Stage) -> StageProblem:
-    """Build the engine scene of one stage (see the module docstring)."""
-    seg = model.index(stage.segment) if isinstance(stage.segment, str) else int(stage.segment)
-    solved = np.array(sorted({_coordinate_index(model, c) for c in stage.coordinates}), dtype=int)
-    if solved.size == 0:
-        raise ValueError(f"stage '{stage.name}' solves no coordinate")
-    keep = np.flatnonzero(model.segment_ancestors[seg])                 # root .. seg, in tree order
-    moving = model.moves[solved, seg]
-    if not np.all(moving):
-        names = [model.coordinate_names[c] for c in solved[~moving]]
-        raise ValueError(f"stage '{stage.name}': coordinates {names} do not move segment "
-                         f"'{model.names[seg]}', so this stage cannot solve them")
-    new_index = {int(old): new for new, old in enumerate(keep)}
-    segments, columns = [], []
-    for old in keep:
-        s = model.segments[old]
-        joints = []
-        for joint, first in zip(s.joints, model.joint_first[model.joint_segment == old]):
-            cols = first + np.arange(joint.n_coordinates)
-            columns.extend(cols.tolist())
-            weight = tuple(float(w) if c in solved else 0.0 for c, w in zip(cols, joint.weight))
-            joints.append(replace(joint, weight=weight))
-        parent = new_index[s.parent] if s.parent >= 0 else -1
-        segments.append(Segment(s.name, parent, s.rest, tuple(joints), s.length, s.post, armature=0))
-    sub = Model(segments)
-    task = CopyPose(on_segment(new_index[seg], stage.point), on_object(0), name=stage.name or "keypoint")
-    return StageProblem(stage=stage, scene=Scene(sub, [task], n_objects=1), columns=np.array(columns, int),
-                        solved=solved, armature=int(model.armature[seg]))
-
-
-def _targets(points: np.ndarray) -> np.ndarray:
-    """Object poses (F, 1, 4, 4) at the measured points (F, 3)."""
-    T = np.broadcast_to(np.eye(4), (points.shape[0], 1, 4, 4)).copy()
-    T[:, 0, :3, 3] = points
-    return T
-
-
 def solve_stage(problem: StageProblem, q: np.ndarray, measured: np.ndarray, bases=None,
                 settings: Settings = Settings(), warm_start: str = "auto", max_passes: int | None = None,
                 start_tolerance: float = 1e-6, n_sequences: int = 1):
@@ -165,7 +75,7 @@ def solve_stage(problem: StageProblem, q: np.ndarray, measured: np.ndarray, base
     later = np.flatnonzero(frame > 0)
     cols = problem.columns
     own = np.flatnonzero(np.isin(cols, problem.solved))       # stage columns inside the sub-model
-    objects = _targets(measured)
+    objects = translations(measured[:, None, :])       # object poses (F, 1, 4, 4)
     arm_bases = None if bases is None else bases[:, [problem.armature]]
     iterations = np.zeros(R, dtype=int)
     error = np.full(R, np.nan)
