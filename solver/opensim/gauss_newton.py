@@ -13,7 +13,7 @@ target t_j, left out where the target is NaN):
 
 and the step solves H dq = g on the free coordinates (the pseudo-inverse step of the weighted
 system; a relative 1e-12 on the diagonal keeps coordinates no task sees at rest, as the
-pseudo-inverse does). As in update.weighted_step, a free coordinate the step would carry past
+pseudo-inverse does). The step is update.weighted_step's: a free coordinate the step would carry past
 its limit is put on the limit and locked, and the rest solved again; the free part of the step is
 scaled to at most `max_step`. The step is halved until the cost falls. A frame has converged when
 its full step is at most `accuracy` (largest entry, radians or metres); frames that stop
@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..update import weighted_step
 from .marker_kinematics import CROSS, MarkerKinematics
 
 _MAX_HALVINGS = 30
@@ -56,7 +57,7 @@ class GaussNewton:
         self.kinematics = kinematics
         self.free = np.asarray(free, bool)
         self.lower, self.upper = np.asarray(lower, float), np.asarray(upper, float)
-        self.limited = bool(np.any(np.isfinite(self.lower[self.free]) | np.isfinite(self.upper[self.free])))
+        self._box = _Box(self.free, self.lower, self.upper)
         self.task_coordinates = np.asarray(task_coordinates, int)
         self.task_weights = np.asarray(task_weights, float)
         self.max_step, self.newton_below = float(max_step), float(newton_below)
@@ -106,29 +107,10 @@ class GaussNewton:
         return cost, H, g, S
 
     def step(self, q, H, g):
-        """The limit-keeping Gauss-Newton step dq (F, n) (module docstring)."""
-        F, n = g.shape
-        free = np.broadcast_to(self.free, (F, n)).copy()
-        locked_step = np.zeros((F, n))
-        for _ in range(n + 1):
-            A = np.where(free[:, :, None] & free[:, None, :], H, 0.0)
-            diagonal = A.reshape(F, n * n)[:, ::n + 1]                          # a view
-            ridge = _RIDGE * np.max(diagonal, axis=1, initial=0.0) + 1e-300
-            diagonal += np.where(free, ridge[:, None], 1.0)
-            rhs = np.where(free, g - (H @ locked_step[..., None])[..., 0], 0.0)
-            x = np.linalg.solve(A, rhs[..., None])[..., 0]
-            largest = np.max(np.abs(x), axis=1, initial=0.0)
-            x *= np.where(largest > self.max_step, self.max_step / np.maximum(largest, 1e-300), 1.0)[:, None]
-            dq = x + locked_step
-            if not self.limited:
-                return dq
-            trial = np.clip(q + dq, self.lower, self.upper)
-            hit = free & (trial != q + dq)
-            if not hit.any():
-                break
-            locked_step[hit] = (trial - q)[hit]
-            free &= ~hit
-        return np.clip(q + dq, self.lower, self.upper) - q
+        """The limit-keeping Gauss-Newton step dq (F, n): the update law's weighted step
+        (update.weighted_step) with the normal equations H dq = g as its solve."""
+        F = q.shape[0]
+        return weighted_step(self._box, q, H, g, np.ones((F, 1)), np.full(F, self.max_step), _normal_solver)[0]
 
     def solve(self, q0, measured, weights, targets, accuracy: float, max_iterations: int):
         """Iterate every frame of q0 (F, n) to convergence: (q, iterations, converged)."""
@@ -178,3 +160,32 @@ class GaussNewton:
             active = active[going[keep]]
             state = [part[keep] for part in state]
         return q, iterations, converged
+
+
+class _Box:
+    """Free coordinates and box limits, as weighted_step reads them off a scene."""
+
+    def __init__(self, free, lower, upper):
+        self.joint_weight = free.astype(float)
+        self.n_coordinates = free.size
+        self.lower, self.upper = lower, upper
+
+    def limit(self, q):
+        return np.clip(q, self.lower, self.upper)
+
+    def wrap(self, q):
+        return q
+
+
+def _normal_solver(H, g, task_weight, cols, locked_step, frames):
+    """x solving H x = g - H locked_step on the free coordinates (cols > 0), 0 elsewhere; a relative
+    _RIDGE on the diagonal keeps coordinates no task sees at rest, as the pseudo-inverse does."""
+    F, n = g.shape
+    free = cols > 0
+    A = np.where(free[:, :, None] & free[:, None, :], H, 0.0)
+    diagonal = A.reshape(F, n * n)[:, ::n + 1]                          # a view
+    ridge = _RIDGE * np.max(diagonal, axis=1, initial=0.0) + 1e-300
+    diagonal += np.where(free, ridge[:, None], 1.0)
+    rhs = g if locked_step is None else g - (H @ locked_step[..., None])[..., 0]
+    x = np.linalg.solve(A, np.where(free, rhs, 0.0)[..., None])[..., 0]
+    return x, np.nan
