@@ -3,16 +3,15 @@
 Modules by role: `rig` reads armatures into the engine's terms and poses back, `keys` writes
 keyframes in bulk, `solving` runs solves and bakes, `properties` holds our settings on each
 armature object, `operators` and `panels` are the UI, `live` is live preview, `api` is for scripts.
-OpenSim marker IK in Blender: `opensim_import` (.osim as an armature, .trc as marker empties),
-`opensim_solve` (bind, solve, bake, files), `opensim_properties`, `opensim_operators`, `opensim_panels`.
+OpenSim marker IK in Blender is the package `opensim`.
 """
 
 import bpy
 
 from .. import solver
-from . import live, opensim_operators, opensim_panels, opensim_properties, operators, panels, properties
+from . import live, opensim, operators, panels, properties
 
-_modules = (properties, operators, panels, live, opensim_properties, opensim_operators, opensim_panels)
+_modules = (properties, operators, panels, live, opensim)
 
 
 def register():

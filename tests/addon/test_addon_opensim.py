@@ -27,9 +27,9 @@ DEG = 180.0 / np.pi
 
 HELPERS = r'''
 import json
-S = importlib.import_module("bl_ext.user_default.itasc_ik.itasc_addon.opensim_solve")
-I = importlib.import_module("bl_ext.user_default.itasc_ik.itasc_addon.opensim_import")
-P = importlib.import_module("bl_ext.user_default.itasc_ik.itasc_addon.opensim_panels")
+S = importlib.import_module("bl_ext.user_default.itasc_ik.itasc_addon.opensim.solve")
+I = importlib.import_module("bl_ext.user_default.itasc_ik.itasc_addon.opensim.importing")
+P = importlib.import_module("bl_ext.user_default.itasc_ik.itasc_addon.opensim.panels")
 PARAMS = json.loads(PARAMS_JSON)
 LAB = I.LAB_TO_BLENDER
 

@@ -18,7 +18,7 @@ to the world (the parent's world matrix and the marker's parent inverse, as they
 current frame), into the armature's space, then to metres (/ units_per_metre): OpenSim's ground.
 
 Bake. With W_b(q) the body frames of the solution (``OpenSimModel.body_frames``) and C_b =
-U(W_b(q_default))^-1 @ matrix_local_b (opensim_import), each bone's target pose matrix is
+U(W_b(q_default))^-1 @ matrix_local_b (`importing`), each bone's target pose matrix is
 M_b = U(W_b(q)) @ C_b and its keyed basis
 
     B_b = matrix_local_b^-1 @ matrix_local_parent @ M_parent^-1 @ M_b     (root: matrix_local_b^-1 @ M_b),
@@ -42,11 +42,11 @@ from pathlib import Path
 import bpy
 import numpy as np
 
-from ..solver.opensim import (IKMarkerTask, IKResult, IKTaskSet, MarkerData, MarkerIK, load_osim, read_ik_task_set,
+from ...solver.opensim import (IKMarkerTask, IKResult, IKTaskSet, MarkerData, MarkerIK, load_osim, read_ik_task_set,
                               write_marker_errors, write_motion)
-from . import keys
-from .opensim_import import scaled
-from .rig import RigError
+from .. import keys
+from .importing import scaled
+from ..rig import RigError
 
 FRAME_TOLERANCE = 1e-3
 CHUNK = 250                 # frames per solve step (progress and Esc between steps)
