@@ -5,7 +5,7 @@
     result.position_error.max(), result.converged.all()
 
 Both functions read the armature's IK constraints (those chosen in its iTaSC IK settings), hand
-the rig over to our solver (its Blender IK constraints are muted, see `properties`), solve, and
+the rig over to our solver (its Blender IK constraints are muted, see `handover`), solve, and
 return a `SolveResult` with numpy arrays: ``frames``, ``position_error`` (frames x constraints,
 scene units, NaN where a constraint has no position part), ``rotation_error`` (radians, likewise),
 ``iterations``, ``converged``, and ``seconds``; also ``constraints`` (their names), ``bones``,
@@ -25,7 +25,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
-from . import properties, solving
+from . import handover, solving
 from .rig import RigError
 from .solving import SolveResult
 
@@ -80,12 +80,12 @@ def clear_bake(obj) -> int:
 
 def drive(obj):
     """Hand the rig to our solver: its driven IK constraints are muted for Blender's own IK."""
-    properties.set_active(_armature(obj), True)
+    handover.set_active(_armature(obj), True)
 
 
 def release(obj):
     """Give the rig back to Blender's IK: every constraint's own mute state is restored."""
-    properties.set_active(_armature(obj), False)
+    handover.set_active(_armature(obj), False)
 
 
 def _selected(obj, pb):

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import bpy
 import numpy as np
 
 from .. import solver
 from ..solver.rotations import exp_map, log_map
-from . import keys, live, properties, two_bone
+from . import guard, handover, keys, own_pose, two_bone
 from . import rig as rig_module
 from .rig import RigError
 
@@ -143,8 +143,8 @@ class Job:
         self.obj, self.frames, self.bake, self.key, self.record = obj, frames, bake, key, record
         self.bones_filter = bones
         check_writable(obj, keys_too=bake or key)
-        self.rig = rig_module.read_rig(obj, properties.chooser(obj))
-        properties.set_active(obj, True)     # only once the rig reads well: bad input changes nothing
+        self.rig = rig_module.read_rig(obj, handover.chooser(obj))
+        handover.set_active(obj, True)     # only once the rig reads well: bad input changes nothing
         step = float(np.min(np.diff(frames))) if frames.size > 1 else 1.0
         render = bpy.context.scene.render
         self.mode, self.settings = settings_for(obj, fps=render.fps / render.fps_base / max(step, 1e-9), **options)
@@ -197,7 +197,7 @@ class Job:
         """Advance by one piece of work; False once everything is done."""
         if self.phase == "sample":
             stop = min(self.i + 16, len(self.frames))
-            with live.suspended(), live.own_pose(self.obj):
+            with guard.suspended(), own_pose.restored(self.obj):
                 self._sample(self.i, stop)
             self.i = stop
             if self.i == len(self.frames):
@@ -242,7 +242,7 @@ class Job:
         return self.result
 
     def restore_frame(self):
-        with live.suspended():
+        with guard.suspended():
             self.scene.frame_set(self._frame[0], subframe=self._frame[1])
 
     def _solve(self, a, b):
@@ -254,7 +254,6 @@ class Job:
             return solver.solve_simulation(scene, self.q0[0], self.objects[:b], s.bases[:b], self.settings,
                                            values(0, b))
         # Simulation continues from the last solved frame: include it, then drop it.
-        from dataclasses import replace
         last = self.pieces[-1]
         res = solver.solve_simulation(scene, last.q[-1], self.objects[a - 1:b], s.bases[a - 1:b],
                                       replace(self.settings, converge_first_frame=False), values(a - 1, b),

@@ -11,7 +11,7 @@ from bpy.props import BoolProperty, FloatProperty, IntProperty, StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
 from ...solver.opensim import OpenSimFileError
-from .. import live
+from .. import guard
 from . import importing, solve
 from ..modal_job import ModalJob
 from ..rig import RigError
@@ -138,7 +138,7 @@ class ITASC_OT_opensim_solve(ModalJob, bpy.types.Operator):
         if context.mode not in ("OBJECT", "POSE"):
             cls.poll_message_set("Switch to Object or Pose Mode first")
             return False
-        if live.baking():
+        if guard.baking():
             cls.poll_message_set("A bake is running")
             return False
         return True
@@ -156,7 +156,7 @@ class ITASC_OT_opensim_solve(ModalJob, bpy.types.Operator):
             job = self._make_job(context)
             wm.progress_begin(0, job.total)
             try:
-                with live.suspended():
+                with guard.suspended():
                     while job.step():
                         wm.progress_update(job.done)
             finally:

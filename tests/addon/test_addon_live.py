@@ -71,7 +71,7 @@ def test_live_preview_tracks_the_target_while_scrubbing_and_when_it_moves(extens
 CACHE = r'''
 live = importlib.import_module("bl_ext.user_default.itasc_ik.itasc_addon.live")
 rig_module = importlib.import_module("bl_ext.user_default.itasc_ik.itasc_addon.rig")
-properties = importlib.import_module("bl_ext.user_default.itasc_ik.itasc_addon.properties")
+handover = importlib.import_module("bl_ext.user_default.itasc_ik.itasc_addon.handover")
 read_rig, rig_signature = rig_module.read_rig, rig_module.rig_signature
 
 
@@ -103,7 +103,7 @@ EDITS = [
     (19, lambda rig, con: setattr(con, "target", empty("other", (2.0, -1.0, 3.0)))),
     (22, lambda rig, con: setattr(con, "use_tail", False)),
     (25, lambda rig, con: second_constraint(rig)),
-    (28, lambda rig, con: setattr(properties.entry(rig, "bone03", "IK", create=True), "use", False)),
+    (28, lambda rig, con: setattr(handover.entry(rig, "bone03", "IK", create=True), "use", False)),
     (31, lambda rig, con: setattr(con, "chain_count", 0)),
     (34, lambda rig, con: lengthen_last_bone(rig)),
     (37, lambda rig, con: setattr(rig.data.bones["bone00"], "inherit_scale", "NONE")),
@@ -128,7 +128,7 @@ def play(how):
     try:
         for f in range(1, 41):
             if f in edits:
-                drives = lambda pb, c: properties.chosen(rig, pb, c)
+                drives = lambda pb, c: handover.chosen(rig, pb, c)
                 before = rig_signature(rig, drives)
                 edits[f](rig, con)
                 signature_changed.append(before != rig_signature(rig, drives))
