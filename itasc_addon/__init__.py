@@ -1,9 +1,12 @@
 """The Blender side of iTaSC IK: turns bpy data into solver inputs and back.
 
-Modules by role: `rig` reads armatures into the engine's terms and poses back, `keys` writes
-keyframes in bulk, `solving` runs solves and bakes, `properties` holds our settings on each
-armature object, `operators` and `panels` are the UI, `live` is live preview, `api` is for scripts.
-OpenSim marker IK in Blender is the package `opensim`.
+Modules by role, lowest first: `rig` reads armatures into the engine's terms and poses back,
+`keys` writes keyframes in bulk (and what bakes wrote), `guard` says when live preview stands
+aside, `own_pose` keeps the user's own pose of the bones live preview poses, `handover` mutes
+Blender's IK while ours drives and gives it back, `two_bone` is the closed-form fast path,
+`solving` runs solves and bakes, `live` is live preview; above them `properties` holds our
+settings on each armature object, `operators`, `panels` and `modal_job` are the UI, `api` is for
+scripts. OpenSim marker IK in Blender is the package `opensim`. Imports only go downwards.
 """
 
 import bpy

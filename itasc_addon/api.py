@@ -25,7 +25,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
-from . import handover, solving
+from . import handover, keys, solving
 from .rig import RigError
 from .solving import SolveResult
 
@@ -75,7 +75,7 @@ def bake(obj, frame_start, frame_end, *, step=1, only_selected=False, **options)
 
 def clear_bake(obj) -> int:
     """Remove what bakes of this armature wrote; returns the number of channels cleared."""
-    return solving.clear_bake(_armature(obj))
+    return keys.clear_bake(_armature(obj))
 
 
 def drive(obj):

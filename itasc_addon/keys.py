@@ -15,6 +15,7 @@ import bpy
 import numpy as np
 
 from ..solver.rotations import shepperd_quaternion
+from .rig import RigError
 
 # Every stored attribute of a Keyframe: (name, components, dtype).
 _ATTRIBUTES = (
@@ -195,6 +196,48 @@ def remove_keys(fc, first, last):
     kept = {name: array[keep] for name, array in old.items()}
     _write_all(fc, kept)
     return int(keep.sum())
+
+
+def write_channels(obj, frames, plan, record=True):
+    """Key each channel of `plan` ((data_path, index, values (F,), group)) at `frames`: its keys in
+    [frames[0], frames[-1]] are replaced, all others stay. Non-finite values refuse the whole plan
+    before anything is written. With `record`, each channel and range is recorded in
+    ``obj.itasc.baked`` (what `clear_bake` removes). Returns the number of keys written."""
+    for data_path, index, values, group in plan:
+        if not np.all(np.isfinite(values)):
+            raise RigError(f"non-finite key values for {data_path}[{index}]; nothing was written")
+    channels = Channels(obj, create=True)
+    first, last = float(frames[0]), float(frames[-1])
+    baked = obj.itasc.baked
+    written = 0
+    for data_path, index, values, group in plan:
+        fc = channels.ensure(data_path, index, group)
+        replace_keys(fc, frames, values, first, last)
+        written += len(values)
+        if record and not any(c.data_path == data_path and c.index == index and c.frame_start == first
+                              and c.frame_end == last for c in baked):
+            item = baked.add()
+            item.data_path, item.index, item.frame_start, item.frame_end = data_path, index, first, last
+    return written
+
+
+def clear_bake(obj):
+    """Remove the keys that bakes wrote (their channels, in their frame ranges); F-curves left
+    without keys are removed. Returns how many channels were cleared."""
+    settings = obj.itasc
+    channels = Channels(obj)
+    cleared = 0
+    for item in settings.baked:
+        fc = channels.find(item.data_path, item.index)
+        if fc is None:
+            continue
+        left = remove_keys(fc, item.frame_start, item.frame_end)
+        if left == 0:
+            channels.remove(fc)
+        cleared += 1
+    settings.baked.clear()
+    settings.has_result = False
+    return cleared
 
 
 def _enum(prop, identifier):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import bpy
 from bpy.props import BoolProperty, IntProperty, StringProperty
 
-from . import api, guard, handover, live, solving
+from . import api, guard, handover, keys, live, solving
 from .modal_job import ModalJob
 from .rig import RigError, ik_constraints
 
@@ -125,7 +125,7 @@ class ITASC_OT_clear_bake(bpy.types.Operator):
         return True
 
     def execute(self, context):
-        n = solving.clear_bake(context.object)
+        n = keys.clear_bake(context.object)
         self.report({"INFO"}, f"Cleared {n} baked channel(s)")
         return {"FINISHED"}
 

@@ -396,21 +396,7 @@ def bake(obj, om, q, frames):
             plan += [(path + "location", i, location[:, i], name) for i in range(3)]
         if any(abs(v - 1.0) > 1e-6 for v in pb.scale):
             messages.append(f"bone '{name}' is scaled; its pose includes that scale")
-    for data_path, index, values, _ in plan:
-        if not np.all(np.isfinite(values)):
-            raise RigError(f"non-finite key values for {data_path}[{index}]; nothing was written")
-    channels = keys.Channels(obj, create=True)
-    first, last = float(frames[0]), float(frames[-1])
-    baked = obj.itasc.baked
-    written = 0
-    for data_path, index, values, group in plan:
-        fc = channels.ensure(data_path, index, group)
-        keys.replace_keys(fc, frames, values, first, last)
-        written += len(values)
-        if not any(c.data_path == data_path and c.index == index and c.frame_start == first and c.frame_end == last
-                   for c in baked):
-            item = baked.add()
-            item.data_path, item.index, item.frame_start, item.frame_end = data_path, index, first, last
+    written = keys.write_channels(obj, frames, plan)
     obj.update_tag()
     return written, messages
 
