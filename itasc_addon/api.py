@@ -69,7 +69,7 @@ def bake(obj, frame_start, frame_end, *, step=1, only_selected=False, **options)
     frames = np.arange(int(frame_start), int(frame_end) + 1, int(step), dtype=float)
     bones = None
     if only_selected:
-        bones = {pb.name for pb in obj.pose.bones if _selected(obj, pb)}
+        bones = selected_bones(obj)
     return solving.Job(obj, frames, bake=True, bones=bones, **options).run()
 
 
@@ -86,6 +86,11 @@ def drive(obj):
 def release(obj):
     """Give the rig back to Blender's IK: every constraint's own mute state is restored."""
     handover.set_active(_armature(obj), False)
+
+
+def selected_bones(obj):
+    """Names of the armature's selected bones."""
+    return {pb.name for pb in obj.pose.bones if _selected(obj, pb)}
 
 
 def _selected(obj, pb):

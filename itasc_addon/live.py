@@ -94,15 +94,8 @@ def _solve(obj, force):
     rig = reader.rig
     if fresh:
         handover.set_active(obj, True)     # mutes Blender's IK on constraints new to the rig
-    samples = _sample(reader, obj)
+    samples, values = _inputs(reader, obj)
     frame = float(samples.frames[0])
-    scene, values = reader.scene, None
-    weak = any(d.influence < 1.0 for d in rig.driven)
-    if weak or scene.joint_tasks:
-        animated = rig_module.coordinates_from_basis(rig, own_pose.animated_basis(obj, rig.bones, frame))
-        values = rig_module.control_values(scene, animated)
-        if weak:
-            samples.objects = solving.blend_targets(rig, animated, samples, samples.objects)
     key = obj.as_pointer()
     state = _state.get(key)
     names = tuple(rig.model.coordinate_names)
@@ -115,28 +108,7 @@ def _solve(obj, force):
             and np.allclose(state.objects, samples.objects, atol=1e-9)
             and np.allclose(state.bases, samples.bases, atol=1e-9)):
         return None
-    render = bpy.context.scene.render
-    fps = render.fps / render.fps_base
-    scale = float(samples.scale[0])
-    if state is not None:
-        steps = frame - state.frame
-        if 0 < steps <= MAX_STEP_FRAMES and same_inputs:
-            _, settings = solving.settings_for(obj, fps=fps / steps, scale=scale)
-            if _still(state.bases, samples.bases):
-                samples.bases = state.bases
-            objects = np.concatenate([state.objects, samples.objects])
-            bases = np.concatenate([state.bases, samples.bases])
-            start = None if fresh else state.evaluation      # a rig read again has a new scene
-            q, evaluation = solver.simulate_frame(scene, state.q, objects, bases, settings, start, values)
-        else:
-            _, settings = solving.settings_for(obj, fps=fps, scale=scale)
-            res = solver.solve_animation(scene, state.q, samples.objects, samples.bases, settings, values)
-            q, evaluation = res.q, res.evaluation
-    else:
-        _, settings = solving.settings_for(obj, fps=fps, scale=scale)
-        q0 = rig_module.coordinates_from_basis(rig, samples.basis)
-        res = solver.solve_animation(scene, q0, samples.objects, samples.bases, settings, values)
-        q, evaluation = res.q, res.evaluation
+    q, evaluation = _step(obj, reader, state, samples, values, same_inputs, fresh)
     if not np.isfinite(q).all():
         raise RigError("the solver returned non-finite joint values; the pose was left as it was")
     # The last evaluation is at q: its segment motions are the pose to write.
@@ -147,6 +119,49 @@ def _solve(obj, force):
     rig_module.apply_pose(rig, obj, R[0], y_scale[0])
     _state[key] = State(names, q, frame, samples.objects, samples.bases, evaluation)
     return q
+
+
+def _inputs(reader, obj):
+    """(samples of this frame, the joint-control tasks' values or None): targets of constraints
+    with influence below 1 blended with, and control tasks held to, the user's own pose."""
+    rig, scene = reader.rig, reader.scene
+    samples = _sample(reader, obj)
+    values = None
+    weak = any(d.influence < 1.0 for d in rig.driven)
+    if weak or scene.joint_tasks:
+        basis = own_pose.animated_basis(obj, rig.bones, float(samples.frames[0]))
+        animated = rig_module.coordinates_from_basis(rig, basis)
+        values = rig_module.control_values(scene, animated)
+        if weak:
+            samples.objects = solving.blend_targets(rig, animated, samples, samples.objects)
+    return samples, values
+
+
+def _step(obj, reader, state, samples, values, same_inputs, fresh):
+    """(q (1, n), the engine's evaluation at q): one simulation step from the last solution when
+    the frame advanced by 1..MAX_STEP_FRAMES with the same inputs; otherwise a solve to
+    convergence from the last solution, or from the animated pose when there is none."""
+    scene = reader.scene
+    render = bpy.context.scene.render
+    fps = render.fps / render.fps_base
+    scale = float(samples.scale[0])
+    if state is not None:
+        steps = float(samples.frames[0]) - state.frame
+        if 0 < steps <= MAX_STEP_FRAMES and same_inputs:
+            _, settings = solving.settings_for(obj, fps=fps / steps, scale=scale)
+            if _still(state.bases, samples.bases):
+                samples.bases = state.bases
+            objects = np.concatenate([state.objects, samples.objects])
+            bases = np.concatenate([state.bases, samples.bases])
+            start = None if fresh else state.evaluation      # a rig read again has a new scene
+            return solver.simulate_frame(scene, state.q, objects, bases, settings, start, values)
+        _, settings = solving.settings_for(obj, fps=fps, scale=scale)
+        res = solver.solve_animation(scene, state.q, samples.objects, samples.bases, settings, values)
+        return res.q, res.evaluation
+    _, settings = solving.settings_for(obj, fps=fps, scale=scale)
+    q0 = rig_module.coordinates_from_basis(reader.rig, samples.basis)
+    res = solver.solve_animation(scene, q0, samples.objects, samples.bases, settings, values)
+    return res.q, res.evaluation
 
 
 def _still(before, now):

@@ -88,7 +88,7 @@ class ITASC_OT_bake(ModalJob, bpy.types.Operator):
         only = self.only_selected or props.only_selected
         if end < start:
             raise RigError(f"the bake range {start}..{end} is empty")
-        bones = {pb.name for pb in obj.pose.bones if api._selected(obj, pb)} if only else None
+        bones = api.selected_bones(obj) if only else None
         return solving.Job(obj, list(range(start, end + 1, step)), bake=True, bones=bones)
 
     def execute(self, context):
