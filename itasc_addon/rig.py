@@ -97,8 +97,8 @@ def ik_constraints(obj):
     """(pose bone, constraint) for every IK constraint of the armature object, in bone order."""
     if obj is None or obj.pose is None:       # a new armature has no pose until evaluated
         return []
-    # (Testing each bone's stack for emptiness first skips the iteration of empty ones: a third
-    # faster on Rigify's 159 bones, where live preview reads this every frame.)
+    # (Testing each bone's stack for emptiness first skips the iteration of empty ones: live
+    # preview reads this every frame.)
     return [(pb, con) for pb in obj.pose.bones if (stack := pb.constraints) for con in stack if con.type == "IK"]
 
 
@@ -771,8 +771,8 @@ def apply_pose(rig: Rig, obj, R, y_scale, bones=None):
     get the pose evaluated again (4.2 tags nothing; 5.0 copies the channels, but the pose of the
     first frame written stayed the old one); the object's one transform tag afterwards does: the
     evaluated pose then shows the written channels (tests/addon/test_addon_live.py, every frame).
-    A rotation set per bone tags the object's geometry, which costs Blender 0.09 ms more per
-    Rigify frame in live preview."""
+    A rotation set per bone tags the object's geometry, which makes Blender's evaluation after
+    the write slower (BENCHMARKS.md, "What the numbers say", live preview)."""
     from mathutils import Matrix
 
     if not (np.isfinite(R).all() and np.isfinite(y_scale).all()):
