@@ -149,8 +149,8 @@ class Job:
         self.bones_filter = bones
         check_writable(obj, keys_too=bake or key)
         self.rig = rig_module.read_rig(obj, handover.chooser(obj))
-        handover.set_active(obj, True)     # only once the rig reads well: bad input changes nothing
         self.engine_scene = rig_module.with_joint_control(self.rig, obj)
+        handover.set_active(obj, True)     # only once the rig reads well: bad input changes nothing
         step = float(np.min(np.diff(frames))) if frames.size > 1 else 1.0
         render = bpy.context.scene.render
         self.mode, self.settings = settings_for(obj, fps=render.fps / render.fps_base / max(step, 1e-9),
