@@ -110,6 +110,8 @@ def initialize(obj):
 
 
 def set_active(obj, active=True):
+    """Hand the rig to our solver (`active`) or give it back to Blender's IK; the first use
+    starts our settings from Blender's iTaSC ones (`initialize`)."""
     initialize(obj)
     if obj.itasc.active != active:
         obj.itasc.active = active   # the update mutes / restores
