@@ -1,18 +1,20 @@
 """The Blender side of iTaSC IK: turns bpy data into solver inputs and back.
 
-Modules by role: `rig` reads armatures into the engine's terms and poses back, `keys` writes
-keyframes in bulk, `solving` runs solves and bakes, `properties` holds our settings on each
-armature object, `operators` and `panels` are the UI, `live` is live preview, `api` is for scripts.
-OpenSim marker IK in Blender: `opensim_import` (.osim as an armature, .trc as marker empties),
-`opensim_solve` (bind, solve, bake, files), `opensim_properties`, `opensim_operators`, `opensim_panels`.
+Modules by role, lowest first: `rig` reads armatures into the engine's terms and poses back,
+`keys` writes keyframes in bulk (and what bakes wrote), `guard` says when live preview stands
+aside, `own_pose` keeps the user's own pose of the bones live preview poses, `handover` mutes
+Blender's IK while ours drives and gives it back, `two_bone` is the closed-form fast path,
+`solving` runs solves and bakes, `live` is live preview; above them `properties` holds our
+settings on each armature object, `operators`, `panels` and `modal_job` are the UI, `api` is for
+scripts. OpenSim marker IK in Blender is the package `opensim`. Imports only go downwards.
 """
 
 import bpy
 
 from .. import solver
-from . import live, opensim_operators, opensim_panels, opensim_properties, operators, panels, properties
+from . import live, opensim, operators, panels, properties
 
-_modules = (properties, operators, panels, live, opensim_properties, opensim_operators, opensim_panels)
+_modules = (properties, operators, panels, live, opensim)
 
 
 def register():

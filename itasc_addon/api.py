@@ -5,7 +5,7 @@
     result.position_error.max(), result.converged.all()
 
 Both functions read the armature's IK constraints (those chosen in its iTaSC IK settings), hand
-the rig over to our solver (its Blender IK constraints are muted, see `properties`), solve, and
+the rig over to our solver (its Blender IK constraints are muted, see `handover`), solve, and
 return a `SolveResult` with numpy arrays: ``frames``, ``position_error`` (frames x constraints,
 scene units, NaN where a constraint has no position part), ``rotation_error`` (radians, likewise),
 ``iterations``, ``converged``, and ``seconds``; also ``constraints`` (their names), ``bones``,
@@ -25,7 +25,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
-from . import properties, solving
+from . import handover, keys, solving
 from .rig import RigError
 from .solving import SolveResult
 
@@ -69,23 +69,28 @@ def bake(obj, frame_start, frame_end, *, step=1, only_selected=False, **options)
     frames = np.arange(int(frame_start), int(frame_end) + 1, int(step), dtype=float)
     bones = None
     if only_selected:
-        bones = {pb.name for pb in obj.pose.bones if _selected(obj, pb)}
+        bones = selected_bones(obj)
     return solving.Job(obj, frames, bake=True, bones=bones, **options).run()
 
 
 def clear_bake(obj) -> int:
     """Remove what bakes of this armature wrote; returns the number of channels cleared."""
-    return solving.clear_bake(_armature(obj))
+    return keys.clear_bake(_armature(obj))
 
 
 def drive(obj):
     """Hand the rig to our solver: its driven IK constraints are muted for Blender's own IK."""
-    properties.set_active(_armature(obj), True)
+    handover.set_active(_armature(obj), True)
 
 
 def release(obj):
     """Give the rig back to Blender's IK: every constraint's own mute state is restored."""
-    properties.set_active(_armature(obj), False)
+    handover.set_active(_armature(obj), False)
+
+
+def selected_bones(obj):
+    """Names of the armature's selected bones."""
+    return {pb.name for pb in obj.pose.bones if _selected(obj, pb)}
 
 
 def _selected(obj, pb):

@@ -14,6 +14,9 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
+from ..solver.rotations import shepperd_quaternion
+from .rig import RigError
+
 # Every stored attribute of a Keyframe: (name, components, dtype).
 _ATTRIBUTES = (
     ("co", 2, np.float32),
@@ -195,6 +198,48 @@ def remove_keys(fc, first, last):
     return int(keep.sum())
 
 
+def write_channels(obj, frames, plan, record=True):
+    """Key each channel of `plan` ((data_path, index, values (F,), group)) at `frames`: its keys in
+    [frames[0], frames[-1]] are replaced, all others stay. Non-finite values refuse the whole plan
+    before anything is written. With `record`, each channel and range is recorded in
+    ``obj.itasc.baked`` (what `clear_bake` removes). Returns the number of keys written."""
+    for data_path, index, values, group in plan:
+        if not np.all(np.isfinite(values)):
+            raise RigError(f"non-finite key values for {data_path}[{index}]; nothing was written")
+    channels = Channels(obj, create=True)
+    first, last = float(frames[0]), float(frames[-1])
+    baked = obj.itasc.baked
+    written = 0
+    for data_path, index, values, group in plan:
+        fc = channels.ensure(data_path, index, group)
+        replace_keys(fc, frames, values, first, last)
+        written += len(values)
+        if record and not any(c.data_path == data_path and c.index == index and c.frame_start == first
+                              and c.frame_end == last for c in baked):
+            item = baked.add()
+            item.data_path, item.index, item.frame_start, item.frame_end = data_path, index, first, last
+    return written
+
+
+def clear_bake(obj):
+    """Remove the keys that bakes wrote (their channels, in their frame ranges); F-curves left
+    without keys are removed. Returns how many channels were cleared."""
+    settings = obj.itasc
+    channels = Channels(obj)
+    cleared = 0
+    for item in settings.baked:
+        fc = channels.find(item.data_path, item.index)
+        if fc is None:
+            continue
+        left = remove_keys(fc, item.frame_start, item.frame_end)
+        if left == 0:
+            channels.remove(fc)
+        cleared += 1
+    settings.baked.clear()
+    settings.has_result = False
+    return cleared
+
+
 def _enum(prop, identifier):
     return bpy.types.Keyframe.bl_rna.properties[prop].enum_items[identifier].value
 
@@ -210,45 +255,13 @@ def snapshot(obj):
 def quaternions(R, start=None):
     """Unit quaternions (F, 4) (w, x, y, z) of rotation matrices (F, 3, 3), each on the same side as
     the one before it (the first on the side of `start`), so keys interpolate the short way."""
-    R = np.asarray(R, float)
-    q = _shepperd(R)
-    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    q = shepperd_quaternion(R)
     ref = np.asarray(start, float) if start is not None else q[:1]
     flips = np.ones(len(q))
     flips[0] = -1.0 if np.dot(q[0], np.ravel(ref)[:4]) < 0 else 1.0
     if len(q) > 1:
         flips[1:] = np.where(np.sum(q[1:] * q[:-1], axis=-1) < 0, -1.0, 1.0)
     return q * np.cumprod(flips)[:, None]
-
-
-def _shepperd(R):
-    """Shepperd's method: divide by the largest of 4w^2, 4x^2, 4y^2, 4z^2."""
-    t = np.stack([R[:, 0, 0] + R[:, 1, 1] + R[:, 2, 2], R[:, 0, 0], R[:, 1, 1], R[:, 2, 2]], axis=-1)
-    k = np.argmax(np.stack([t[:, 0], 2 * t[:, 1] - t[:, 0], 2 * t[:, 2] - t[:, 0], 2 * t[:, 3] - t[:, 0]], -1), -1)
-    out = np.empty((len(R), 4))
-    a = R
-    for case in range(4):
-        m = k == case
-        if not m.any():
-            continue
-        r = a[m]
-        if case == 0:
-            s = 2.0 * np.sqrt(1.0 + r[:, 0, 0] + r[:, 1, 1] + r[:, 2, 2])
-            out[m] = np.stack([0.25 * s, (r[:, 2, 1] - r[:, 1, 2]) / s, (r[:, 0, 2] - r[:, 2, 0]) / s,
-                               (r[:, 1, 0] - r[:, 0, 1]) / s], -1)
-        elif case == 1:
-            s = 2.0 * np.sqrt(1.0 + r[:, 0, 0] - r[:, 1, 1] - r[:, 2, 2])
-            out[m] = np.stack([(r[:, 2, 1] - r[:, 1, 2]) / s, 0.25 * s, (r[:, 0, 1] + r[:, 1, 0]) / s,
-                               (r[:, 0, 2] + r[:, 2, 0]) / s], -1)
-        elif case == 2:
-            s = 2.0 * np.sqrt(1.0 - r[:, 0, 0] + r[:, 1, 1] - r[:, 2, 2])
-            out[m] = np.stack([(r[:, 0, 2] - r[:, 2, 0]) / s, (r[:, 0, 1] + r[:, 1, 0]) / s, 0.25 * s,
-                               (r[:, 1, 2] + r[:, 2, 1]) / s], -1)
-        else:
-            s = 2.0 * np.sqrt(1.0 - r[:, 0, 0] - r[:, 1, 1] + r[:, 2, 2])
-            out[m] = np.stack([(r[:, 1, 0] - r[:, 0, 1]) / s, (r[:, 0, 2] + r[:, 2, 0]) / s,
-                               (r[:, 1, 2] + r[:, 2, 1]) / s, 0.25 * s], -1)
-    return out
 
 
 def rotation_values(R, mode, start):

@@ -8,18 +8,12 @@ solved to convergence from the last solution, so the rig stays continuous and la
 when the user lets go. Our own pose writes do not trigger a solve: only a change of the targets'
 or bases' matrices does. Live preview stands aside while a bake runs and while Blender renders.
 
-Before live preview first poses a bone, the bone's own rotation and scale channels are kept on the
-object (``itasc.kept_pose``, saved with the file); when live preview is switched off they are put
-back, a channel an F-curve animates at the action's value in the current frame. The same channels
-are the animated pose that a constraint's influence below 1 blends with, as a bake blends it
-(`solving.blend_targets`), and that a bone's IK rotation / linear control holds it to (the
-control tasks of `rig.with_joint_control`, their values given per frame); live preview's own last
-pose is never taken for it.
+The user's own pose of the bones it poses is kept and given back by `own_pose`; the hand-over
+(muting Blender's IK) is `handover`'s; when to stand aside is `guard`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import bpy
@@ -28,7 +22,7 @@ from bpy.app.handlers import persistent
 
 from .. import solver
 from ..solver.runtime.blas_threads import one_blas_thread
-from . import keys, properties
+from . import guard, handover, own_pose, solving
 from . import rig as rig_module
 from .rig import RigError
 
@@ -36,7 +30,6 @@ MAX_STEP_FRAMES = 4     # frame advances up to this are simulated; larger jumps 
 STILL = 1e-6            # bases that moved less than this (armature units) between frames stand still
 _state = {}             # object pointer -> State
 _rigs = {}              # object pointer -> Reader
-_flags = {"baking": 0, "rendering": False, "busy": False}
 
 
 @dataclass
@@ -47,35 +40,6 @@ class State:
     objects: np.ndarray
     bases: np.ndarray
     evaluation: object = None    # the engine's evaluation at q in this frame, the next step's start
-
-
-def baking():
-    return _flags["baking"] > 0
-
-
-def begin_bake():
-    _flags["baking"] += 1
-
-
-def end_bake():
-    _flags["baking"] = max(0, _flags["baking"] - 1)
-
-
-@contextlib.contextmanager
-def suspended():
-    """Live preview stands aside inside this block (a bake)."""
-    begin_bake()
-    try:
-        yield
-    finally:
-        end_bake()
-
-
-def _standing_aside():
-    if baking() or _flags["rendering"] or _flags["busy"]:
-        return True
-    is_running = getattr(bpy.app, "is_job_running", None)
-    return bool(is_running and is_running("RENDER"))
 
 
 def changed(obj):
@@ -98,7 +62,7 @@ def _reader(obj):
     """(Reader, whether it was read just now). The rig is read again only when its signature changed
     (a constraint, a target, a chain bone's rest or IK settings): reading builds the engine's model,
     which costs more than a simulation step. Live preview does not report the rig's warnings."""
-    drives = properties.chooser(obj)
+    drives = handover.chooser(obj)
     signature = rig_module.rig_signature(obj, drives)
     reader = _rigs.get(obj.as_pointer())
     if reader is not None and reader.signature == signature:
@@ -121,30 +85,17 @@ def _sample(reader, obj):
 def solve_now(obj, force=True):
     """Solve the armature at the current frame and pose it. Returns the joint values (1, n), or
     None when nothing needed solving (targets unchanged)."""
-    _flags["busy"] = True
-    try:
-        with one_blas_thread():
-            return _solve(obj, force)
-    finally:
-        _flags["busy"] = False
+    with guard.busy(), one_blas_thread():
+        return _solve(obj, force)
 
 
 def _solve(obj, force):
-    from . import solving
-
     reader, fresh = _reader(obj)
     rig = reader.rig
     if fresh:
-        properties.set_active(obj, True)     # mutes Blender's IK on constraints new to the rig
-    samples = _sample(reader, obj)
+        handover.set_active(obj, True)     # mutes Blender's IK on constraints new to the rig
+    samples, values = _inputs(reader, obj)
     frame = float(samples.frames[0])
-    scene, values = reader.scene, None
-    weak = any(d.influence < 1.0 for d in rig.driven)
-    if weak or scene.value_tasks:
-        animated = rig_module.coordinates_from_basis(rig, animated_basis(obj, rig.bones, frame))
-        values = rig_module.control_values(scene, animated)
-        if weak:
-            samples.objects = solving.blend_targets(rig, animated, samples, samples.objects)
     key = obj.as_pointer()
     state = _state.get(key)
     names = tuple(rig.model.coordinate_names)
@@ -157,11 +108,45 @@ def _solve(obj, force):
             and np.allclose(state.objects, samples.objects, atol=1e-9)
             and np.allclose(state.bases, samples.bases, atol=1e-9)):
         return None
+    q, evaluation = _step(obj, reader, state, samples, values, same_inputs, fresh)
+    if not np.isfinite(q).all():
+        raise RigError("the solver returned non-finite joint values; the pose was left as it was")
+    # The last evaluation is at q: its segment motions are the pose to write.
+    motions = None if evaluation is None else evaluation.pose.local
+    R, y_scale = rig_module.pose_from_coordinates(rig, q, motions)
+    if fresh:
+        own_pose.keep(obj, rig.bones)
+    rig_module.apply_pose(rig, obj, R[0], y_scale[0])
+    _state[key] = State(names, q, frame, samples.objects, samples.bases, evaluation)
+    return q
+
+
+def _inputs(reader, obj):
+    """(samples of this frame, the joint-control tasks' values or None): targets of constraints
+    with influence below 1 blended with, and control tasks held to, the user's own pose."""
+    rig, scene = reader.rig, reader.scene
+    samples = _sample(reader, obj)
+    values = None
+    weak = any(d.influence < 1.0 for d in rig.driven)
+    if weak or scene.value_tasks:
+        basis = own_pose.animated_basis(obj, rig.bones, float(samples.frames[0]))
+        animated = rig_module.coordinates_from_basis(rig, basis)
+        values = rig_module.control_values(scene, animated)
+        if weak:
+            samples.objects = solving.blend_targets(rig, animated, samples, samples.objects)
+    return samples, values
+
+
+def _step(obj, reader, state, samples, values, same_inputs, fresh):
+    """(q (1, n), the engine's evaluation at q): one simulation step from the last solution when
+    the frame advanced by 1..MAX_STEP_FRAMES with the same inputs; otherwise a solve to
+    convergence from the last solution, or from the animated pose when there is none."""
+    scene = reader.scene
     render = bpy.context.scene.render
     fps = render.fps / render.fps_base
     scale = float(samples.scale[0])
     if state is not None:
-        steps = frame - state.frame
+        steps = float(samples.frames[0]) - state.frame
         if 0 < steps <= MAX_STEP_FRAMES and same_inputs:
             _, settings = solving.settings_for(obj, fps=fps / steps, scale=scale)
             if _still(state.bases, samples.bases):
@@ -169,119 +154,14 @@ def _solve(obj, force):
             objects = np.concatenate([state.objects, samples.objects])
             bases = np.concatenate([state.bases, samples.bases])
             start = None if fresh else state.evaluation      # a rig read again has a new scene
-            q, evaluation = solver.simulate_frame(scene, state.q, objects, bases, settings, start, values)
-        else:
-            _, settings = solving.settings_for(obj, fps=fps, scale=scale)
-            res = solver.solve_animation(scene, state.q, samples.objects, samples.bases, settings, values)
-            q, evaluation = res.q, res.evaluation
-    else:
+            return solver.simulate_frame(scene, state.q, objects, bases, settings, start, values)
         _, settings = solving.settings_for(obj, fps=fps, scale=scale)
-        q0 = rig_module.coordinates_from_basis(rig, samples.basis)
-        res = solver.solve_animation(scene, q0, samples.objects, samples.bases, settings, values)
-        q, evaluation = res.q, res.evaluation
-    if not np.isfinite(q).all():
-        raise RigError("the solver returned non-finite joint values; the pose was left as it was")
-    # The last evaluation is at q: its segment motions are the pose to write.
-    motions = None if evaluation is None else evaluation.pose.local
-    R, y_scale = rig_module.pose_from_coordinates(rig, q, motions)
-    if fresh:
-        keep_pose(obj, rig.bones)
-    rig_module.apply_pose(rig, obj, R[0], y_scale[0])
-    _state[key] = State(names, q, frame, samples.objects, samples.bases, evaluation)
-    return q
-
-
-KEPT_CHANNELS = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle", "scale")
-
-
-def keep_pose(obj, bones):
-    """Keep the channels live preview writes of those `bones` not kept yet (module docstring)."""
-    kept = obj.itasc.kept_pose
-    done = {item.bone for item in kept}
-    for name in bones:
-        pb = obj.pose.bones.get(name)
-        if pb is None or name in done:
-            continue
-        item = kept.add()
-        item.bone = name
-        for channel in KEPT_CHANNELS:
-            setattr(item, channel, getattr(pb, channel))
-
-
-@contextlib.contextmanager
-def own_pose(obj):
-    """Inside this block the bones live preview has posed carry the user's own channels (the kept
-    ones; F-curves still animate theirs), so that a bake samples the user's pose, not live
-    preview's last output; live preview's pose is back on them afterwards."""
-    posed = [(pb, item) for item in obj.itasc.kept_pose if (pb := obj.pose.bones.get(item.bone)) is not None]
-    shown = [{channel: tuple(getattr(pb, channel)) for channel in KEPT_CHANNELS} for pb, _ in posed]
-    for pb, item in posed:
-        for channel in KEPT_CHANNELS:
-            setattr(pb, channel, getattr(item, channel))
-    try:
-        yield
-    finally:
-        for (pb, _), channels in zip(posed, shown):
-            for channel, value in channels.items():
-                setattr(pb, channel, value)
-
-
-def _own_channels(pb, kept, curves, frame):
-    """{channel: values} of a bone as the user has it at `frame`: its kept channels (its current
-    ones when it has none kept), those an F-curve animates at the curve's value."""
-    path = f'pose.bones["{bpy.utils.escape_identifier(pb.name)}"].'
-    out = {}
-    for channel in KEPT_CHANNELS:
-        value = list(getattr(pb if kept is None else kept, channel))
-        for i in range(len(value)):
-            fc = curves.find(path + channel, i)
-            if fc is not None and not fc.mute:
-                value[i] = fc.evaluate(frame)
-        out[channel] = value
-    return out
-
-
-def give_back_pose(obj):
-    """Put the kept channels back on the bones still there (module docstring) and forget them."""
-    kept = obj.itasc.kept_pose
-    if not len(kept):
-        return
-    scene = bpy.context.scene
-    frame = scene.frame_current + scene.frame_subframe
-    curves = keys.Channels(obj)
-    for item in kept:
-        pb = obj.pose.bones.get(item.bone)
-        if pb is None:
-            continue
-        for channel, value in _own_channels(pb, item, curves, frame).items():
-            setattr(pb, channel, value)
-    kept.clear()
-    obj.update_tag(refresh={"OBJECT"})
-
-
-def animated_basis(obj, bones, frame):
-    """matrix_basis (1, S, 4, 4) of `bones` in the user's own pose at `frame` (module docstring):
-    their locations as they are (live preview never writes them), rotations and scales from
-    `_own_channels`."""
-    from mathutils import Euler, Matrix, Quaternion, Vector
-
-    kept = {item.bone: item for item in obj.itasc.kept_pose}
-    curves = keys.Channels(obj)
-    out = np.empty((1, len(bones), 4, 4))
-    for s, name in enumerate(bones):
-        pb = obj.pose.bones[name]
-        own = _own_channels(pb, kept.get(name), curves, frame)
-        mode = pb.rotation_mode
-        if mode == "QUATERNION":
-            rotation = Quaternion(own["rotation_quaternion"]).normalized()
-        elif mode == "AXIS_ANGLE":
-            angle, *axis = own["rotation_axis_angle"]
-            axis = Vector(axis)
-            rotation = Quaternion(axis.normalized(), angle) if axis.length > 0.0 else Quaternion()
-        else:
-            rotation = Euler(own["rotation_euler"], mode)
-        out[0, s] = Matrix.LocRotScale(pb.location, rotation, Vector(own["scale"]))
-    return out
+        res = solver.solve_animation(scene, state.q, samples.objects, samples.bases, settings, values)
+        return res.q, res.evaluation
+    _, settings = solving.settings_for(obj, fps=fps, scale=scale)
+    q0 = rig_module.coordinates_from_basis(reader.rig, samples.basis)
+    res = solver.solve_animation(scene, q0, samples.objects, samples.bases, settings, values)
+    return res.q, res.evaluation
 
 
 def _still(before, now):
@@ -296,7 +176,7 @@ def _live_objects(scene):
 
 
 def _run(scene, force):
-    if _standing_aside():
+    if guard.standing_aside():
         return
     for obj in _live_objects(scene):
         try:
@@ -312,7 +192,7 @@ def on_frame_change(scene, depsgraph=None):
 
 @persistent
 def on_depsgraph_update(scene, depsgraph=None):
-    if _standing_aside() or depsgraph is None:
+    if guard.standing_aside() or depsgraph is None:
         return
     live = _live_objects(scene)
     if not live:
@@ -330,12 +210,12 @@ def on_depsgraph_update(scene, depsgraph=None):
 
 @persistent
 def on_render_start(*_):
-    _flags["rendering"] = True
+    guard.set_rendering(True)
 
 
 @persistent
 def on_render_end(*_):
-    _flags["rendering"] = False
+    guard.set_rendering(False)
 
 
 @persistent

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bpy
 
-from . import live
+from . import guard
 
 
 class ModalJob:
@@ -30,7 +30,7 @@ class ModalJob:
         except self.job_errors as err:
             self.report({"ERROR"}, self.error_text(err))
             return {"CANCELLED"}
-        live.begin_bake()
+        guard.begin_bake()
         wm = context.window_manager
         wm.progress_begin(0, self._job.total)
         self._timer = wm.event_timer_add(0.001, window=context.window)
@@ -43,7 +43,7 @@ class ModalJob:
             wm.event_timer_remove(self._timer)
             self._timer = None
         wm.progress_end()
-        live.end_bake()
+        guard.end_bake()
 
     def _abandon(self, context):
         """Put the scene's frame back where the job found it (if the job moved it), and stop."""

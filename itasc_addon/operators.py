@@ -6,7 +6,7 @@ from __future__ import annotations
 import bpy
 from bpy.props import BoolProperty, IntProperty, StringProperty
 
-from . import live, properties, solving
+from . import api, guard, handover, keys, live, solving
 from .modal_job import ModalJob
 from .rig import RigError, ik_constraints
 
@@ -19,7 +19,7 @@ def _armature_poll(cls, context):
     if not ik_constraints(obj):
         cls.poll_message_set("The armature has no IK constraint")
         return False
-    if live.baking():
+    if guard.baking():
         cls.poll_message_set("A bake is running")
         return False
     return True
@@ -51,8 +51,6 @@ class ITASC_OT_solve_frame(bpy.types.Operator):
         return self.execute(context)
 
     def execute(self, context):
-        from . import api
-
         try:
             result = api.solve_frame(context.object, key=self.key)
         except (RigError, ValueError) as err:
@@ -90,14 +88,12 @@ class ITASC_OT_bake(ModalJob, bpy.types.Operator):
         only = self.only_selected or props.only_selected
         if end < start:
             raise RigError(f"the bake range {start}..{end} is empty")
-        from . import api
-
-        bones = {pb.name for pb in obj.pose.bones if api._selected(obj, pb)} if only else None
+        bones = api.selected_bones(obj) if only else None
         return solving.Job(obj, list(range(start, end + 1, step)), bake=True, bones=bones)
 
     def execute(self, context):
         try:
-            with live.suspended():
+            with guard.suspended():
                 result = self._make_job(context).run()
         except (RigError, ValueError) as err:
             self.report({"ERROR"}, str(err))
@@ -129,7 +125,7 @@ class ITASC_OT_clear_bake(bpy.types.Operator):
         return True
 
     def execute(self, context):
-        n = solving.clear_bake(context.object)
+        n = keys.clear_bake(context.object)
         self.report({"INFO"}, f"Cleared {n} baked channel(s)")
         return {"FINISHED"}
 
@@ -147,7 +143,7 @@ class ITASC_OT_live_preview(bpy.types.Operator):
 
     def execute(self, context):
         obj = context.object
-        properties.initialize(obj)
+        handover.initialize(obj)
         on = not obj.itasc.live_preview
         obj.itasc.live_preview = on
         if on:
@@ -175,7 +171,7 @@ class ITASC_OT_drive(bpy.types.Operator):
         return _armature_poll(cls, context)
 
     def execute(self, context):
-        properties.set_active(context.object, self.active)
+        handover.set_active(context.object, self.active)
         self.report({"INFO"}, "iTaSC IK drives the rig" if self.active else "Blender's IK drives the rig")
         return {"FINISHED"}
 
@@ -197,7 +193,7 @@ class ITASC_OT_toggle_constraint(bpy.types.Operator):
 
     def execute(self, context):
         obj = context.object
-        item = properties.entry(obj, self.bone, self.constraint, create=True)
+        item = handover.entry(obj, self.bone, self.constraint, create=True)
         item.use = not item.use
         return {"FINISHED"}
 

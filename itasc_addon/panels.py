@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bpy
 
+from .handover import entry, originally_muted
 from .rig import ik_constraints
 
 
@@ -78,8 +79,6 @@ class ITASC_PT_constraints(_Sub, bpy.types.Panel):
     bl_label = "Constraints"
 
     def draw(self, context):
-        from .properties import entry, originally_muted
-
         layout = self.layout
         obj = context.object
         col = layout.column(align=True)

@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import solver
 from ..solver.kinematics import segment_motions
-from ..solver.rotations import exp_map, log_map, quaternion_from_matrix
+from ..solver.rotations import exp_map, log_map, shepperd_quaternion
 
 # Only the two-bone fast path (two_bone.py) follows pole targets; it drops this warning when it runs.
 POLE_IGNORED = "pole targets are only followed by the two-bone fast path; the pole is ignored"
@@ -97,8 +97,8 @@ def ik_constraints(obj):
     """(pose bone, constraint) for every IK constraint of the armature object, in bone order."""
     if obj is None or obj.pose is None:       # a new armature has no pose until evaluated
         return []
-    # (Testing each bone's stack for emptiness first skips the iteration of empty ones: a third
-    # faster on Rigify's 159 bones, where live preview reads this every frame.)
+    # (Testing each bone's stack for emptiness first skips the iteration of empty ones: live
+    # preview reads this every frame.)
     return [(pb, con) for pb in obj.pose.bones if (stack := pb.constraints) for con in stack if con.type == "IK"]
 
 
@@ -223,13 +223,30 @@ def read_rig(obj, drives=None) -> Rig:
     drives(pose_bone, constraint) -> bool says which IK constraints the solver drives (default:
     all that are not muted). Constraints without a target, with influence 0 or with nothing to
     control are left out with a warning; a rig with no constraint left is an error.
+
+    The steps: pick the driven constraints and their chains, drop those whose target moves with
+    the solve, build the Model of the chains' union (one engine armature per group), one task per
+    constraint aimed at its own engine object, and the stretch coordinates.
     """
     if obj is None or obj.type != "ARMATURE":
         raise RigError("select an armature object")
     warnings = []
     scale = object_scale(evaluated_world(obj), f"armature '{obj.name}'")
-    drives = drives or (lambda pb, con: not con.mute)
+    picked = _picked(obj, drives or (lambda pb, con: not con.mute), warnings)
+    picked = _without_cycles(obj, picked, warnings)
+    in_model, stretchy = _union(picked)
+    groups, model = _model(obj, in_model, stretchy)
+    _warn_pose_locations(obj, model, in_model, warnings)
+    constraints, targets, driven = _tasks(obj, model, picked, warnings)
+    stretch_coordinate = _stretch_coordinates(model)
+    _warn_stretching_parents(obj, stretch_coordinate, in_model, warnings)
+    scene = solver.Scene(model, constraints, n_objects=len(targets))
+    return Rig(obj.name, scene, list(model.names), groups, driven, targets, stretch_coordinate, scale, warnings,
+               {pb.name: i for i, pb in enumerate(obj.pose.bones)})
 
+
+def _picked(obj, drives, warnings):
+    """(pose bone, constraint, chain, tip) of every driven IK constraint that has something to do."""
     picked = []
     for pb, con in ik_constraints(obj):
         if not drives(pb, con):
@@ -250,8 +267,12 @@ def read_rig(obj, drives=None) -> Rig:
     if not picked:
         raise RigError(f"armature '{obj.name}' has no IK constraint to drive"
                        + (f" ({'; '.join(warnings)})" if warnings else ""))
+    return picked
 
-    # A target that hangs from a bone the solve moves is a dependency cycle: each key moves it again.
+
+def _without_cycles(obj, picked, warnings):
+    """`picked` less the constraints whose target hangs from a bone the solve moves: a dependency
+    cycle (each key would move the target again)."""
     moved = _moved_by(obj, {name for _, _, chain, _ in picked for name in chain})
     kept = []
     for pb, con, chain, tip in picked:
@@ -261,18 +282,25 @@ def read_rig(obj, drives=None) -> Rig:
                             "which this solve moves (a dependency cycle): left out")
             continue
         kept.append((pb, con, chain, tip))
-    picked = kept
-    if not picked:
+    if not kept:
         raise RigError(f"armature '{obj.name}' has no IK constraint to drive ({'; '.join(warnings)})")
+    return kept
 
-    # Union of the chains, in the armature's bone order; stretch where any chain through it allows.
+
+def _union(picked):
+    """The union of the chains' bones, and those that stretch (where any chain through them allows)."""
     in_model, stretchy = set(), set()
     for pb, con, chain, tip in picked:
         in_model.update(chain)
         if con.use_stretch:
             stretchy.update(chain)
-    names = [b.name for b in obj.data.bones if b.name in in_model]
+    return in_model, stretchy
 
+
+def _model(obj, in_model, stretchy):
+    """(groups, Model) of the bones `in_model`, in the armature's bone order: bones whose parent is
+    outside start a group, one engine armature each, listed as (root bone, its parent or None)."""
+    names = [b.name for b in obj.data.bones if b.name in in_model]
     groups, members = [], {}
     for name in names:
         bone = obj.data.bones[name]
@@ -296,8 +324,11 @@ def read_rig(obj, drives=None) -> Rig:
         model = solver.combine(bones_per_group, names=[root for root, _ in groups])
     except ValueError as err:
         raise RigError(f"armature '{obj.name}': {err}") from None
+    return groups, model
 
-    # Non-root chain bones keep their rest head: a pose location there is not modelled.
+
+def _warn_pose_locations(obj, model, in_model, warnings):
+    """Non-root chain bones keep their rest head: a pose location there is not modelled."""
     for name in model.names:
         bone = obj.data.bones[name]
         if bone.parent is not None and bone.parent.name in in_model and not bone.use_connect:
@@ -305,47 +336,60 @@ def read_rig(obj, drives=None) -> Rig:
                 warnings.append(f"bone '{name}' has a pose location inside an IK chain; the solver keeps "
                                 "it at its rest offset")
 
-    # One engine object per constraint (targets are not shared: influence blends each on its own).
+
+def _tasks(obj, model, picked, warnings):
+    """(tasks, Target per engine object, Driven per task): one engine object per constraint
+    (targets are not shared: influence blends each on its own)."""
     targets, constraints, driven = [], [], []
     for pb, con, chain, tip in picked:
         k = len(targets)
-        s = model.index(tip)
-        effector = solver.on_segment(s, (0.0, model.length[s], 0.0))
-        label = f"{pb.name}/{con.name}"
-        if con.ik_type == "DISTANCE":
-            task = solver.Distance(effector, solver.on_object(k), radius=float(con.distance),
-                                   mode=LIMIT_MODES.get(con.limit_mode, "inside"),
-                                   weight=float(con.weight), name=label)
-        else:
-            # Despite their names, lock_location_x / lock_rotation_x say the axis *is* constrained
-            # (RNA: "Constraint position along X axis"); Blender's default is all three on.
-            position = tuple(con.use_location and getattr(con, f"lock_location_{a}") for a in "xyz")
-            rotation = tuple(con.use_rotation and getattr(con, f"lock_rotation_{a}") for a in "xyz")
-            if not any(position + rotation):
-                warnings.append(f"'{label}' constrains no axis: left out")
-                continue
-            task = solver.CopyPose(effector, solver.on_object(k), position=position, rotation=rotation,
-                                   reference="effector" if con.reference_axis == "BONE" else "target",
-                                   weight=float(con.weight), orient_weight=float(con.orient_weight), name=label)
+        task = _task(con, model, tip, k, f"{pb.name}/{con.name}", warnings)
+        if task is None:
+            continue
         constraints.append(task)
         targets.append(_target(obj, con, pb.name))
         driven.append(Driven(pb.name, con.name, con.ik_type, tip, k, float(min(con.influence, 1.0))))
     if not constraints:
         raise RigError(f"armature '{obj.name}' has no IK constraint to drive ({'; '.join(warnings)})")
+    return constraints, targets, driven
 
-    stretch_coordinate = {}
+
+def _task(con, model, tip, k, label, warnings):
+    """The engine task of one IK constraint on the tail of `tip`, aimed at engine object k (None,
+    with a warning, when it constrains no axis)."""
+    s = model.index(tip)
+    effector = solver.on_segment(s, (0.0, model.length[s], 0.0))
+    if con.ik_type == "DISTANCE":
+        return solver.Distance(effector, solver.on_object(k), radius=float(con.distance),
+                               mode=LIMIT_MODES.get(con.limit_mode, "inside"), weight=float(con.weight), name=label)
+    # Despite their names, lock_location_x / lock_rotation_x say the axis *is* constrained
+    # (RNA: "Constraint position along X axis"); Blender's default is all three on.
+    position = tuple(con.use_location and getattr(con, f"lock_location_{a}") for a in "xyz")
+    rotation = tuple(con.use_rotation and getattr(con, f"lock_rotation_{a}") for a in "xyz")
+    if not any(position + rotation):
+        warnings.append(f"'{label}' constrains no axis: left out")
+        return None
+    return solver.CopyPose(effector, solver.on_object(k), position=position, rotation=rotation,
+                           reference="effector" if con.reference_axis == "BONE" else "target",
+                           weight=float(con.weight), orient_weight=float(con.orient_weight), name=label)
+
+
+def _stretch_coordinates(model):
+    """bone name -> the coordinate index of its stretch (its prismatic joint)."""
+    out = {}
     for j, joint in enumerate(model.joints):
         if joint.kind == "prismatic":
-            stretch_coordinate[model.names[model.joint_segment[j]]] = int(model.joint_first[j])
+            out[model.names[model.joint_segment[j]]] = int(model.joint_first[j])
+    return out
+
+
+def _warn_stretching_parents(obj, stretch_coordinate, in_model, warnings):
     for name in stretch_coordinate:
         children = [c.name for c in obj.data.bones[name].children if c.name in in_model]
         if children:
             warnings.append(f"bone '{name}' stretches (IK Stretch) and its child '{children[0]}' in the chain "
                             "inherits the stretch as scale, which keys cannot undo: expect errors; use IK Stretch "
                             "on the chain's last bone only")
-    scene = solver.Scene(model, constraints, n_objects=len(targets))
-    return Rig(obj.name, scene, list(model.names), groups, driven, targets, stretch_coordinate, scale, warnings,
-               {pb.name: i for i, pb in enumerate(obj.pose.bones)})
 
 
 # --- telling whether a rig changed --------------------------------------------------------------
@@ -727,8 +771,8 @@ def apply_pose(rig: Rig, obj, R, y_scale, bones=None):
     get the pose evaluated again (4.2 tags nothing; 5.0 copies the channels, but the pose of the
     first frame written stayed the old one); the object's one transform tag afterwards does: the
     evaluated pose then shows the written channels (tests/addon/test_addon_live.py, every frame).
-    A rotation set per bone tags the object's geometry, which costs Blender 0.09 ms more per
-    Rigify frame in live preview."""
+    A rotation set per bone tags the object's geometry, which makes Blender's evaluation after
+    the write slower (BENCHMARKS.md, "What the numbers say", live preview)."""
     from mathutils import Matrix
 
     if not (np.isfinite(R).all() and np.isfinite(y_scale).all()):
@@ -746,7 +790,7 @@ def apply_pose(rig: Rig, obj, R, y_scale, bones=None):
         rows, at = written[by_quaternion], index[by_quaternion]
         quat = np.empty((len(pose_bones), 4), np.float32)
         pose_bones.foreach_get("rotation_quaternion", quat.ravel())
-        new = quaternion_from_matrix(R[rows])
+        new = shepperd_quaternion(R[rows])
         quat[at] = new * np.where((new * quat[at]).sum(axis=-1) < 0.0, -1.0, 1.0)[:, None]   # the short way
         pose_bones.foreach_set("rotation_quaternion", quat.ravel())
     stretching = [(s, i) for s, i in zip(written, index) if rig.bones[s] in rig.stretch_coordinate]

@@ -5,20 +5,25 @@ A `Job` runs in steps (`step()` returns False when done) so that a modal operato
 progress and stop on Esc between them; `run()` does it all at once. Nothing is written to the
 user's data before the last step, so a cancelled job leaves the file as it was (except for the
 hand-over to our solver, which mutes the driven IK constraints).
+
+The armature's data flows one way: `rig.read_rig` (the Model and its tasks, plus the bones'
+joint-control tasks) -> per-frame samples (`rig.Sampler`) -> one batched solve (the engine, or
+`two_bone`'s closed form) -> the engine's results -> pose rotations (`rig.pose_from_coordinates`)
+-> keys (`bone_channels`, `keys.write_channels`) and the `SolveResult`.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import bpy
 import numpy as np
 
 from .. import solver
 from ..solver.rotations import exp_map, log_map
-from . import keys, live, properties, two_bone
+from . import guard, handover, keys, own_pose, two_bone
 from . import rig as rig_module
 from .rig import RigError
 
@@ -143,11 +148,13 @@ class Job:
         self.obj, self.frames, self.bake, self.key, self.record = obj, frames, bake, key, record
         self.bones_filter = bones
         check_writable(obj, keys_too=bake or key)
-        self.rig = rig_module.read_rig(obj, properties.chooser(obj))
-        properties.set_active(obj, True)     # only once the rig reads well: bad input changes nothing
+        self.rig = rig_module.read_rig(obj, handover.chooser(obj))
+        self.engine_scene = rig_module.with_joint_control(self.rig, obj)
+        handover.set_active(obj, True)     # only once the rig reads well: bad input changes nothing
         step = float(np.min(np.diff(frames))) if frames.size > 1 else 1.0
         render = bpy.context.scene.render
-        self.mode, self.settings = settings_for(obj, fps=render.fps / render.fps_base / max(step, 1e-9), **options)
+        self.mode, self.settings = settings_for(obj, fps=render.fps / render.fps_base / max(step, 1e-9),
+                                                scale=self.rig.scale, **options)
         self.scene = bpy.context.scene
         self._frame = (self.scene.frame_current, self.scene.frame_subframe)
         self.plan, self.fallback_reason = two_bone.plan_for(self.rig, obj, self.mode)
@@ -197,20 +204,12 @@ class Job:
         """Advance by one piece of work; False once everything is done."""
         if self.phase == "sample":
             stop = min(self.i + 16, len(self.frames))
-            with live.suspended(), live.own_pose(self.obj):
+            with guard.suspended(), own_pose.restored(self.obj):
                 self._sample(self.i, stop)
             self.i = stop
             if self.i == len(self.frames):
                 self.restore_frame()
-                self.samples = self.sampler.samples()
-                self.q0 = rig_module.coordinates_from_basis(self.rig, self.samples.basis)
-                self.objects = blend_targets(self.rig, self.q0, self.samples, self.samples.objects)
-                self.engine_scene = rig_module.with_joint_control(self.rig, self.obj)
-                self.values = rig_module.control_values(self.engine_scene, self.q0)
-                if self.plan is not None:
-                    reason = two_bone.pose_reason(self.samples.basis, self.rig.bones)
-                    if reason:
-                        self.plan, self.fallback_reason = None, reason
+                self._inputs()
                 self.phase = "solve"
             return True
         if self.phase == "solve" and self.plan is not None:      # all frames in one closed-form batch
@@ -234,6 +233,19 @@ class Job:
             self.phase = "finished"
         return False
 
+    def _inputs(self):
+        """The solve's inputs from all frames read: the animated pose's joint values (the start),
+        targets blended by influence, the joint-control tasks' values; whether the fast path's
+        chain stays connected in that pose."""
+        self.samples = self.sampler.samples()
+        self.q0 = rig_module.coordinates_from_basis(self.rig, self.samples.basis)
+        self.objects = blend_targets(self.rig, self.q0, self.samples, self.samples.objects)
+        self.values = rig_module.control_values(self.engine_scene, self.q0)
+        if self.plan is not None:
+            reason = two_bone.pose_reason(self.samples.basis, self.rig.bones)
+            if reason:
+                self.plan, self.fallback_reason = None, reason
+
     def run(self):
         """Everything at once (no progress to show between steps): the solve in one piece."""
         self.chunk = max(len(self.frames), 1)
@@ -242,7 +254,7 @@ class Job:
         return self.result
 
     def restore_frame(self):
-        with live.suspended():
+        with guard.suspended():
             self.scene.frame_set(self._frame[0], subframe=self._frame[1])
 
     def _solve(self, a, b):
@@ -254,7 +266,6 @@ class Job:
             return solver.solve_simulation(scene, self.q0[0], self.objects[:b], s.bases[:b], self.settings,
                                            values(0, b))
         # Simulation continues from the last solved frame: include it, then drop it.
-        from dataclasses import replace
         last = self.pieces[-1]
         res = solver.solve_simulation(scene, last.q[-1], self.objects[a - 1:b], s.bases[a - 1:b],
                                       replace(self.settings, converge_first_frame=False), values(a - 1, b),
@@ -268,26 +279,41 @@ class Job:
         return None if self.values is None else self.values[first:stop]
 
     def _finish(self):
-        rig, obj = self.rig, self.obj
+        """The solved joint values as pose rotations and stretches, written as keys (or the pose of
+        the last frame), and the result."""
         q = np.concatenate([p.q for p in self.pieces])
         if not np.all(np.isfinite(q)):
             raise RigError("the solver returned non-finite joint values; nothing was written")
         if self.rotations is not None:
             R, y_scale = self.rotations, np.ones(self.rotations.shape[:2])
         else:
-            R, y_scale = rig_module.pose_from_coordinates(rig, q)
+            R, y_scale = rig_module.pose_from_coordinates(self.rig, q)
+        written = self._write(R, y_scale)
+        result = self._result(q, written)
+        store_result(self.obj, result, "Bake" if self.bake else "Solve")
+        self.obj.update_tag()
+        return result
+
+    def _write(self, R, y_scale):
+        """Keys of the driven bones (bake), or the last frame's pose (and its keys with `key`).
+        Returns the number of keys written."""
+        rig, obj = self.rig, self.obj
         bones = [n for n in rig.bones if self.bones_filter is None or n in self.bones_filter]
-        written = 0
         if self.bake:
-            written = write_keys(obj, rig, self.frames, R, y_scale, bones, self.start_values, record=self.record)
-        else:
-            rig_module.apply_pose(rig, obj, R[-1], y_scale[-1], bones)
-            if self.key:
-                written = write_keys(obj, rig, self.frames[-1:], R[-1:], y_scale[-1:], bones,
-                                     self._start_values(), record=False)
+            plan = bone_channels(obj, rig, R, y_scale, bones, self.start_values)
+            return keys.write_channels(obj, self.frames, plan, record=self.record)
+        rig_module.apply_pose(rig, obj, R[-1], y_scale[-1], bones)
+        if not self.key:
+            return 0
+        plan = bone_channels(obj, rig, R[-1:], y_scale[-1:], bones, self._start_values())
+        return keys.write_channels(obj, self.frames[-1:], plan, record=False)
+
+    def _result(self, q, written):
+        """The pieces' reports joined, per IK constraint, position errors in scene units."""
+        rig = self.rig
         scale = self.samples.scale[:, None]
         C = len(rig.driven)            # joint-control tasks (after the IK constraints) are not reported
-        result = SolveResult(
+        return SolveResult(
             frames=self.frames.copy(),
             position_error=np.concatenate([p.position_error[:, :C] for p in self.pieces]) * scale,
             rotation_error=np.concatenate([p.rotation_error[:, :C] for p in self.pieces]),
@@ -299,9 +325,6 @@ class Job:
             mode=self.mode, warnings=self._warnings(), keys_written=written, q=q,
             method=two_bone.METHOD if self.plan is not None else f"iterative {self.settings.method.upper()}",
             fallback_reason="" if self.plan is not None else self.fallback_reason)
-        store_result(obj, result, "Bake" if self.bake else "Solve")
-        obj.update_tag()
-        return result
 
     def _warnings(self):
         if self.plan is None:
@@ -326,12 +349,9 @@ def check_writable(obj, keys_too=True):
                        "(make the action local, or a copy) and bake again")
 
 
-def write_keys(obj, rig, frames, R, y_scale, bones, start_values, record=True):
-    """Key the solved rotations (in each bone's rotation mode) and stretches at `frames`; keys of
-    these channels in [frames[0], frames[-1]] are replaced, all others stay. Returns keys written."""
-    channels = keys.Channels(obj, create=True)
-    first, last = float(frames[0]), float(frames[-1])
-    written = 0
+def bone_channels(obj, rig, R, y_scale, bones, start_values):
+    """The key plan (`keys.write_channels`) of solved rotations R (F, S, 3, 3), in each bone's
+    rotation mode and continuing from its `start_values`, and of the stretching bones' Y scales."""
     plan = []
     for name in bones:
         s = rig.bones.index(name)
@@ -342,40 +362,7 @@ def write_keys(obj, rig, frames, R, y_scale, bones, start_values, record=True):
             plan.append((path + prop, index, values[:, index], name))
         if name in rig.stretch_coordinate:
             plan.append((path + "scale", 1, y_scale[:, s], name))
-    for data_path, index, values, group in plan:
-        if not np.all(np.isfinite(values)):
-            raise RigError(f"non-finite key values for {data_path}[{index}]; nothing more was written")
-    settings = obj.itasc
-    for data_path, index, values, group in plan:
-        fc = channels.ensure(data_path, index, group)
-        keys.replace_keys(fc, frames, values, first, last)
-        written += len(values)
-        if record:
-            item = next((c for c in settings.baked if c.data_path == data_path and c.index == index
-                         and c.frame_start == first and c.frame_end == last), None)
-            if item is None:
-                item = settings.baked.add()
-                item.data_path, item.index, item.frame_start, item.frame_end = data_path, index, first, last
-    return written
-
-
-def clear_bake(obj):
-    """Remove the keys that bakes wrote (their channels, in their frame ranges); F-curves left
-    without keys are removed. Returns how many channels were cleared."""
-    settings = obj.itasc
-    channels = keys.Channels(obj)
-    cleared = 0
-    for item in settings.baked:
-        fc = channels.find(item.data_path, item.index)
-        if fc is None:
-            continue
-        left = keys.remove_keys(fc, item.frame_start, item.frame_end)
-        if left == 0:
-            channels.remove(fc)
-        cleared += 1
-    settings.baked.clear()
-    settings.has_result = False
-    return cleared
+    return plan
 
 
 def store_result(obj, result, kind):

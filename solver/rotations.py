@@ -175,3 +175,41 @@ def rotvec_from_quaternion(quat: np.ndarray) -> np.ndarray:
     w = np.maximum(quat[..., 0], 1e-300)
     ratio = np.where(small, 2.0 / w * (1.0 - (s / w) ** 2 / 3.0), t / np.where(small, 1.0, s))
     return ratio[..., None] * v
+
+
+def shepperd_quaternion(R: np.ndarray) -> np.ndarray:
+    """Unit quaternion (w, x, y, z) of rotation matrices (..., 3, 3) by Shepperd's method: with
+    t = tr R, the largest of 4w^2 = 1 + t, 4x^2 = 1 + 2 R00 - t, 4y^2 = 1 + 2 R11 - t and
+    4z^2 = 1 + 2 R22 - t gives that component (s = 4 times it), and the others come from the
+    off-diagonal sums and differences divided by s (R21 - R12 = 4 w x, R01 + R10 = 4 x y, ...).
+    Never dividing by a small component keeps every component accurate to rounding, near 180
+    degrees too. The largest component comes out positive; callers pick the hemisphere."""
+    R = np.asarray(R, float)
+    shape = R.shape[:-2]
+    R = R.reshape((-1, 3, 3))
+    t = np.stack([R[:, 0, 0] + R[:, 1, 1] + R[:, 2, 2], R[:, 0, 0], R[:, 1, 1], R[:, 2, 2]], axis=-1)
+    k = np.argmax(np.stack([t[:, 0], 2 * t[:, 1] - t[:, 0], 2 * t[:, 2] - t[:, 0], 2 * t[:, 3] - t[:, 0]], -1), -1)
+    out = np.empty((len(R), 4))
+    for case in range(4):
+        m = k == case
+        if not m.any():
+            continue
+        r = R[m]
+        if case == 0:
+            s = 2.0 * np.sqrt(1.0 + r[:, 0, 0] + r[:, 1, 1] + r[:, 2, 2])
+            out[m] = np.stack([0.25 * s, (r[:, 2, 1] - r[:, 1, 2]) / s, (r[:, 0, 2] - r[:, 2, 0]) / s,
+                               (r[:, 1, 0] - r[:, 0, 1]) / s], -1)
+        elif case == 1:
+            s = 2.0 * np.sqrt(1.0 + r[:, 0, 0] - r[:, 1, 1] - r[:, 2, 2])
+            out[m] = np.stack([(r[:, 2, 1] - r[:, 1, 2]) / s, 0.25 * s, (r[:, 0, 1] + r[:, 1, 0]) / s,
+                               (r[:, 0, 2] + r[:, 2, 0]) / s], -1)
+        elif case == 2:
+            s = 2.0 * np.sqrt(1.0 - r[:, 0, 0] + r[:, 1, 1] - r[:, 2, 2])
+            out[m] = np.stack([(r[:, 0, 2] - r[:, 2, 0]) / s, (r[:, 0, 1] + r[:, 1, 0]) / s, 0.25 * s,
+                               (r[:, 1, 2] + r[:, 2, 1]) / s], -1)
+        else:
+            s = 2.0 * np.sqrt(1.0 - r[:, 0, 0] - r[:, 1, 1] + r[:, 2, 2])
+            out[m] = np.stack([(r[:, 1, 0] - r[:, 0, 1]) / s, (r[:, 0, 2] + r[:, 2, 0]) / s,
+                               (r[:, 1, 2] + r[:, 2, 1]) / s, 0.25 * s], -1)
+    out /= np.linalg.norm(out, axis=-1, keepdims=True)
+    return out.reshape(shape + (4,))

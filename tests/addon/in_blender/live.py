@@ -88,7 +88,7 @@ def _second_constraint(rig):
 
 def _edits():
     """The user's edits while live preview runs: {frame before which it happens: edit(rig, con)}."""
-    properties = addon("properties")
+    handover = addon("handover")
     return {
         6: lambda rig, con: setattr(con, "chain_count", 4),
         10: lambda rig, con: setattr(rig.pose.bones["bone02"], "lock_ik_x", True),
@@ -98,7 +98,7 @@ def _edits():
         19: lambda rig, con: setattr(con, "target", _empty("other", (2.0, -1.0, 3.0))),
         22: lambda rig, con: setattr(con, "use_tail", False),
         25: lambda rig, con: _second_constraint(rig),
-        28: lambda rig, con: setattr(properties.entry(rig, "bone03", "IK", create=True), "use", False),
+        28: lambda rig, con: setattr(handover.entry(rig, "bone03", "IK", create=True), "use", False),
         31: lambda rig, con: setattr(con, "chain_count", 0),
         34: lambda rig, con: _lengthen_last_bone(rig),
         37: lambda rig, con: setattr(rig.data.bones["bone00"], "inherit_scale", "NONE"),
@@ -108,7 +108,7 @@ def _edits():
 def _play_with_edits(how):
     """Live preview over 40 frames with the edits; the pose bones' matrix_basis after each frame.
     how: 'cached' (as shipped), 'fresh' (the rig read anew every frame), 'stale' (never re-read)."""
-    live, rig_module, properties = addon("live"), addon("rig"), addon("properties")
+    live, rig_module, handover = addon("live"), addon("rig"), addon("handover")
     read_rig, rig_signature = rig_module.read_rig, rig_module.rig_signature
     clear_scene()
     live._rigs.clear()
@@ -127,7 +127,7 @@ def _play_with_edits(how):
     try:
         for f in range(1, 41):
             if f in edits:
-                drives = lambda pb, c: properties.chosen(rig, pb, c)  # noqa: E731
+                drives = lambda pb, c: handover.chosen(rig, pb, c)  # noqa: E731
                 before = rig_signature(rig, drives)
                 edits[f](rig, con)
                 signature_changed.append(before != rig_signature(rig, drives))

@@ -7,9 +7,9 @@ import numpy as np
 from . import addon
 from .scenes import all_keys, clear_scene, keys_module
 
-S = addon("opensim_solve")
-I = addon("opensim_import")  # noqa: E741
-P = addon("opensim_panels")
+S = addon("opensim.solve")
+I = addon("opensim.importing")  # noqa: E741
+P = addon("opensim.panels")
 LAB = I.LAB_TO_BLENDER
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import bpy
 
-from . import opensim_solve
+from . import solve
 
 
 def _mm(metres):
@@ -35,7 +35,7 @@ class ITASC_PT_opensim(bpy.types.Panel):
         col = layout.column(align=True)
         col.operator("itasc.opensim_import_model", text="Import Model (.osim)", icon="ARMATURE_DATA")
         col.operator("itasc.opensim_import_trc", text="Import Markers (.trc)", icon="EMPTY_DATA")
-        obj = opensim_solve.model_object(context.object)
+        obj = solve.model_object(context.object)
         if obj is None:
             layout.label(text="Select an OpenSim model", icon="INFO")
             return
@@ -68,11 +68,11 @@ class ITASC_PT_opensim_errors(bpy.types.Panel):
 
     @classmethod
     def poll(cls, context):
-        return opensim_solve.model_object(context.object) is not None
+        return solve.model_object(context.object) is not None
 
     def draw(self, context):
         layout = self.layout
-        obj = opensim_solve.model_object(context.object)
+        obj = solve.model_object(context.object)
         s = obj.itasc_opensim
         if not s.has_result:
             layout.label(text="Nothing solved yet")
@@ -83,7 +83,7 @@ class ITASC_PT_opensim_errors(bpy.types.Panel):
         col.label(text=f"Converged: {s.result_converged}/{s.result_frames}", icon=icon)
         scene = context.scene
         current = scene.frame_current + scene.frame_subframe
-        at = opensim_solve.frame_report(obj, current)
+        at = solve.frame_report(obj, current)
         box = layout.box()
         col = box.column(align=True)
         if at is None:
@@ -92,7 +92,7 @@ class ITASC_PT_opensim_errors(bpy.types.Panel):
             col.label(text=f"Frame {at['frame']:g} (t = {at['time']:.4g} s)")
             col.label(text=f"RMS {_mm(at['rms'])}, max {_mm(at['max'])}")
             col.label(text=f"Worst marker: {at['worst'] or '-'}")
-        mean_rms, largest, frame = opensim_solve.trial_summary(obj)
+        mean_rms, largest, frame = solve.trial_summary(obj)
         col = layout.column(align=True)
         col.label(text=f"Trial: mean RMS {_mm(mean_rms)}")
         col.label(text=f"Largest error {_mm(largest)} at frame {frame:g}")

@@ -10,7 +10,7 @@ One property group serves every object an OpenSim import makes; `kind` says whic
 
 Numbers that must keep double precision or have one value per frame are ID properties inside
 the group (not shown in the Custom Properties panel), written and read by the modules that own
-them: on a MODEL, ``units_per_metre`` and the solution (``solution_*``, see `opensim_solve`); on a
+them: on a MODEL, ``units_per_metre`` and the solution (``solution_*``, see `solve`); on a
 TRIAL, ``units_per_metre``, ``time`` and ``frames`` (one per sample) and ``markers`` (names in
 the file's order).
 """
@@ -64,7 +64,7 @@ class ITASC_PG_opensim(bpy.types.PropertyGroup):
                     "as OpenSim's accuracy")
     max_iterations: IntProperty(name="Max Iterations", default=1000, min=1, soft_max=10000,
                                 description="Iteration cap per frame and warm-start pass")
-    # Summary of the last solution (its arrays are ID properties, see opensim_solve).
+    # Summary of the last solution (its arrays are ID properties, see `solve`).
     has_result: BoolProperty(default=False)
     result_frames: IntProperty(default=0)
     result_converged: IntProperty(default=0)

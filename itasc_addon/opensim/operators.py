@@ -1,6 +1,6 @@
 """Operators for OpenSim marker IK (``bpy.ops.itasc.opensim_*``): import a model, import a trial,
 solve and bake, export the .mot, write the marker-error report. Thin: the work is in
-`opensim_import` and `opensim_solve`."""
+`importing` and `solve`."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import bpy
 from bpy.props import BoolProperty, FloatProperty, IntProperty, StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
-from ..solver.opensim import OpenSimFileError
-from . import live, opensim_import, opensim_solve
-from .modal_job import ModalJob
-from .rig import RigError
+from ...solver.opensim import OpenSimFileError
+from .. import guard
+from . import importing, solve
+from ..modal_job import ModalJob
+from ..rig import RigError
 
 ERRORS = (RigError, OpenSimFileError, OSError, KeyError, ValueError)
 
@@ -30,7 +31,7 @@ def _object_mode_poll(cls, context):
 
 
 def _model_poll(cls, context, need_result=False):
-    obj = opensim_solve.model_object(context.object)
+    obj = solve.model_object(context.object)
     if obj is None:
         cls.poll_message_set("Select an OpenSim model (import one with Import OpenSim Model)")
         return False
@@ -60,7 +61,7 @@ class ITASC_OT_opensim_import_model(bpy.types.Operator, ImportHelper):
 
     def execute(self, context):
         try:
-            obj = opensim_import.import_model(context, self.filepath, y_up=self.y_up, marker_size=self.marker_size)
+            obj = importing.import_model(context, self.filepath, y_up=self.y_up, marker_size=self.marker_size)
         except ERRORS as err:
             self.report({"ERROR"}, _message(err))
             return {"CANCELLED"}
@@ -93,21 +94,21 @@ class ITASC_OT_opensim_import_trc(bpy.types.Operator, ImportHelper):
         return _object_mode_poll(cls, context)
 
     def execute(self, context):
-        model = opensim_solve.model_object(context.object)
+        model = solve.model_object(context.object)
         try:
-            root = opensim_import.import_trial(
+            root = importing.import_trial(
                 context, self.filepath, y_up=self.y_up, adjust_scene=self.adjust_scene,
                 first_frame=None if self.first_frame < 0 else self.first_frame, model=model,
                 marker_size=self.marker_size)
         except ERRORS as err:
             self.report({"ERROR"}, _message(err))
             return {"CANCELLED"}
-        frames, _ = opensim_solve.trial_samples(root)
+        frames, _ = solve.trial_samples(root)
         text = (f"Imported '{root.name}': {len(frames)} samples (frames {frames[0]:g} to {frames[-1]:g}), "
                 f"{len(root.children)} markers")
         if model is not None:
             try:
-                text += f"; bound to '{model.name}' ({len(opensim_solve.binding(model).names)} markers by name)"
+                text += f"; bound to '{model.name}' ({len(solve.binding(model).names)} markers by name)"
             except ERRORS as err:
                 self.report({"WARNING"}, f"Bound to '{model.name}', but: {_message(err)}")
         self.report({"INFO"}, text)
@@ -131,13 +132,13 @@ class ITASC_OT_opensim_solve(ModalJob, bpy.types.Operator):
     def poll(cls, context):
         if not _model_poll(cls, context):
             return False
-        if opensim_solve.model_object(context.object).itasc_opensim.trial is None:
+        if solve.model_object(context.object).itasc_opensim.trial is None:
             cls.poll_message_set("Bind a trial: import a .trc with the model selected, or pick one in the panel")
             return False
         if context.mode not in ("OBJECT", "POSE"):
             cls.poll_message_set("Switch to Object or Pose Mode first")
             return False
-        if live.baking():
+        if guard.baking():
             cls.poll_message_set("A bake is running")
             return False
         return True
@@ -155,7 +156,7 @@ class ITASC_OT_opensim_solve(ModalJob, bpy.types.Operator):
             job = self._make_job(context)
             wm.progress_begin(0, job.total)
             try:
-                with live.suspended():
+                with guard.suspended():
                     while job.step():
                         wm.progress_update(job.done)
             finally:
@@ -166,7 +167,7 @@ class ITASC_OT_opensim_solve(ModalJob, bpy.types.Operator):
         return self._finished(job.report)
 
     def _make_job(self, context):
-        return opensim_solve.SolveJob(opensim_solve.model_object(context.object))
+        return solve.SolveJob(solve.model_object(context.object))
 
     def _finish(self):
         return self._finished(self._job.report)
@@ -180,7 +181,7 @@ class _Writer(ExportHelper):
         return _model_poll(cls, context, need_result=True)
 
     def invoke(self, context, event):
-        obj = opensim_solve.model_object(context.object)
+        obj = solve.model_object(context.object)
         stem = bpy.path.clean_name(obj.itasc_opensim.result_trial or obj.name)
         folder = Path(bpy.path.abspath("//")) if bpy.data.filepath else Path.cwd()
         self.filepath = str(folder / f"{stem}{self.suffix}{self.filename_ext}")
@@ -190,7 +191,7 @@ class _Writer(ExportHelper):
         raise NotImplementedError
 
     def execute(self, context):
-        obj = opensim_solve.model_object(context.object)
+        obj = solve.model_object(context.object)
         try:
             path = self.write(obj, self.filepath)
         except ERRORS as err:
@@ -210,7 +211,7 @@ class ITASC_OT_opensim_export_motion(_Writer, bpy.types.Operator):
     filter_glob: StringProperty(default="*.mot", options={"HIDDEN"})
 
     def write(self, obj, path):
-        return opensim_solve.write_motion_file(obj, path)
+        return solve.write_motion_file(obj, path)
 
 
 class ITASC_OT_opensim_write_errors(_Writer, bpy.types.Operator):
@@ -223,7 +224,7 @@ class ITASC_OT_opensim_write_errors(_Writer, bpy.types.Operator):
     filter_glob: StringProperty(default="*.sto", options={"HIDDEN"})
 
     def write(self, obj, path):
-        return opensim_solve.write_error_report(obj, path)
+        return solve.write_error_report(obj, path)
 
 
 class ITASC_OT_opensim_worst_frame(bpy.types.Operator):
@@ -238,8 +239,8 @@ class ITASC_OT_opensim_worst_frame(bpy.types.Operator):
         return _model_poll(cls, context, need_result=True)
 
     def execute(self, context):
-        obj = opensim_solve.model_object(context.object)
-        _, largest, frame = opensim_solve.trial_summary(obj)
+        obj = solve.model_object(context.object)
+        _, largest, frame = solve.trial_summary(obj)
         whole = int(frame // 1)
         context.scene.frame_set(whole, subframe=float(frame - whole))
         self.report({"INFO"}, f"Frame {frame:g}: largest marker error {1e3 * largest:.3g} mm")

@@ -18,7 +18,7 @@ to the world (the parent's world matrix and the marker's parent inverse, as they
 current frame), into the armature's space, then to metres (/ units_per_metre): OpenSim's ground.
 
 Bake. With W_b(q) the body frames of the solution (``OpenSimModel.body_frames``) and C_b =
-U(W_b(q_default))^-1 @ matrix_local_b (opensim_import), each bone's target pose matrix is
+U(W_b(q_default))^-1 @ matrix_local_b (`importing`), each bone's target pose matrix is
 M_b = U(W_b(q)) @ C_b and its keyed basis
 
     B_b = matrix_local_b^-1 @ matrix_local_parent @ M_parent^-1 @ M_b     (root: matrix_local_b^-1 @ M_b),
@@ -42,11 +42,11 @@ from pathlib import Path
 import bpy
 import numpy as np
 
-from ..solver.opensim import (IKMarkerTask, IKResult, IKTaskSet, MarkerData, MarkerIK, load_osim, read_ik_task_set,
+from ...solver.opensim import (IKMarkerTask, IKResult, IKTaskSet, MarkerData, MarkerIK, load_osim, read_ik_task_set,
                               write_marker_errors, write_motion)
-from . import keys
-from .opensim_import import scaled
-from .rig import RigError
+from .. import keys
+from .importing import scaled
+from ..rig import RigError
 
 FRAME_TOLERANCE = 1e-3
 CHUNK = 250                 # frames per solve step (progress and Esc between steps)
@@ -396,21 +396,7 @@ def bake(obj, om, q, frames):
             plan += [(path + "location", i, location[:, i], name) for i in range(3)]
         if any(abs(v - 1.0) > 1e-6 for v in pb.scale):
             messages.append(f"bone '{name}' is scaled; its pose includes that scale")
-    for data_path, index, values, _ in plan:
-        if not np.all(np.isfinite(values)):
-            raise RigError(f"non-finite key values for {data_path}[{index}]; nothing was written")
-    channels = keys.Channels(obj, create=True)
-    first, last = float(frames[0]), float(frames[-1])
-    baked = obj.itasc.baked
-    written = 0
-    for data_path, index, values, group in plan:
-        fc = channels.ensure(data_path, index, group)
-        keys.replace_keys(fc, frames, values, first, last)
-        written += len(values)
-        if not any(c.data_path == data_path and c.index == index and c.frame_start == first and c.frame_end == last
-                   for c in baked):
-            item = baked.add()
-            item.data_path, item.index, item.frame_start, item.frame_end = data_path, index, first, last
+    written = keys.write_channels(obj, frames, plan)
     obj.update_tag()
     return written, messages
 

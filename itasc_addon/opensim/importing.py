@@ -25,7 +25,7 @@ rotation C_b of the bone's own:
     matrix_local_b = U(W_b(q_default)) @ C_b,      U(X): X with its translation times u,
 
 and a posed bone shows its body exactly when its pose matrix is U(W_b(q)) @ C_b
-(`opensim_solve` bakes that; C_b is computed from the bone's rest matrix whenever it is needed, so
+(`solve` bakes that; C_b is computed from the bone's rest matrix whenever it is needed, so
 a bone the user moves in edit mode stays rigidly on its body). The armature object keeps the .osim
 path and the body <-> bone names (``itasc_opensim.bodies``).
 
@@ -52,8 +52,8 @@ import bpy
 import numpy as np
 from mathutils import Matrix
 
-from ..solver.opensim import load_osim, read_trc
-from . import keys
+from ...solver.opensim import load_osim, read_trc
+from .. import keys
 
 LAB_TO_BLENDER = np.array([[1.0, 0.0, 0.0, 0.0],
                            [0.0, 0.0, -1.0, 0.0],
