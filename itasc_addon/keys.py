@@ -14,7 +14,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
-from ..solver.rotations import shepperd_quaternion
+from ..solver.rotations import quaternion_from_matrix
 from .rig import RigError
 
 # Every stored attribute of a Keyframe: (name, components, dtype).
@@ -255,7 +255,7 @@ def snapshot(obj):
 def quaternions(R, start=None):
     """Unit quaternions (F, 4) (w, x, y, z) of rotation matrices (F, 3, 3), each on the same side as
     the one before it (the first on the side of `start`), so keys interpolate the short way."""
-    q = shepperd_quaternion(R)
+    q = quaternion_from_matrix(R)
     ref = np.asarray(start, float) if start is not None else q[:1]
     flips = np.ones(len(q))
     flips[0] = -1.0 if np.dot(q[0], np.ravel(ref)[:4]) < 0 else 1.0

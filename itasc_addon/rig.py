@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import solver
 from ..solver.kinematics import segment_motions
-from ..solver.rotations import exp_map, log_map, shepperd_quaternion
+from ..solver.rotations import exp_map, log_map, quaternion_from_matrix
 
 # Only the two-bone fast path (two_bone.py) follows pole targets; it drops this warning when it runs.
 POLE_IGNORED = "pole targets are only followed by the two-bone fast path; the pole is ignored"
@@ -790,7 +790,7 @@ def apply_pose(rig: Rig, obj, R, y_scale, bones=None):
         rows, at = written[by_quaternion], index[by_quaternion]
         quat = np.empty((len(pose_bones), 4), np.float32)
         pose_bones.foreach_get("rotation_quaternion", quat.ravel())
-        new = shepperd_quaternion(R[rows])
+        new = quaternion_from_matrix(R[rows])
         quat[at] = new * np.where((new * quat[at]).sum(axis=-1) < 0.0, -1.0, 1.0)[:, None]   # the short way
         pose_bones.foreach_set("rotation_quaternion", quat.ravel())
     stretching = [(s, i) for s, i in zip(written, index) if rig.bones[s] in rig.stretch_coordinate]

@@ -18,8 +18,6 @@ import numpy as np
 # Below this angle the closed forms lose precision and their Taylor series take over.
 _SMALL = 1e-4
 _IDENTITY = np.eye(3)
-# The diagonal's signs in 4 w^2, 4 x^2, 4 y^2, 4 z^2 (minus 1), as columns: diag(R) @ this.
-_DIAGONAL_SIGNS = np.array([[1, 1, -1, -1], [1, -1, 1, -1], [1, -1, -1, 1]], dtype=float)
 # (R - R^T) read at (2, 1), (0, 2), (1, 0): the axis of R times 2 sin t.
 _VEE_ROWS, _VEE_COLUMNS = np.array([2, 0, 1]), np.array([1, 2, 0])
 # [v]x = v_x E_x + v_y E_y + v_z E_z, the three generators flattened as rows (one product builds it)
@@ -152,18 +150,6 @@ def quaternion_from_rotvec(phi: np.ndarray) -> np.ndarray:
     return np.concatenate([np.cos(half)[..., None], s[..., None] * phi], axis=-1)
 
 
-def quaternion_from_matrix(R: np.ndarray) -> np.ndarray:
-    """Unit quaternion (w, x, y, z), w >= 0, of rotation matrices (..., 3, 3): each component's
-    size from the diagonal (4 w^2 = 1 + tr R, 4 x^2 = 1 + R00 - R11 - R22, ...), the signs of
-    x, y, z from the skew part (R21 - R12 = 4 w x, ...). A component near 0 comes out with an
-    absolute error of about 1e-8 (a square root of rounding), below float32's resolution."""
-    R = np.asarray(R, dtype=float)
-    quat = 0.5 * np.sqrt(np.maximum(1.0 + R.diagonal(axis1=-2, axis2=-1) @ _DIAGONAL_SIGNS, 0.0))
-    skew = (R - np.swapaxes(R, -1, -2)).reshape(R.shape[:-2] + (9,))[..., [7, 2, 3]]    # R21 - R12, R02 - R20, R10 - R01
-    quat[..., 1:] = np.copysign(quat[..., 1:], skew)
-    return quat / np.sqrt((quat * quat).sum(axis=-1, keepdims=True))
-
-
 def rotvec_from_quaternion(quat: np.ndarray) -> np.ndarray:
     """Rotation vector of the unit quaternion (w, x, y, z); the short way round (angle <= pi)."""
     quat = np.asarray(quat, dtype=float)
@@ -172,12 +158,12 @@ def rotvec_from_quaternion(quat: np.ndarray) -> np.ndarray:
     s = np.linalg.norm(v, axis=-1)
     t = 2.0 * np.arctan2(s, quat[..., 0])
     small = s < _SMALL
-    w = np.maximum(quat[..., 0], 1e-300)
+    w = np.where(small, np.maximum(quat[..., 0], 1e-300), 1.0)        # the series' w (1 elsewhere: no overflow)
     ratio = np.where(small, 2.0 / w * (1.0 - (s / w) ** 2 / 3.0), t / np.where(small, 1.0, s))
     return ratio[..., None] * v
 
 
-def shepperd_quaternion(R: np.ndarray) -> np.ndarray:
+def quaternion_from_matrix(R: np.ndarray) -> np.ndarray:
     """Unit quaternion (w, x, y, z) of rotation matrices (..., 3, 3) by Shepperd's method: with
     t = tr R, the largest of 4w^2 = 1 + t, 4x^2 = 1 + 2 R00 - t, 4y^2 = 1 + 2 R11 - t and
     4z^2 = 1 + 2 R22 - t gives that component (s = 4 times it), and the others come from the

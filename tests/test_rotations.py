@@ -87,3 +87,16 @@ def test_numerical_jacobian_of_a_known_function():
     x = rng.normal(size=(4, 3))
     J = numerical_jacobian(lambda v: np.sin(v), x)
     np.testing.assert_allclose(J, np.eye(3) * np.cos(x)[:, :, None], atol=1e-9)
+
+
+def test_quaternion_from_matrix_near_a_half_turn_of_rounded_matrices():
+    """Matrices rounded to float32 (as Blender stores them) near a half turn about oblique axes:
+    each component's sign must come from the largest one, not from a skew part that rounding
+    dominates; the quaternion's rotation is the matrix's to float32 rounding."""
+    rng = np.random.default_rng(5)
+    axes = rng.normal(size=(500, 3))
+    axes /= np.linalg.norm(axes, axis=-1, keepdims=True)
+    R = exp_map(axes * (np.pi - rng.uniform(0.0, 1e-6, (500, 1)))).astype(np.float32).astype(float)
+    q = quaternion_from_matrix(R)
+    back = exp_map(rotvec_from_quaternion(q))
+    np.testing.assert_allclose(back, R, atol=1e-6)
