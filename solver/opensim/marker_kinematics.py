@@ -72,7 +72,7 @@ class MarkerKinematics:
         # Pointer jumping: parent S is the world (a marker model stands in the world, no bases).
         parent = np.append(np.where(model.parent < 0, S, model.parent), S)
         self._parent = parent
-        depth = max(len(level) and d for d, level in enumerate(model.levels)) + 1
+        depth = max(len(level) and d for d, level in enumerate(model.layout.levels)) + 1
         self._rounds = int(np.ceil(np.log2(depth + 1)))
         self.locations_h = np.concatenate([self.locations, np.ones((self.locations.shape[0], 1))], axis=1)
 
