@@ -7,6 +7,9 @@ in that frame B:
     a rotation coordinate     dR/dq_c = [w_c]x R     (angular velocity direction w_c)
     a translation coordinate  dt/dq_c = u_c          (linear velocity direction u_c)
 
+A kind's coordinates are all rotations about B's origin (t = 0; forward kinematics takes that
+origin as their pivot) or all translations (R = I).
+
 The kinds:
 
     revolute(a)   R = exp(q [a]x) = I + sin q [a]x + (1 - cos q) [a]x^2,  w = a

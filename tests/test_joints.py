@@ -44,6 +44,10 @@ def test_the_kind_states_its_shape(name):
     np.testing.assert_allclose(M[..., :3, :3] @ np.swapaxes(M[..., :3, :3], -1, -2), np.broadcast_to(np.eye(3), (5, 4, 3, 3)),
                                atol=1e-12)
     assert kind.columns(q, axes).shape == (5, 4, kind.n_coordinates, 3)
+    if kind.rotational:                   # rotations about the joint frame's origin (the pivot)
+        np.testing.assert_array_equal(M[..., :3, 3], 0.0)
+    else:                                 # translations only
+        np.testing.assert_array_equal(M[..., :3, :3], np.broadcast_to(np.eye(3), (5, 4, 3, 3)))
 
 
 @pytest.mark.parametrize("name", ALL)
