@@ -46,8 +46,10 @@ def joint_transforms(model: Model, q: np.ndarray):
     # Revolute and prismatic columns are fixed axes; only swing and sphere columns vary with q.
     columns = np.repeat(model.fixed_columns[None], F, axis=0)
     for group in model.joint_groups:
-        kind = group.kind
-        R, t, varying = kind.motion(q[:, group.coordinates].reshape(F, -1, kind.n_coordinates), group.prepared)
+        values = q[group.take]                   # (F, G, d)
+        if group.reshape:
+            values = values.reshape(F, -1, group.kind.n_coordinates)
+        R, t, varying = group.kind.motion(values, group.prepared)
         T[:, group.joints, :3, :3] = _IDENTITY3 if R is None else R
         if t is not None:
             translation = T[..., :3, 3]         # a view: one advanced index only below
