@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import solver
+from ..solver.bones import coordinates_from_basis as model_coordinates_from_basis
 from ..solver.kinematics import segment_motions
-from ..solver.rotations import exp_map, log_map, quaternion_from_matrix
+from ..solver.rotations import quaternion_from_matrix
 
 # Only the two-bone fast path (two_bone.py) follows pole targets; it drops this warning when it runs.
 POLE_IGNORED = "pole targets are only followed by the two-bone fast path; the pole is ignored"
@@ -687,67 +688,10 @@ def sample(rig: Rig, obj, frames, progress=None) -> Samples:
 
 # --- coordinates from poses and poses from coordinates --------------------------------------
 
-def _twist(R, axis):
-    """Angle of R's rotation about `axis` (swing-twist decomposition)."""
-    phi = log_map(R)
-    t = np.linalg.norm(phi, axis=-1)
-    w = np.cos(0.5 * t)
-    s = np.where(t > 1e-12, np.sin(0.5 * t) / np.maximum(t, 1e-300), 0.5)
-    v = s[..., None] * phi
-    return 2.0 * np.arctan2(v @ np.asarray(axis, float), w)
-
-
-def _swing(R):
-    """(phi_x, phi_z) of the swing that turns +Y onto R's Y axis (R = Swing @ RotY(twist))."""
-    y = R[..., :, 1]
-    angle = np.arccos(np.clip(y[..., 1], -1.0, 1.0))
-    axis = np.stack([y[..., 2], np.zeros_like(angle), -y[..., 0]], axis=-1)   # +Y x y
-    norm = np.linalg.norm(axis, axis=-1)
-    scale = np.where(norm > 1e-12, angle / np.maximum(norm, 1e-300), 0.0)
-    return axis[..., 0] * scale, axis[..., 2] * scale
-
-
 def coordinates_from_basis(rig: Rig, basis):
-    """Joint coordinates (F, n) closest to the pose bones' matrix_basis (F, S, 4, 4): each bone's
-    rotation split the way its joints compose; the stretch from its Y scale. Components a
-    bone's joints cannot make (locked axes) are dropped; limits are applied by the solver."""
-    model = rig.model
-    basis = np.asarray(basis, float)
-    F = basis.shape[0]
-    q = np.zeros((F, model.n_coordinates))
-    M = basis[..., :3, :3]
-    scale = np.linalg.norm(M, axis=-2)
-    R = M / np.where(scale > 1e-12, scale, 1.0)[..., None, :]
-    for s, segment in enumerate(model.segments):
-        joints = [(j, model.joint_first[j]) for j in range(len(model.joints)) if model.joint_segment[j] == s]
-        kinds = [model.joints[j].kind for j, _ in joints]
-        Rs = R[:, s]
-        rot = [(j, c) for (j, c), k in zip(joints, kinds) if k != "prismatic"]
-        rk = [model.joints[j].kind for j, _ in rot]
-        axes = [tuple(np.round(model.joints[j].axis, 6)) for j, _ in rot]
-        if rk == ["sphere"]:
-            c = rot[0][1]
-            q[:, c:c + 3] = log_map(Rs)
-        elif rk == ["swing"]:
-            c = rot[0][1]
-            q[:, c], q[:, c + 1] = _swing(Rs)
-        elif rk == ["swing", "revolute"]:
-            c = rot[0][1]
-            q[:, c], q[:, c + 1] = _swing(Rs)
-            sw = exp_map(np.stack([q[:, c], np.zeros(F), q[:, c + 1]], axis=-1))
-            q[:, rot[1][1]] = _twist(np.swapaxes(sw, -1, -2) @ Rs, (0.0, 1.0, 0.0))
-        elif rk == ["revolute"]:
-            q[:, rot[0][1]] = _twist(Rs, model.joints[rot[0][0]].axis)
-        elif axes == [(1.0, 0.0, 0.0), (0.0, 1.0, 0.0)]:           # RotX then RotY
-            q[:, rot[0][1]] = np.arctan2(Rs[:, 2, 1], Rs[:, 1, 1])
-            q[:, rot[1][1]] = np.arctan2(Rs[:, 0, 2], Rs[:, 0, 0])
-        elif axes == [(0.0, 0.0, 1.0), (0.0, 1.0, 0.0)]:           # RotZ then RotY
-            q[:, rot[0][1]] = np.arctan2(-Rs[:, 0, 1], Rs[:, 1, 1])
-            q[:, rot[1][1]] = np.arctan2(-Rs[:, 2, 0], Rs[:, 2, 2])
-        for (j, c), k in zip(joints, kinds):
-            if k == "prismatic":
-                q[:, c] = (scale[:, s, 1] - 1.0) * model.length[s]
-    return rig.scene.project(q)
+    """Joint coordinates (F, n) closest to the pose bones' matrix_basis (F, S, 4, 4), on the
+    rig's model (solver.bones.coordinates_from_basis)."""
+    return model_coordinates_from_basis(rig.model, basis)
 
 
 def pose_from_coordinates(rig: Rig, q, motions=None):

@@ -8,6 +8,9 @@ A bone's free IK axes (those not locked) pick its rotation joint, in the bone's 
 and a bone with IK stretch gets a translation along its own Y axis after the rotation. Joint
 weights are 1 - stiffness per axis (the stretch weight is ik_stretch). A limited swing uses the
 elliptic limit when both its axes are limited. Bone Y runs along the bone; the tail is (0, L, 0).
+
+`coordinates_from_basis` goes the other way: from the bones' pose (Blender's matrix_basis) to the
+coordinates of those joints.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .model import Model, Segment, prismatic, revolute, sphere, swing
+from .limits import project, wrap_spheres
+from .model import PRISMATIC, REVOLUTE, SWING, Model, Segment, prismatic, revolute, sphere, swing
 from .rotations import axis_angle_matrix
 
 
@@ -137,3 +141,63 @@ def combine(armatures: Sequence[Sequence[Bone]], names: Sequence[str] | None = N
     for a, bones in enumerate(armatures):
         segments += segments_from_bones(bones, armature=a, first_index=len(segments))
     return Model(segments, armature_names=names)
+
+
+def coordinates_from_basis(model: Model, basis) -> np.ndarray:
+    """Joint coordinates (F, n) of a model made of bones (bone_joints) closest to the bones' pose
+    basis matrices (F, S, 4, 4) (Blender's matrix_basis: each bone's motion from its rest), the
+    inverse of forward kinematics' segment motions. Per bone, its rotation R (the basis with its
+    column scales divided out) is split the way its joints compose:
+
+        one joint               the kind's from_rotation (revolute: twist about the axis;
+                                swing: the swing turning +Y onto R's Y axis; sphere: log R)
+        swing then RotY         the swing as above, then the twist of Swing^T R about Y
+        RotX then RotY          R = Rx(a) Ry(b): a from R's Y column (Ry keeps Y),
+                                b from R's X row (Rx keeps X)
+        RotZ then RotY          R = Rz(a) Ry(b): a from R's Y column, b from R's Z row
+
+    and a stretch from the bone's Y scale s: (s - 1) L. Components the joints cannot make (locked
+    axes) are dropped; the result is moved onto the limits (limits.project, unlimited spheres the
+    short way round)."""
+    basis = np.asarray(basis, float)
+    F = basis.shape[0]
+    q = np.zeros((F, model.n_coordinates))
+    M = basis[..., :3, :3]
+    scale = np.linalg.norm(M, axis=-2)
+    R = M / np.where(scale > 1e-12, scale, 1.0)[..., None, :]
+    for s in range(len(model.segments)):
+        on_segment = np.flatnonzero(model.joint_segment == s)
+        turning = [k for k in on_segment if model.joints[k].kind != PRISMATIC]
+        if turning:
+            _split_rotation(model, turning, R[:, s], q)
+        for k in on_segment:
+            if model.joints[k].kind == PRISMATIC:
+                q[:, model.joint_first[k]] = (scale[:, s, 1] - 1.0) * model.length[s]
+    return wrap_spheres(model, project(model, q))
+
+
+_Y = (0.0, 1.0, 0.0)
+_EULER_Y = {  # RotA then RotY: (A's angle, Y's angle) from R
+    (1.0, 0.0, 0.0): lambda R: (np.arctan2(R[:, 2, 1], R[:, 1, 1]), np.arctan2(R[:, 0, 2], R[:, 0, 0])),
+    (0.0, 0.0, 1.0): lambda R: (np.arctan2(-R[:, 0, 1], R[:, 1, 1]), np.arctan2(-R[:, 2, 0], R[:, 2, 2])),
+}
+
+
+def _split_rotation(model: Model, joints, R, q) -> None:
+    """Write into q the coordinates of `joints` (one bone's rotation joints, in order) for its
+    rotations R (F, 3, 3), as coordinates_from_basis describes."""
+    first = [model.joint_first[k] for k in joints]
+    kinds = [model.joints[k].type for k in joints]
+    axes = [tuple(np.round(model.joints[k].axis, 6)) for k in joints]
+    if len(joints) == 1:
+        q[:, first[0]:first[0] + kinds[0].n_coordinates] = kinds[0].from_rotation(R, model.joints[joints[0]].axis)
+    elif [k.name for k in kinds] == [SWING, REVOLUTE] and axes[1] == _Y:
+        swing_q = kinds[0].from_rotation(R)
+        q[:, first[0]:first[0] + 2] = swing_q
+        q[:, first[1]] = kinds[1].from_rotation(np.swapaxes(kinds[0].rotation(swing_q), -1, -2) @ R, _Y)[:, 0]
+    elif [k.name for k in kinds] == [REVOLUTE, REVOLUTE] and axes[1] == _Y and axes[0] in _EULER_Y:
+        q[:, first[0]], q[:, first[1]] = _EULER_Y[axes[0]](R)
+    else:
+        names = [f"{k.name} {a}" for k, a in zip(kinds, axes)]
+        raise ValueError(f"segment '{model.names[model.joint_segment[joints[0]]]}': joints {names} are not a bone's "
+                         "(bone_joints)")

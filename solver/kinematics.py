@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import Model
-from .rotations import exp_map_with_jacobian, rodrigues
 
 _IDENTITY4 = np.eye(4)
+_IDENTITY3 = np.eye(3)
 
 
 @dataclass
@@ -38,33 +38,24 @@ class Pose:
 
 def joint_transforms(model: Model, q: np.ndarray):
     """Per joint: its 4x4 transform (F, G, 4, 4) and its velocity columns in its own
-    pre-joint frame (F, n, 3), one column per coordinate."""
+    pre-joint frame (F, n, 3), one column per coordinate; each kind's group in one call
+    (joints.py)."""
     F = q.shape[0]
     T = np.zeros((F, len(model.joints), 4, 4))
     T[..., 3, 3] = 1.0
-    first = model.joint_first
     # Revolute and prismatic columns are fixed axes; only swing and sphere columns vary with q.
     columns = np.repeat(model.fixed_columns[None], F, axis=0)
-
-    if model.revolute_joints.size:
-        T[:, model.revolute_index, :3, :3] = rodrigues(*model.revolute_skew, q[:, model.revolute_coordinates])
-    p = model.prismatic_joints
-    if p.size:
-        T[:, p, :3, :3] = np.eye(3)
-        translation = T[..., :3, 3]  # a view: one advanced index only below
-        translation[:, p] = model.joint_axis[p] * q[:, first[p], None]
-    s = model.swing_joints
-    if s.size:
-        phi = np.zeros((F, s.size, 3))
-        phi[..., 0] = q[:, first[s]]
-        phi[..., 2] = q[:, first[s] + 1]
-        T[:, s, :3, :3], J = exp_map_with_jacobian(phi)
-        columns[:, first[s]] = J[..., 0]
-        columns[:, first[s] + 1] = J[..., 2]
-    if model.sphere_joints.size:
-        phi = q[:, model.sphere_coordinate_index].reshape(F, -1, 3)
-        T[:, model.sphere_index, :3, :3], J = exp_map_with_jacobian(phi)
-        columns[:, model.sphere_coordinate_index] = np.swapaxes(J, -1, -2).reshape(F, -1, 3)   # rows of J^T
+    for group in model.joint_groups:
+        values = q[group.take]                   # (F, G, d)
+        if group.reshape:
+            values = values.reshape(F, -1, group.kind.n_coordinates)
+        R, t, varying = group.kind.motion(values, group.prepared)
+        T[:, group.joints, :3, :3] = _IDENTITY3 if R is None else R
+        if t is not None:
+            translation = T[..., :3, 3]         # a view: one advanced index only below
+            translation[:, group.joints] = t
+        if varying is not None:
+            columns[:, group.coordinates] = varying.reshape(F, -1, 3)
     return T, columns
 
 
@@ -80,10 +71,11 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
     # Built segment-major in level order, (S, F, 4, 4): a level is then one contiguous run of all
     # its segments' frames, which its products write into directly (`out`); a level of one segment
     # takes its constant in one 2-D matrix product over all frames.
+    layout = model.layout
     frames = np.empty((S, F, 4, 4))
     pre = np.empty((S, F, 4, 4))
     local_by_segment = local.swapaxes(0, 1)
-    for level, run, parent in zip(model.level_index, model.level_run, model.level_parent_position):
+    for level, run, parent in zip(layout.level_index, layout.level_run, layout.level_parent_position):
         if parent is None:  # the roots
             pre[run] = (model.rest[level][:, None] if bases is None
                         else (bases[:, model.armature[level]] @ model.rest[level]).swapaxes(0, 1))
@@ -92,15 +84,15 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
         np.matmul(pre[run], local_by_segment[level], out=frames[run])
         if model.has_post:
             _times_constant(frames[run], model.post[level], out=frames[run])
-    if model.segment_position is not None:
-        frames = frames[model.segment_position]       # back to segment order
+    if layout.segment_position is not None:
+        frames = frames[layout.segment_position]       # back to segment order
     frames = frames.swapaxes(0, 1)
 
     # World frame before each joint (a segment's first joint acts right after the segment's rest
     # frame), then rotation axis and pivot per coordinate.
-    joint_frame = pre[model.joint_position].swapaxes(0, 1)
+    joint_frame = pre[layout.joint_position].swapaxes(0, 1)
     for slot, motion in before.items():
-        joints = model.slots[slot]
+        joints = layout.slots[slot]
         joint_frame[:, joints] = joint_frame[:, joints] @ motion
     joint_R = np.ascontiguousarray(joint_frame[..., :3, :3])                   # (F, G, 3, 3)
     direction = np.einsum("fnij,fnj->fni", _per_coordinate(model, joint_R), columns)
@@ -112,7 +104,7 @@ def _per_coordinate(model: Model, per_joint: np.ndarray) -> np.ndarray:
     """per_joint (F, G, ...) for each coordinate's joint (F, n, ...): a view where those run
     contiguously, else np.take, whose result is laid out frame-major (an index array on axis 1
     puts that axis first in memory, which makes the einsum above several times slower)."""
-    index = model.coordinate_joint_index
+    index = model.layout.coordinate_joint_index
     return per_joint[:, index] if isinstance(index, slice) else per_joint.take(index, axis=1)
 
 
@@ -124,13 +116,14 @@ def segment_motions(model: Model, q: np.ndarray) -> np.ndarray:
 def _compose(model: Model, T: np.ndarray):
     """Each segment's joints (transforms T (F, G, 4, 4)) composed slot by slot: the segments'
     motions (F, S, 4, 4) and, per later slot, the motion before its joints."""
-    if model.one_joint_per_segment:
+    layout = model.layout
+    if layout.one_joint_per_segment:
         return T, {}
     local = np.empty((T.shape[0], len(model.segments), 4, 4))
-    local[:, model.jointless_index] = _IDENTITY4
+    local[:, layout.jointless_index] = _IDENTITY4
     before = {}
-    local[:, model.first_slot_segments] = T[:, model.first_slot_index]
-    for slot, joints in enumerate(model.slots[1:], start=1):
+    local[:, layout.first_slot_segments] = T[:, layout.first_slot_index]
+    for slot, joints in enumerate(layout.slots[1:], start=1):
         seg = model.joint_segment[joints]
         before[slot] = local[:, seg]                     # a copy: the index is an array
         local[:, seg] = before[slot] @ T[:, joints]

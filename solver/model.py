@@ -4,7 +4,7 @@ A segment s hangs from its parent's frame (or, for a root, from its armature's b
 
     W_s = W_parent @ rest_s @ J_1(q) @ J_2(q) @ ... @ post_s
 
-where each J_k is one joint:
+where each J_k is one joint of a kind in joints.KINDS:
 
     revolute(axis)    rotation by one coordinate about a unit axis through the frame origin
     prismatic(axis)   translation by one coordinate along a unit axis
@@ -27,10 +27,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .rotations import skew
+from .joints import KINDS, JointKind, as_slice, group_joints  # noqa: F401 (as_slice: model.as_slice)
 
 REVOLUTE, PRISMATIC, SWING, SPHERE = "revolute", "prismatic", "swing", "sphere"
-_DOF = {REVOLUTE: 1, PRISMATIC: 1, SWING: 2, SPHERE: 3}
 _AXES = {"X": (1.0, 0.0, 0.0), "Y": (0.0, 1.0, 0.0), "Z": (0.0, 0.0, 1.0)}
 
 
@@ -52,10 +51,10 @@ class Joint:
     name: str = ""
 
     def __post_init__(self):
-        if self.kind not in _DOF:
+        if self.kind not in KINDS:
             raise ValueError(f"joint '{self.name}': unknown kind {self.kind!r}")
-        n = _DOF[self.kind]
-        if self.kind in (REVOLUTE, PRISMATIC):
+        n = KINDS[self.kind].n_coordinates
+        if KINDS[self.kind].has_axis:
             axis = np.asarray(self.axis, dtype=float)
             norm = np.linalg.norm(axis)
             if not np.isfinite(norm) or norm < 1e-12:
@@ -79,7 +78,18 @@ class Joint:
 
     @property
     def n_coordinates(self) -> int:
-        return _DOF[self.kind]
+        return KINDS[self.kind].n_coordinates
+
+    @property
+    def type(self) -> JointKind:
+        """What this joint's kind does (joints.py)."""
+        return KINDS[self.kind]
+
+    @property
+    def labels(self) -> tuple:
+        """Its coordinates' labels: rot_x, loc_y, swing_x, ... (an axis not X, Y or Z by the joint's name)."""
+        named = {v: k for k, v in _AXES.items()}.get(tuple(np.asarray(self.axis)))
+        return self.type.labels(named.lower() if named else (self.name or "axis"))
 
 
 def revolute(axis, **kw) -> Joint:
@@ -113,24 +123,23 @@ class Segment:
     armature: int = 0
 
 
+
 class Model:
-    """An immutable kinematic tree with flat per-coordinate and per-joint index arrays."""
+    """An immutable kinematic tree with flat per-coordinate and per-joint index arrays.
+
+    Per segment: names, parent, armature, rest, post, length. Per joint (tree order): joints,
+    joint_segment, joint_slot (its place on its segment), joint_first (its first coordinate),
+    joint_axis. Per coordinate: coordinate_segment, coordinate_joint, lower, upper, weight,
+    rotational, coordinate_names. For forward kinematics: joint_groups (joints by kind),
+    fixed_columns and `layout` (KinematicLayout); for limits: elliptic_groups, unlimited_spheres;
+    for Jacobians: segment_ancestors and moves.
+    """
 
     def __init__(self, segments: Sequence[Segment], armature_names: Sequence[str] | None = None):
         self.segments = tuple(segments)
-        n_seg = len(self.segments)
-        if n_seg == 0:
-            raise ValueError("a model needs at least one segment")
+        _check_segments(self.segments)
         self.names = [s.name for s in self.segments]
         self.parent = np.array([s.parent for s in self.segments], dtype=int)
-        for i, s in enumerate(self.segments):
-            if not (-1 <= s.parent < i):
-                raise ValueError(f"segment '{s.name}': parent {s.parent} must come before it in the list")
-            for name, matrix in (("rest", s.rest), ("post", s.post)):
-                if matrix is not None and not np.all(np.isfinite(matrix)):
-                    raise ValueError(f"segment '{s.name}': {name} matrix is not finite")
-            if not np.isfinite(s.length) or s.length < 0:
-                raise ValueError(f"segment '{s.name}': length {s.length} must be finite and >= 0")
         self.armature = np.array([s.armature for s in self.segments], dtype=int)
         self.n_armatures = int(self.armature.max()) + 1
         self.armature_names = list(armature_names or [f"armature{i}" for i in range(self.n_armatures)])
@@ -138,8 +147,19 @@ class Model:
         self.has_post = any(s.post is not None for s in self.segments)
         self.post = np.stack([np.eye(4) if s.post is None else np.asarray(s.post, float) for s in self.segments])
         self.length = np.array([s.length for s in self.segments], dtype=float)
+        self._flatten_joints()
+        self.joint_groups, self.fixed_columns = group_joints([j.kind for j in self.joints], self.joint_axis,
+                                                             self.joint_first)
+        self._limit_indices()
+        self.layout = kinematic_layout(self.parent, self.joint_segment, self.joint_slot, self.coordinate_joint)
+        self.segment_ancestors = _ancestors(self.parent)          # [s, a]: a is s or an ancestor of s
+        n_seg = len(self.segments)
+        self.moves = (self.segment_ancestors[:, self.coordinate_segment].T if self.n_coordinates
+                      else np.zeros((0, n_seg), bool))           # [c, s]: coordinate c moves segment s
 
-        # Joints, flat: which segment, which slot in that segment, first coordinate.
+    def _flatten_joints(self):
+        """Joints in tree order with their segment, slot and first coordinate; per coordinate its
+        joint, segment, limits, weight, kind and name."""
         joints, joint_segment, joint_slot, joint_first = [], [], [], []
         n_q = 0
         for i, s in enumerate(self.segments):
@@ -153,6 +173,7 @@ class Model:
         self.joint_segment = np.array(joint_segment, dtype=int)
         self.joint_slot = np.array(joint_slot, dtype=int)
         self.joint_first = np.array(joint_first, dtype=int)
+        self.joint_axis = np.array([j.axis for j in joints], dtype=float).reshape(-1, 3)
         self.n_coordinates = n_q
 
         coord_joint = np.repeat(np.arange(len(joints)), [j.n_coordinates for j in joints]).astype(int)
@@ -161,78 +182,27 @@ class Model:
         self.lower = np.array([v for j in joints for v in j.lower], dtype=float)
         self.upper = np.array([v for j in joints for v in j.upper], dtype=float)
         self.weight = np.array([v for j in joints for v in j.weight], dtype=float)
-        self.rotational = np.array([j.kind != PRISMATIC for j in joints for _ in range(j.n_coordinates)], dtype=bool)
-        self.coordinate_names = [f"{self.names[seg]}.{c}"
-                                 for j, seg in zip(joints, joint_segment) for c in _coordinate_labels(j)]
+        self.rotational = np.array([j.type.rotational for j in joints for _ in range(j.n_coordinates)], dtype=bool)
+        self.translational = np.flatnonzero(~self.rotational)
+        self.coordinate_names = [f"{self.names[seg]}.{c}" for j, seg in zip(joints, joint_segment) for c in j.labels]
 
-        # Index arrays by joint kind, used by forward kinematics.
-        def of_kind(kind):
-            return np.array([k for k, j in enumerate(joints) if j.kind == kind], dtype=int)
-        self.revolute_joints, self.prismatic_joints = of_kind(REVOLUTE), of_kind(PRISMATIC)
-        self.swing_joints, self.sphere_joints = of_kind(SWING), of_kind(SPHERE)
-        # Revolute joints and their coordinates as slices where contiguous (views), and the
-        # velocity columns of revolute and prismatic joints, which do not depend on q.
-        self.revolute_index = as_slice(self.revolute_joints)
-        self.revolute_coordinates = as_slice(self.joint_first[self.revolute_joints])
-        self.fixed_columns = np.zeros((n_q, 3))
-        for k, j in enumerate(joints):
-            if j.kind in (REVOLUTE, PRISMATIC):
-                self.fixed_columns[joint_first[k]] = j.axis
-        # Sphere joints and their coordinates in joint order, as slices where contiguous (views).
-        self.sphere_index = as_slice(self.sphere_joints)
-        self.sphere_coordinate_index = as_slice((self.joint_first[self.sphere_joints][:, None] + np.arange(3)).ravel())
-        self.joint_axis = np.array([j.axis for j in joints], dtype=float).reshape(-1, 3)
-        revolute_skew = skew(self.joint_axis[self.revolute_joints])
-        self.revolute_skew = (revolute_skew, revolute_skew @ revolute_skew)    # [axis]x and its square
+    def _limit_indices(self):
+        """Which joints limits.project and limits.wrap_spheres treat: elliptic swings and spheres,
+        and unlimited spheres free in every component (wrapped the short way round; frozen
+        components stay put)."""
+        joints, first = self.joints, self.joint_first
+        self.limited = bool(np.isfinite(self.lower).any() or np.isfinite(self.upper).any())
         self.elliptic_joints = np.array([k for k, j in enumerate(joints) if j.elliptic], dtype=int)
+        # Coordinate index arrays (k, 2) of elliptic swings and (k, 3) of elliptic spheres.
+        elliptic = {}
+        for j in self.elliptic_joints:
+            elliptic.setdefault(joints[j].n_coordinates, []).append(first[j] + np.arange(joints[j].n_coordinates))
+        self.elliptic_groups = [np.array(g) for g in elliptic.values()]
         self.unlimited_spheres = np.array(
             [k for k, j in enumerate(joints)
              if j.kind == SPHERE and np.all(np.isinf(j.lower)) and np.all(np.isinf(j.upper)) and min(j.weight) > 0],
-            dtype=int)  # wrapped the short way round (limits.wrap_spheres); frozen components stay put
-        self.unlimited_sphere_coordinates = self.joint_first[self.unlimited_spheres][:, None] + np.arange(3)
-        self.limited = bool(np.isfinite(self.lower).any() or np.isfinite(self.upper).any())
-        # Coordinate index arrays (k, 2) of elliptic swings and (k, 3) of elliptic spheres (limits.project).
-        elliptic = {}
-        for j in self.elliptic_joints:
-            elliptic.setdefault(joints[j].n_coordinates, []).append(self.joint_first[j] + np.arange(joints[j].n_coordinates))
-        self.elliptic_groups = [np.array(g) for g in elliptic.values()]
-
-        # Tree levels (segments whose parent lies on the previous level) for batched composition.
-        depth = np.zeros(n_seg, dtype=int)
-        for i in range(n_seg):
-            depth[i] = 0 if self.parent[i] < 0 else depth[self.parent[i]] + 1
-        self.levels = [np.flatnonzero(depth == d) for d in range(depth.max() + 1)]
-        self.slots = [np.flatnonzero(self.joint_slot == k) for k in range(int(self.joint_slot.max(initial=-1)) + 1)]
-        # Forward kinematics works in level order (segments sorted by level), where every level is a
-        # run of positions; per level: its segments (a slice where contiguous), its run, its parents'
-        # positions (None for the roots). Where level order is not segment order, `segment_position`
-        # takes frames back (None where it is).
-        self.level_index = [as_slice(level) for level in self.levels]
-        position = np.empty(n_seg, dtype=int)
-        position[np.concatenate(self.levels)] = np.arange(n_seg)
-        ends = np.cumsum([0] + [level.size for level in self.levels])
-        self.level_run = [slice(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:])]
-        self.level_parent_position = [None if self.parent[level[0]] < 0 else as_slice(position[self.parent[level]])
-                                      for level in self.levels]
-        self.segment_position = None if np.array_equal(position, np.arange(n_seg)) else position
-        self.one_joint_per_segment = np.array_equal(self.joint_segment, np.arange(n_seg))
-        # Each joint's level-order position and each coordinate's joint, as slices where
-        # contiguous (a chain with one joint per link and a jointless end, one coordinate per joint), and
-        # the jointless segments.
-        self.joint_position = as_slice(position[self.joint_segment])
-        first_slot = self.slots[0] if self.slots else np.zeros(0, int)
-        self.first_slot_index, self.first_slot_segments = as_slice(first_slot), as_slice(self.joint_segment[first_slot])
-        self.coordinate_joint_index = as_slice(self.coordinate_joint)
-        self.jointless_index = as_slice(np.setdiff1d(np.arange(n_seg), self.joint_segment))
-        self.translational = np.flatnonzero(~self.rotational)
-
-        # moves[c, s]: coordinate c moves segment s (it sits on s or on one of its ancestors).
-        ancestor = np.eye(n_seg, dtype=bool)
-        for i in range(n_seg):
-            if self.parent[i] >= 0:
-                ancestor[i] |= ancestor[self.parent[i]]
-        self.segment_ancestors = ancestor  # [s, a]: a is s or an ancestor of s
-        self.moves = ancestor[:, self.coordinate_segment].T if n_q else np.zeros((0, n_seg), bool)
+            dtype=int)
+        self.unlimited_sphere_coordinates = first[self.unlimited_spheres][:, None] + np.arange(3)
 
     def moving_mask(self, segments: np.ndarray):
         """Which coordinates move a point on each of `segments` (E,), shaped (1, E, 1, n) to mask
@@ -257,19 +227,92 @@ class Model:
         return np.tile(np.clip(0.0, self.lower, self.upper), (n_frames, 1))
 
 
-def as_slice(index: np.ndarray):
-    """A run of consecutive indices as a slice; any other index array as it is."""
-    if index.size and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
-        return slice(int(index[0]), int(index[0]) + index.size)
-    return index
+def _check_segments(segments) -> None:
+    """Parents come before their children; rest and post matrices are finite; lengths finite and >= 0."""
+    if not segments:
+        raise ValueError("a model needs at least one segment")
+    for i, s in enumerate(segments):
+        if not (-1 <= s.parent < i):
+            raise ValueError(f"segment '{s.name}': parent {s.parent} must come before it in the list")
+        for name, matrix in (("rest", s.rest), ("post", s.post)):
+            if matrix is not None and not np.all(np.isfinite(matrix)):
+                raise ValueError(f"segment '{s.name}': {name} matrix is not finite")
+        if not np.isfinite(s.length) or s.length < 0:
+            raise ValueError(f"segment '{s.name}': length {s.length} must be finite and >= 0")
 
 
-def _coordinate_labels(joint: Joint):
-    if joint.kind == SWING:
-        return ("swing_x", "swing_z")
-    if joint.kind == SPHERE:
-        return ("sphere_x", "sphere_y", "sphere_z")
-    axis = np.asarray(joint.axis)
-    named = {v: k for k, v in _AXES.items()}.get(tuple(axis))
-    prefix = "rot" if joint.kind == REVOLUTE else "loc"
-    return (f"{prefix}_{named.lower()}" if named else f"{prefix}_{joint.name or 'axis'}",)
+def _ancestors(parent: np.ndarray) -> np.ndarray:
+    """[s, a]: segment a is s or an ancestor of s (parents come first)."""
+    ancestor = np.eye(parent.size, dtype=bool)
+    for i in range(parent.size):
+        if parent[i] >= 0:
+            ancestor[i] |= ancestor[parent[i]]
+    return ancestor
+
+
+@dataclass(frozen=True)
+class KinematicLayout:
+    """The index caches of forward kinematics (kinematics.py), as slices where contiguous.
+
+    Segments are composed level by level (a level: the segments whose parent lies on the level
+    before), in level order, where every level is a run of positions:
+
+        levels                  per level, its segments (index arrays)
+        level_index             the same as slices where contiguous
+        level_run               its run of level-order positions
+        level_parent_position   its parents' positions (None for the roots)
+        segment_position        level order back to segment order (None when they agree)
+        joint_position          each joint's segment's level-order position
+
+    A segment's joints are composed slot by slot (slot k: every segment's k-th joint):
+
+        slots                   per slot, its joints
+        one_joint_per_segment   each segment has exactly one joint (no composing at all)
+        first_slot_index        the first slot's joints, first_slot_segments their segments
+        jointless_index         the segments without joints
+        coordinate_joint_index  each coordinate's joint
+    """
+
+    levels: list
+    level_index: list
+    level_run: list
+    level_parent_position: list
+    segment_position: np.ndarray | None
+    joint_position: slice | np.ndarray
+    slots: list
+    one_joint_per_segment: bool
+    first_slot_index: slice | np.ndarray
+    first_slot_segments: slice | np.ndarray
+    jointless_index: slice | np.ndarray
+    coordinate_joint_index: slice | np.ndarray
+
+
+def kinematic_layout(parent: np.ndarray, joint_segment: np.ndarray, joint_slot: np.ndarray,
+                     coordinate_joint: np.ndarray) -> KinematicLayout:
+    """The layout of a tree with these parents (-1: a root), joints' segments and slots, and
+    coordinates' joints."""
+    n_seg = parent.size
+    depth = np.zeros(n_seg, dtype=int)
+    for i in range(n_seg):
+        depth[i] = 0 if parent[i] < 0 else depth[parent[i]] + 1
+    levels = [np.flatnonzero(depth == d) for d in range(depth.max() + 1)]
+    position = np.empty(n_seg, dtype=int)
+    position[np.concatenate(levels)] = np.arange(n_seg)
+    ends = np.cumsum([0] + [level.size for level in levels])
+    slots = [np.flatnonzero(joint_slot == k) for k in range(int(joint_slot.max(initial=-1)) + 1)]
+    first_slot = slots[0] if slots else np.zeros(0, int)
+    return KinematicLayout(
+        levels=levels,
+        level_index=[as_slice(level) for level in levels],
+        level_run=[slice(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:])],
+        level_parent_position=[None if parent[level[0]] < 0 else as_slice(position[parent[level]]) for level in levels],
+        segment_position=None if np.array_equal(position, np.arange(n_seg)) else position,
+        joint_position=as_slice(position[joint_segment]),
+        slots=slots,
+        one_joint_per_segment=np.array_equal(joint_segment, np.arange(n_seg)),
+        first_slot_index=as_slice(first_slot),
+        first_slot_segments=as_slice(joint_segment[first_slot]),
+        jointless_index=as_slice(np.setdiff1d(np.arange(n_seg), joint_segment)),
+        coordinate_joint_index=as_slice(coordinate_joint),
+    )
+

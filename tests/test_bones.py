@@ -1,11 +1,17 @@
-"""Bones to joints, as Blender's iTaSC maps free IK axes; rest matrices from head, tail and roll."""
+"""Bones to joints, as Blender's iTaSC maps free IK axes, and pose bases back to their
+coordinates; rest matrices from head, tail and roll."""
+
+import itertools
 
 import numpy as np
 import pytest
 
-from solver import Bone, model_from_bones, rest_matrix, solve_animation
+from solver import Bone, Model, Segment, model_from_bones, rest_matrix, revolute, solve_animation
+from solver.bones import coordinates_from_basis
 from solver.examples import reach_scene, straight_chain
-from solver.rotations import axis_angle_matrix
+from solver.kinematics import segment_motions
+from solver.limits import violation
+from solver.rotations import axis_angle_matrix, exp_map
 
 LIMITS = ((-0.5, 0.8), (-0.3, 0.3), (-0.4, 0.6))
 
@@ -83,3 +89,79 @@ def test_bad_bones_are_rejected_with_their_names():
         model_from_bones([Bone("orphan", np.eye(4), 1.0, parent="missing")])
     with pytest.raises(ValueError, match="limits"):
         model_from_bones([Bone("b", np.eye(4), 1.0, lock=(False, True, True), limits=((0.5, -0.5), None, None))])
+
+
+LOCKS = list(itertools.product([False, True], repeat=3))
+
+
+def chain_of(lock, limited, stretch, rng):
+    """Three bones with these IK settings (random rests), a model of them."""
+    bones = [Bone(f"b{i}", rest_matrix(rng.normal(size=3), rng.normal(size=3), rng.uniform(-1, 1)), 1.3,
+                  parent=None if i == 0 else f"b{i - 1}", lock=lock, limits=LIMITS if limited else (None,) * 3,
+                  stretch=stretch) for i in range(3)]
+    return model_from_bones(bones)
+
+
+def inside(model, rng, F):
+    """Coordinates inside the limits (and the elliptic ones) and inside the range the bones'
+    splits invert (angles and rotation vectors shorter than pi)."""
+    u = rng.uniform(-1.0, 1.0, (F, model.n_coordinates))
+    reach = np.where(u > 0, model.upper, -model.lower)
+    q = np.where(np.isfinite(reach), 0.5 * np.abs(u) * np.where(np.isfinite(reach), reach, 0.0) * np.sign(u), 1.5 * u)
+    stretch = ~model.rotational
+    q[:, stretch] = rng.uniform(-0.5, 2.0, (F, stretch.sum())) * model.length[model.coordinate_segment[stretch]]
+    return q
+
+
+def basis_of(model, q):
+    """Blender's matrix_basis of each bone at q: its joints' rotation, the stretch as a Y scale."""
+    motions = segment_motions(model, q)
+    basis = motions.copy()
+    basis[..., :3, 3] = 0.0
+    for c in np.flatnonzero(~model.rotational):
+        s = model.coordinate_segment[c]
+        basis[:, s, :3, 1] *= ((model.length[s] + q[:, c]) / model.length[s])[:, None]
+    return basis
+
+
+@pytest.mark.parametrize("stretch", [0.0, 0.5])
+@pytest.mark.parametrize("limited", [False, True])
+@pytest.mark.parametrize("lock", LOCKS)
+def test_coordinates_from_basis_inverts_the_bones_joints(lock, limited, stretch):
+    """bone_joints -> forward kinematics -> pose basis -> coordinates_from_basis gives the
+    coordinates back, for every lock combination (every joint layout Blender maps), with and
+    without limits and stretch."""
+    rng = np.random.default_rng(sum(lock) + 4 * limited)
+    model = chain_of(lock, limited, stretch, rng)
+    q = inside(model, rng, 40)
+    back = coordinates_from_basis(model, basis_of(model, q))
+    np.testing.assert_allclose(back, q, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(segment_motions(model, back)[..., :3, :3], segment_motions(model, q)[..., :3, :3],
+                               rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_coordinates_from_basis_of_any_pose_lie_inside_the_limits(lock):
+    """A pose basis the joints cannot make (locked axes turned, limits passed) still gives finite
+    coordinates inside the limits; a pose they can make (the locked part undone) gives the same."""
+    rng = np.random.default_rng(7)
+    model = chain_of(lock, True, 0.0, rng)
+    basis = np.zeros((20, 3, 4, 4))
+    basis[..., :3, :3], basis[..., 3, 3] = exp_map(rng.normal(0.0, 1.0, (20, 3, 3))), 1.0
+    q = coordinates_from_basis(model, basis)
+    assert np.all(np.isfinite(q)) and np.all(violation(model, q) <= 1e-12)
+    np.testing.assert_allclose(coordinates_from_basis(model, basis_of(model, q)), q, rtol=0, atol=1e-9)
+
+
+def test_coordinates_from_basis_of_a_free_bone_is_its_rotation_vector():
+    model = model_from_bones([Bone("b", np.eye(4), 1.0)])
+    phi = np.array([[0.3, -1.2, 0.8], [0.0, 0.0, 0.0]])
+    basis = np.broadcast_to(np.eye(4), (2, 1, 4, 4)).copy()
+    basis[:, 0, :3, :3] = exp_map(phi)
+    np.testing.assert_allclose(coordinates_from_basis(model, basis), phi, atol=1e-12)
+
+
+def test_coordinates_from_basis_refuses_joints_no_bone_has():
+    model = Model([Segment("s", joints=(revolute("Z"), revolute("X")))])
+    with pytest.raises(ValueError, match="'s'.*bone_joints"):
+        coordinates_from_basis(model, np.broadcast_to(np.eye(4), (1, 1, 4, 4)))

@@ -352,6 +352,39 @@ def test_forward_kinematics_on_the_engine_model_gives_the_segment_frames():
     np.testing.assert_array_equal(frames, om.body_frames(q))   # gait bodies: segment frame = body frame
 
 
+
+def _marker_kinematics_against_the_engine(om, seed):
+    """MarkerKinematics (the marker IK's own forward kinematics) against the engine's
+    forward_kinematics and point_jacobian times the coupling's Jacobian: positions and
+    dx/dq = J_point dtheta/dq, to rounding."""
+    from solver.kinematics import point_jacobian
+    from solver.opensim.marker_kinematics import MarkerKinematics
+
+    segments, locations = om.markers.segments, om.markers.locations
+    kinematics = MarkerKinematics(om.model, om.coupling, segments, locations)
+    q = _random_poses(om, 6, seed=seed, scale=1.2)
+    x, J = kinematics.positions_and_jacobian(q)
+    pose = forward_kinematics(om.model, om.coupling.dofs(q))
+    frames = pose.frames[:, segments]
+    points = np.einsum("fmij,mj->fmi", frames[..., :3, :3], locations) + frames[..., :3, 3]
+    dtheta = point_jacobian(om.model, pose, segments, points)[:, :, :3]               # (F, M, 3, K)
+    engine = (dtheta @ om.coupling.jacobian(q)[:, None]).reshape(J.shape)
+    np.testing.assert_allclose(x, points, rtol=0, atol=1e-12 * max(1.0, np.abs(points).max()))
+    assert relative_difference(J, engine) <= 1e-12
+    np.testing.assert_allclose(kinematics.positions(q), x, rtol=0, atol=0)
+
+
+@needs_data
+def test_marker_kinematics_is_the_engines_forward_kinematics_on_the_gait_model():
+    _marker_kinematics_against_the_engine(load_osim(GAIT), seed=8)
+
+
+def test_marker_kinematics_is_the_engines_forward_kinematics_on_every_joint_type(hand_path, tmp_path):
+    _marker_kinematics_against_the_engine(load_osim(hand_path), seed=9)
+    path = tmp_path / "zoo.osim"
+    _zoo(_opensim(), path)
+    _marker_kinematics_against_the_engine(load_osim(path), seed=10)
+
 # ---------------------------------------------------------------------------------------- errors
 
 V3 = """<OpenSimDocument Version="20303"><Model name="m"><BodySet><objects>

@@ -19,6 +19,12 @@ one twist (Omega_c, V_c), the same for every marker c moves:
 So a frame's Jacobian is one (3M, 6) by (6, n_q) product, masked to the coordinates that move
 each marker (the segment of the coordinate is the marker's or an ancestor).
 
+This is a second forward-kinematics path, kept for speed: its revolute and prismatic joints are
+the engine's (joints.KINDS, whose revolute constants [a]x and [a]x^2 it takes), composed in
+another order, so it equals kinematics.forward_kinematics and point_jacobian through the
+coupling to rounding, not bit for bit (tests/test_opensim_model.py checks that on every joint
+type OpenSim has).
+
 Layout. Every segment of an OpenSim model has up to three translations followed by up to three
 rotations (osim.py builds them so); here each segment gets exactly three of each, the missing ones
 of value 0 (identity), so that one batched product per rotation slot makes every segment's local
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..joints import KINDS
 from ..model import PRISMATIC, REVOLUTE, Model
 from ..rotations import skew
 
@@ -64,15 +71,15 @@ class MarkerKinematics:
         axis = np.vstack([model.joint_axis, [1.0, 0.0, 0.0]])                  # the padding's: any
         self._slide_axis = np.where((sliding < K)[..., None], axis[sliding], 0.0)             # (S, 3, 3)
         self._turn_axis = axis[turning]
-        k1 = skew(self._turn_axis)                                              # (S, 3, 3, 3)
-        self._k1, self._k2 = k1, k1 @ k1                         # Rodrigues: I + sin K + (1 - cos) K^2
+        # Rodrigues, I + sin K + (1 - cos) K^2, with the revolute kind's K = [a]x and K^2 (S, 3, 3, 3)
+        self._k1, self._k2 = KINDS[REVOLUTE].prepare(self._turn_axis)
         # rest and post folded into the local transform: rest [R p] post, as (S, 3, 4) blocks
         self._rest, self._post = model.rest[:, :3], model.post
         self.has_post = model.has_post
         # Pointer jumping: parent S is the world (a marker model stands in the world, no bases).
         parent = np.append(np.where(model.parent < 0, S, model.parent), S)
         self._parent = parent
-        depth = max(len(level) and d for d, level in enumerate(model.levels)) + 1
+        depth = max(len(level) and d for d, level in enumerate(model.layout.levels)) + 1
         self._rounds = int(np.ceil(np.log2(depth + 1)))
         self.locations_h = np.concatenate([self.locations, np.ones((self.locations.shape[0], 1))], axis=1)
 
