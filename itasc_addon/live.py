@@ -21,6 +21,7 @@ import numpy as np
 from bpy.app.handlers import persistent
 
 from .. import solver
+from ..solver.bones import coordinates_from_basis
 from ..solver.runtime.blas_threads import one_blas_thread
 from . import guard, handover, own_pose, solving
 from . import rig as rig_module
@@ -130,7 +131,7 @@ def _inputs(reader, obj):
     weak = any(d.influence < 1.0 for d in rig.driven)
     if weak or scene.value_tasks:
         basis = own_pose.animated_basis(obj, rig.bones, float(samples.frames[0]))
-        animated = rig_module.coordinates_from_basis(rig, basis)
+        animated = coordinates_from_basis(rig.model, basis)
         values = rig_module.control_values(scene, animated)
         if weak:
             samples.objects = solving.blend_targets(rig, animated, samples, samples.objects)
@@ -159,7 +160,7 @@ def _step(obj, reader, state, samples, values, same_inputs, fresh):
         res = solver.solve_animation(scene, state.q, samples.objects, samples.bases, settings, values)
         return res.q, res.evaluation
     _, settings = solving.settings_for(obj, fps=fps, scale=scale)
-    q0 = rig_module.coordinates_from_basis(reader.rig, samples.basis)
+    q0 = coordinates_from_basis(reader.rig.model, samples.basis)
     res = solver.solve_animation(scene, q0, samples.objects, samples.bases, settings, values)
     return res.q, res.evaluation
 

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import solver
-from ..solver.bones import coordinates_from_basis as model_coordinates_from_basis
 from ..solver.kinematics import segment_motions
 from ..solver.rotations import quaternion_from_matrix
 
@@ -687,12 +686,6 @@ def sample(rig: Rig, obj, frames, progress=None) -> Samples:
 
 
 # --- coordinates from poses and poses from coordinates --------------------------------------
-
-def coordinates_from_basis(rig: Rig, basis):
-    """Joint coordinates (F, n) closest to the pose bones' matrix_basis (F, S, 4, 4), on the
-    rig's model (solver.bones.coordinates_from_basis)."""
-    return model_coordinates_from_basis(rig.model, basis)
-
 
 def pose_from_coordinates(rig: Rig, q, motions=None):
     """Per model bone and frame: rotation matrices (F, S, 3, 3) and Y scales (F, S) (1 without

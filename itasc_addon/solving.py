@@ -22,6 +22,7 @@ import bpy
 import numpy as np
 
 from .. import solver
+from ..solver.bones import coordinates_from_basis
 from ..solver.rotations import exp_map, log_map
 from . import guard, handover, keys, own_pose, two_bone
 from . import rig as rig_module
@@ -238,7 +239,7 @@ class Job:
         targets blended by influence, the joint-control tasks' values; whether the fast path's
         chain stays connected in that pose."""
         self.samples = self.sampler.samples()
-        self.q0 = rig_module.coordinates_from_basis(self.rig, self.samples.basis)
+        self.q0 = coordinates_from_basis(self.rig.model, self.samples.basis)
         self.objects = blend_targets(self.rig, self.q0, self.samples, self.samples.objects)
         self.values = rig_module.control_values(self.engine_scene, self.q0)
         if self.plan is not None:

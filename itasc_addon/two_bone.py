@@ -66,6 +66,8 @@ import numpy as np
 
 from .. import solver
 from ..solver.analytic import two_bone_ik
+from ..solver.bones import coordinates_from_basis
+from ..solver.geometry import dot, unit
 from ..solver.rotations import exp_map
 from ..solver.update import reached
 from . import rig as rig_module
@@ -242,15 +244,6 @@ class Sampler(rig_module.Sampler):
 
 # --- the solve -------------------------------------------------------------------------------------
 
-def _unit(v):
-    n = np.linalg.norm(v, axis=-1, keepdims=True)
-    return v / np.where(n > 0.0, n, 1.0), n[..., 0]
-
-
-def _dot(a, b):
-    return np.sum(a * b, axis=-1)
-
-
 def _apply(R, v):
     return np.einsum("...ij,...j->...i", R, v)
 
@@ -265,13 +258,13 @@ def shortest_arc(a, b, fallback):
     """Rotations (..., 3, 3) taking unit a to unit b about a x b (the shortest arc), from the
     quaternion (a.h, a x h) of the half-way vector h; exactly opposite vectors turn by pi about
     `fallback` made perpendicular to a."""
-    h, size = _unit(a + b)
+    h, size = unit(a + b)
     opposite = size <= 1e-12
     if np.any(opposite):
-        f = fallback - _dot(fallback, a)[..., None] * a
+        f = fallback - dot(fallback, a)[..., None] * a
         f = np.where((np.linalg.norm(f, axis=-1) > 1e-6)[..., None], f, np.cross(a, [0.0, 0.0, 1.0]))
-        h = np.where(opposite[..., None], _unit(f)[0], h)
-    w = _dot(a, h)
+        h = np.where(opposite[..., None], unit(f)[0], h)
+    w = dot(a, h)
     x, y, z = np.moveaxis(np.cross(a, h), -1, 0)
     return np.stack([
         np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
@@ -282,8 +275,8 @@ def shortest_arc(a, b, fallback):
 def _bend_axis_local(c, second_now, second_rest):
     """The bend axis n_loc in the first bone's frame (see the module docstring): from the second
     bone's direction now, else at rest, else the first bone's -X; perpendicular to c."""
-    now, size_now = _unit(-np.cross(c, second_now))
-    rest, size_rest = _unit(-np.cross(c, second_rest))
+    now, size_now = unit(-np.cross(c, second_now))
+    rest, size_rest = unit(-np.cross(c, second_rest))
     minus_x = np.array([-1.0, 0.0, 0.0]) - (-c[0]) * c
     minus_x /= np.linalg.norm(minus_x)
     out = np.where((size_rest > _TINY)[..., None], rest, minus_x)
@@ -308,25 +301,25 @@ def solve(rig, plan: Plan, samples, q0, objects, poles, scene, settings):
     second_local = _apply(S1 @ R1, [0.0, 1.0, 0.0])     # second bone's direction, first bone's frame
     n_loc = _bend_axis_local(c, second_local, S1[:, 1])
     target = objects[:, rig.driven[0].target, :3, 3]
-    u, distance = _unit(target - root)
+    u, distance = unit(target - root)
 
     # Without a pole: the elbow's offset from the root->target line, else the bend axis turned.
     elbow = _apply(frame0, c)                            # unit direction root->elbow now
-    across = elbow - _dot(elbow, u)[..., None] * u
-    w, size = _unit(across)
-    from_axis, size_axis = _unit(np.cross(_apply(frame0, n_loc), u))
+    across = elbow - dot(elbow, u)[..., None] * u
+    w, size = unit(across)
+    from_axis, size_axis = unit(np.cross(_apply(frame0, n_loc), u))
     w = np.where((size > _ON_LINE)[..., None], w, np.where((size_axis > _TINY)[..., None], from_axis, 0.0))
 
     if plan.pole is not None:
         # In the first bone's frame: the line to the tail now, the pole's "up" across it, and the bend
         # side across it; the bend side keeps its angle from "up" once the line is turned onto u.
-        line, _ = _unit(offset + l2 * second_local)
+        line, _ = unit(offset + l2 * second_local)
         up = np.array([np.cos(plan.pole_angle), 0.0, np.sin(plan.pole_angle)])
-        up, up_size = _unit(up - _dot(up, line)[..., None] * line)
-        side, side_size = _unit(np.cross(n_loc, line))
-        psi = np.arctan2(_dot(line, np.cross(up, side)), _dot(up, side))
+        up, up_size = unit(up - dot(up, line)[..., None] * line)
+        side, side_size = unit(np.cross(n_loc, line))
+        psi = np.arctan2(dot(line, np.cross(up, side)), dot(up, side))
         p = poles - root
-        p_across, p_size = _unit(p - _dot(p, u)[..., None] * u)
+        p_across, p_size = unit(p - dot(p, u)[..., None] * u)
         use = ((p_size > _TINY * np.linalg.norm(p, axis=-1)) & (distance > 0.0)
                & (up_size > _TINY) & (side_size > _TINY))
         w = np.where(use[..., None], _turn(u, p_across, psi), w)
@@ -335,10 +328,10 @@ def solve(rig, plan: Plan, samples, q0, objects, poles, scene, settings):
         """The two bones' new pose rotations for the chain two_bone_ik finds toward `goal`, and
         where that pose puts the tail (the model's own forward kinematics)."""
         ik = two_bone_ik(root, l1, l2, goal, w, pole_is_point=False)
-        d1, _ = _unit(np.linalg.solve(A0, ik.dir1[..., None])[..., 0])     # in the frame R0 acts in
+        d1, _ = unit(np.linalg.solve(A0, ik.dir1[..., None])[..., 0])     # in the frame R0 acts in
         new0 = shortest_arc(_apply(R0, c), d1, R0[:, :, 0]) @ R0
         M1 = A0 @ new0 @ S1
-        d2, _ = _unit(np.linalg.solve(M1, ik.dir2[..., None])[..., 0])
+        d2, _ = unit(np.linalg.solve(M1, ik.dir2[..., None])[..., 0])
         new1 = shortest_arc(R1[:, :, 1], d2, R1[:, :, 0]) @ R1
         tail = root + _apply(A0 @ new0, offset) + l2 * (M1 @ new1)[:, :, 1]
         return ik, new0, new1, tail
@@ -355,7 +348,7 @@ def solve(rig, plan: Plan, samples, q0, objects, poles, scene, settings):
 
     basis = np.tile(np.eye(4), (F, 2, 1, 1))
     basis[:, :, :3, :3] = rotations
-    q = rig_module.coordinates_from_basis(rig, basis)
+    q = coordinates_from_basis(rig.model, basis)
     ev = scene.evaluate(q, objects, samples.bases)
     Aw = np.sqrt(ev.task_weight)[..., None] * ev.A * scene.joint_weight
     sigma_min = np.linalg.svd(Aw, compute_uv=False)[:, -1]
