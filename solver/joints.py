@@ -27,7 +27,7 @@ itself, within |angle| < pi, both return the coordinates that made it.
 Forward kinematics works on groups: `group_joints` sorts a model's joints by kind once, and per
 group the kind's `prepare` computes whatever does not depend on q (for revolute joints [a]x and
 its square), so that `motion` makes all of a group's transforms and columns in a few batched
-numpy calls. A new kind is one class here and one entry in KINDS (tests/test_joints.py then runs
+numpy calls. A new kind is one class here and one entry in KINDS (tests/engine/test_joints.py then runs
 it through forward kinematics against finite differences and its inverse round trip).
 """
 

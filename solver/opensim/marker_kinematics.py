@@ -22,7 +22,7 @@ each marker (the segment of the coordinate is the marker's or an ancestor).
 This is a second forward-kinematics path, kept for speed: its revolute and prismatic joints are
 the engine's (joints.KINDS, whose revolute constants [a]x and [a]x^2 it takes), composed in
 another order, so it equals kinematics.forward_kinematics and point_jacobian through the
-coupling to rounding, not bit for bit (tests/test_opensim_model.py checks that on every joint
+coupling to rounding, not bit for bit (tests/apps/test_opensim_model.py checks that on every joint
 type OpenSim has).
 
 Layout. Every segment of an OpenSim model has up to three translations followed by up to three

@@ -58,7 +58,7 @@ from solver.opensim._xml import parse_bytes
 from solver.opensim.setup import VALUE_TYPES
 from solver.opensim.trc import UNIT_SCALE
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "opensim_gait2354"
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "opensim_gait2354"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared/data/opensim_gait2354 is not beside the repository")
 TRC = "subject01_synthetic_marker_data.trc"
 MOT = "std_subject01_walk1_ik.mot"

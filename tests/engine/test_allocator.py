@@ -9,7 +9,7 @@ import pytest
 
 from solver import keep_freed_memory
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import resource, sys
 import numpy as np

@@ -15,7 +15,6 @@ from solver.opensim.osim import euler_xyz, load_osim, read_osim
 from tests.opensim_reference import DATA, GAIT, needs_data
 from tests.opensim_reference import opensim as _opensim
 
-HERE = Path(__file__).resolve().parent
 HAND = """<?xml version="1.0" encoding="UTF-8" ?>
 <OpenSimDocument Version="40000">
   <Model name="hand">

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BLENDER_MODULES = {"bpy", "mathutils", "bmesh", "bl_math", "addon_utils"}
 
 # Block Blender's modules, then import solver and every submodule (except __main__).

@@ -36,7 +36,7 @@ from solver.fly import (
 # The shared fly pose files, beside the repository (or beside the folder that holds a worktree of it).
 DATA = next((folder / "shared" / "data" / "fly_pose" for folder in Path(__file__).resolve().parents[1:]
              if (folder / "shared" / "data" / "fly_pose").is_dir()),
-            Path(__file__).resolve().parents[1].parent / "shared" / "data" / "fly_pose")
+            Path(__file__).resolve().parents[2].parent / "shared" / "data" / "fly_pose")
 SMALL = DATA / "pose3d_aligned.pkl"
 LARGE = DATA / "pose_result__210902_PR_Fly1_aligned.pkl"
 have_data = pytest.mark.skipif(not (SMALL.exists() and LARGE.exists()), reason="shared fly data not found")
