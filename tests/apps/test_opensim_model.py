@@ -2,7 +2,6 @@
 model built from them, and the Coupling q -> theta. Kinematics are checked against the `opensim`
 package (bodies' transforms in ground) and the coupling's Jacobian against finite differences."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
