@@ -18,6 +18,13 @@ import numpy as np
 # Below this angle the closed forms lose precision and their Taylor series take over.
 _SMALL = 1e-4
 _IDENTITY = np.eye(3)
+# Shepperd's method (quaternion_from_matrix): the signs of R00, R11, R22 in 4 q_k^2 - 1 for k = w, x, y, z,
+# and per pivot k the entries of R (flat, row-major) whose sum or difference (sign) is 4 q_i q_k, i = w, x, y, z
+# (the pivot's own entry is replaced).
+_SQUARE_SIGNS = np.array([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], dtype=float)
+_PRODUCT_INDEX = (np.array([[0, 7, 2, 3], [7, 0, 1, 2], [2, 1, 0, 5], [3, 2, 5, 0]]),
+                  np.array([[0, 5, 6, 1], [5, 0, 3, 6], [6, 3, 0, 7], [1, 6, 7, 0]]))
+_PRODUCT_SIGNS = np.array([[0, -1, -1, -1], [-1, 0, 1, 1], [-1, 1, 0, 1], [-1, 1, 1, 0]], dtype=float)
 # (R - R^T) read at (2, 1), (0, 2), (1, 0): the axis of R times 2 sin t.
 _VEE_ROWS, _VEE_COLUMNS = np.array([2, 0, 1]), np.array([1, 2, 0])
 # [v]x = v_x E_x + v_y E_y + v_z E_z, the three generators flattened as rows (one product builds it)
@@ -171,31 +178,15 @@ def quaternion_from_matrix(R: np.ndarray) -> np.ndarray:
     Never dividing by a small component keeps every component accurate to rounding, near 180
     degrees too. The largest component comes out positive; callers pick the hemisphere."""
     R = np.asarray(R, float)
-    shape = R.shape[:-2]
-    R = R.reshape((-1, 3, 3))
-    t = np.stack([R[:, 0, 0] + R[:, 1, 1] + R[:, 2, 2], R[:, 0, 0], R[:, 1, 1], R[:, 2, 2]], axis=-1)
-    k = np.argmax(np.stack([t[:, 0], 2 * t[:, 1] - t[:, 0], 2 * t[:, 2] - t[:, 0], 2 * t[:, 3] - t[:, 0]], -1), -1)
-    out = np.empty((len(R), 4))
-    for case in range(4):
-        m = k == case
-        if not m.any():
-            continue
-        r = R[m]
-        if case == 0:
-            s = 2.0 * np.sqrt(1.0 + r[:, 0, 0] + r[:, 1, 1] + r[:, 2, 2])
-            out[m] = np.stack([0.25 * s, (r[:, 2, 1] - r[:, 1, 2]) / s, (r[:, 0, 2] - r[:, 2, 0]) / s,
-                               (r[:, 1, 0] - r[:, 0, 1]) / s], -1)
-        elif case == 1:
-            s = 2.0 * np.sqrt(1.0 + r[:, 0, 0] - r[:, 1, 1] - r[:, 2, 2])
-            out[m] = np.stack([(r[:, 2, 1] - r[:, 1, 2]) / s, 0.25 * s, (r[:, 0, 1] + r[:, 1, 0]) / s,
-                               (r[:, 0, 2] + r[:, 2, 0]) / s], -1)
-        elif case == 2:
-            s = 2.0 * np.sqrt(1.0 - r[:, 0, 0] + r[:, 1, 1] - r[:, 2, 2])
-            out[m] = np.stack([(r[:, 0, 2] - r[:, 2, 0]) / s, (r[:, 0, 1] + r[:, 1, 0]) / s, 0.25 * s,
-                               (r[:, 1, 2] + r[:, 2, 1]) / s], -1)
-        else:
-            s = 2.0 * np.sqrt(1.0 - r[:, 0, 0] - r[:, 1, 1] + r[:, 2, 2])
-            out[m] = np.stack([(r[:, 1, 0] - r[:, 0, 1]) / s, (r[:, 0, 2] + r[:, 2, 0]) / s,
-                               (r[:, 1, 2] + r[:, 2, 1]) / s, 0.25 * s], -1)
-    out /= np.linalg.norm(out, axis=-1, keepdims=True)
-    return out.reshape(shape + (4,))
+    flat = R.reshape(R.shape[:-2] + (9,))
+    diagonal = flat[..., ::4]
+    trace = diagonal[..., 0] + diagonal[..., 1] + diagonal[..., 2]
+    pivot = np.argmax(np.concatenate([trace[..., None], 2 * diagonal - trace[..., None]], -1), -1)[..., None]
+    signs = _SQUARE_SIGNS[pivot[..., 0]]                                         # (..., 3)
+    square = (1.0 + signs[..., 0] * diagonal[..., 0] + signs[..., 1] * diagonal[..., 1]
+              + signs[..., 2] * diagonal[..., 2])                                # 4 q_pivot^2
+    s = 2.0 * np.sqrt(square)[..., None]                                         # 4 q_pivot
+    first, second = (np.take_along_axis(flat, index[pivot[..., 0]], -1) for index in _PRODUCT_INDEX)
+    q = (first + _PRODUCT_SIGNS[pivot[..., 0]] * second) / s                   # 4 q_i q_pivot / s
+    np.put_along_axis(q, pivot, 0.25 * s, -1)
+    return q / np.linalg.norm(q, axis=-1, keepdims=True)

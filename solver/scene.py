@@ -189,8 +189,8 @@ class Scene:
 
     def evaluate(self, q, objects=None, bases=None, jacobians: bool | str = True, values=None) -> Evaluation:
         """Outputs (and, with `jacobians`, A and B) at coordinates q (F, n), object poses
-        (F, K, 4, 4) and armature bases (F, A, 4, 4). `values` (F, n_values) gives the tasks that take them (JointValue) their
-        desired values per frame, in task order; NaN leaves a task out of a frame.
+        (F, K, 4, 4) and armature bases (F, A, 4, 4). `values` (F, n_values) gives the tasks that take them (JointValue)
+        their desired values per frame, in task order; NaN leaves a task out of a frame.
         jacobians="A" leaves B out (None): only simulation mode feeds Xu' forward."""
         q = np.asarray(q, dtype=float)
         F = q.shape[0]
