@@ -45,7 +45,7 @@ from .update import cost, output_velocity, pseudoinverse_solver, reached, weight
 
 _LAMBDA_START = 1e-3
 _LAMBDA_FIRST = 0.1   # a frame's damping when it takes damped steps from the start (Settings.steps);
-#                       chosen on the Panda's random poses (BENCHMARKS.md, "What the numbers say")
+#                       chosen on the Panda's random poses (BENCHMARKS.md, "Measurements behind design choices")
 _LAMBDA_GIVE_UP = 1e12
 _NUDGE = 1e-3
 _SETTLED = 1e-13      # relative fall of the error energy below which a secant frame has settled

@@ -32,9 +32,8 @@ A coordinate driving several axes of its segment through functions (gait2354's k
 diagonal entry from its summed twist, which leaves out the functions' second derivatives and
 counts its translations as turned by its rotation: close, not exact, and only a step's rate
 depends on it, not where the steps stop. Frames whose last full step was below `newton_below`
-(near the optimum, where H - S is positive definite) step with H - S: on gait2354's trial with
-1 cm of marker noise that takes a fifth fewer iterations (610 to 479, the same solutions to
-3e-6), on the trial itself just as many.
+(near the optimum, where H - S is positive definite) step with H - S, which takes fewer iterations
+on noisy markers and as many on clean ones (BENCHMARKS.md, "Measurements behind design choices").
 """
 
 from __future__ import annotations

@@ -45,9 +45,8 @@ from the last solution of frame f-1, every frame f whose predecessor has a solut
 none yet or whose start moved by more than the accuracy, until no start moves (a fixed point of
 the recurrence) or `max_passes` (which never leaves a frame unsolved). The frames of pass 1 are
 seeds: the passes after it fill the frames between them from their predecessors, then solve the
-seeds again from theirs. Seeding every third frame takes 38 percent fewer iterations than
-solving every frame from frame 0's solution first (gait2354's trial: 380 against 614), in four
-passes. warm_start='none' solves every frame from the start pose in one call.
+seeds again from theirs. Seeding every third frame takes fewer iterations than solving every
+frame from frame 0's solution first (BENCHMARKS.md, "Measurements behind design choices"). warm_start='none' solves every frame from the start pose in one call.
 
 Error reports follow OpenSim's marker-error storage: total_squared_error = sum_i |e_i|^2 over the
 markers present in the frame (not weighted), marker_error_RMS = sqrt(total / M) with M the number

@@ -17,10 +17,9 @@ the usual cure. Each round gathers every frame still open into one batched solve
 
 Restarted solves take plain Levenberg-Marquardt steps from their first iteration
 (Settings(steps="damped", curvature=False)): a start is there to reach the targets, where the
-error and the curvature estimate vanish. They stop after 16 iterations: on the Panda's random
-poses a random start converges in 54 % of them, 50 % within 16 iterations, and a start that has
-not converged by then rarely does (on the hardest poses, 6-20 % of starts converge either way),
-so a short start and a new one find more answers per iteration than a long one.
+error and the curvature estimate vanish. They stop after 16 iterations: a random start that has
+not converged by then rarely does, so a short start and a new one find more answers per
+iteration than a long one (BENCHMARKS.md, "What the numbers say", 7-DOF).
 
 Time is charged per frame: each batched solve's wall time (with its start selection) is divided
 equally among the starts in it, and a frame is charged for all of its starts. A frame takes part

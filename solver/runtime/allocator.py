@@ -3,8 +3,8 @@
 A batched solve allocates its temporaries afresh in every iteration: for 1000 frames of a 6-bone
 chain, some tens of MB, most arrays above glibc's 128 kB mmap threshold. glibc hands such blocks
 back to the kernel when they are freed (munmap, or trimming the top of the heap), so every
-iteration pays page faults to get zeroed pages again: a 1000-frame SDLS solve took 1.5 million
-minor page faults and 79 ms; with the thresholds below, 9 thousand and 57 ms, the same result.
+iteration pays page faults to get zeroed pages again (BENCHMARKS.md, "Measurements behind design
+choices", gives the cost).
 
 `keep_freed_memory` sets M_MMAP_THRESHOLD to 32 MB (the most glibc's own adaptive threshold
 reaches) and M_TRIM_THRESHOLD to 64 MB, so blocks under 32 MB come from the heap and up to 64 MB

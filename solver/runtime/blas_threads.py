@@ -2,12 +2,8 @@
 
 numpy's wheels bundle OpenBLAS, whose LU factorisation (behind `np.linalg.solve` and `inv`) is
 slower on several threads than on one for matrices as small as the engine's (6 x 6 to a few
-dozen rows, stacked one per frame). Measured on 2 cores with
-numpy 1.26.4 (OpenBLAS 0.3.23), two threads against one: `solve` on 25 stacked 23 x 23 systems
-(a marker IK iteration on gait2354) 321 against 52 us, `inv` of 1000 6 x 6 matrices 2.9 against
-0.7 ms; `eigh`, `svd`, `cholesky` and stacked `matmul` the same either way. A 1000 x 1000 matmul,
-on the other hand, takes 44 ms on one thread and 25 on two, so the engine does not change the
-process's setting for good: `one_blas_thread` (a context manager, or a decorator) sets one thread
+dozen rows, stacked one per frame), while large products gain from threads (BENCHMARKS.md,
+"Measurements behind design choices"). So the engine does not change the process's setting for good: `one_blas_thread` (a context manager, or a decorator) sets one thread
 for the duration and gives back the count it found, nested and from several Python threads alike.
 
 Where numpy does not use OpenBLAS (MKL, Apple's Accelerate) or its library cannot be found, it

@@ -14,10 +14,10 @@ in every frame, and after p passes frames 0..p-1 are final, so at most F + 1 pas
 Which is faster depends on the stage. Where a stage's optimum is isolated (at most 3 coordinates
 against the 3 coordinates of one keypoint, as in every stage of the fly leg), a start near the
 answer lands on the same answer to solver precision, the passes stop after 2 or 3, and the
-batched passes are several times faster than the loop (measured on the fly data: 2 passes per
-stage, about 5x). Where the stage is redundant (more than 3 coordinates, e.g. the whole leg
-against the claw), the answer moves continuously with the start, each pass settles one more frame,
-F passes are needed and the loop is faster (measured: 99 passes, 2.5x slower than the loop).
+batched passes are several times faster than the loop. Where the stage is redundant (more than 3
+coordinates, e.g. the whole leg against the claw), the answer moves continuously with the start,
+each pass settles one more frame, F passes are needed and the loop is faster (BENCHMARKS.md,
+"Measurements behind design choices").
 warm_start='auto' (the default) therefore uses 'previous' unless the stage is redundant: more free
 coordinates than its keypoint pins down (the generic rank of the keypoint's Jacobian in the stage
 columns, its largest rank over the frames at frame 0's solution, is below their number), and
