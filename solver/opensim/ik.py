@@ -46,7 +46,8 @@ none yet or whose start moved by more than the accuracy, until no start moves (a
 the recurrence) or `max_passes` (which never leaves a frame unsolved). The frames of pass 1 are
 seeds: the passes after it fill the frames between them from their predecessors, then solve the
 seeds again from theirs. Seeding every third frame takes fewer iterations than solving every
-frame from frame 0's solution first (BENCHMARKS.md, "Measurements behind design choices"). warm_start='none' solves every frame from the start pose in one call.
+frame from frame 0's solution first (BENCHMARKS.md, "Measurements behind design choices").
+warm_start='none' solves every frame from the start pose in one call.
 
 Error reports follow OpenSim's marker-error storage: total_squared_error = sum_i |e_i|^2 over the
 markers present in the frame (not weighted), marker_error_RMS = sqrt(total / M) with M the number

@@ -3,8 +3,9 @@
 numpy's wheels bundle OpenBLAS, whose LU factorisation (behind `np.linalg.solve` and `inv`) is
 slower on several threads than on one for matrices as small as the engine's (6 x 6 to a few
 dozen rows, stacked one per frame), while large products gain from threads (BENCHMARKS.md,
-"Measurements behind design choices"). So the engine does not change the process's setting for good: `one_blas_thread` (a context manager, or a decorator) sets one thread
-for the duration and gives back the count it found, nested and from several Python threads alike.
+"Measurements behind design choices"). So the engine does not change the process's setting for
+good: `one_blas_thread` (a context manager, or a decorator) sets one thread for the duration and
+gives back the count it found, nested and from several Python threads alike.
 
 Where numpy does not use OpenBLAS (MKL, Apple's Accelerate) or its library cannot be found, it
 does nothing.
