@@ -112,3 +112,36 @@ def path_scene_tip_errors(n_bones=6, n_frames=12):
     scene, rig, target = chain_rig(n_bones, n_frames)
     errors = tip_errors(scene, rig, target, range(1, n_frames + 1))
     return {"frames": len(errors), "max": max(errors), "ik": rig.pose.bones[-1].constraints[0].type}
+
+
+def generated_rigify_rig(n_frames=24, poles=False):
+    """The rig Rigify generates from its human metarig (Blender's bundled Rigify), every limb in
+    IK mode (IK_FK 0), poles on or off (`pole_vector`), and each IK control (hands and feet)
+    keyed on a small circle over `n_frames` frames so that every frame asks something new.
+    Returns (scene, rig, {limb control name: its pose bone}). The session must end with
+    exit_at_once (Blender 4.2 crashes on exit once Rigify was enabled)."""
+    if bpy.ops.preferences.addon_enable(module="rigify") != {"FINISHED"}:
+        raise RuntimeError("could not enable Blender's bundled Rigify add-on")
+    clear_scene()
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, n_frames
+    scene.frame_set(1)
+    bpy.ops.object.armature_human_metarig_add()
+    bpy.ops.object.mode_set(mode="OBJECT")
+    if bpy.ops.pose.rigify_generate() != {"FINISHED"}:
+        raise RuntimeError("Rigify could not generate its rig")
+    rig = bpy.context.view_layer.objects.active
+    controls = {}
+    for limb, control in (("upper_arm", "hand_ik"), ("thigh", "foot_ik")):
+        for side in (".L", ".R"):
+            parent = rig.pose.bones[f"{limb}_parent{side}"]
+            parent["IK_FK"], parent["pole_vector"] = 0.0, bool(poles)
+            controls[control + side] = rig.pose.bones[control + side]
+    for k, (name, pb) in enumerate(controls.items()):
+        rest = pb.location.copy()
+        for f in range(1, n_frames + 1):
+            t = 2.0 * math.pi * (f - 1) / max(n_frames, 1) + k
+            pb.location = rest + Vector((0.04 * math.cos(t), 0.04 * math.sin(t), 0.03 * math.sin(2 * t)))
+            pb.keyframe_insert("location", frame=f)
+    scene.frame_set(1)
+    return scene, rig, controls
