@@ -65,9 +65,9 @@ def _joint_value_scene(rng):
 
 def _pole_scene(rng):
     model = random_tree(rng, 6)
-    task = Pole(on_segment(2, rng.normal(size=3)), on_object(0), on_segment(5, rng.normal(size=3)),
+    task = Pole(on_segment(2, rng.normal(size=3)), on_segment(5, rng.normal(size=3)), on_object(0), on_object(1),
                 pole_angle=rng.uniform(-np.pi, np.pi), weight=0.7)
-    return Scene(model, [task], n_objects=1)
+    return Scene(model, [task], n_objects=2)
 
 
 # Every task kind and a scene that uses it: a new kind of task adds one line here.
