@@ -17,7 +17,8 @@ Each solver builds a look-at frame from (dir, up) and one from (u, p) and turns 
 by the rotation between them: it takes dir onto u and `up`, made perpendicular to dir, onto the
 side of u where p lies. Standard IK does that once, on the pose before it iterates (its iterations
 then keep it nearly, not exactly); iTaSC does it again at every time step, as an extra rotation of
-the chain's base, on the current pose. The sign: a positive a turns `up` from X toward Z, i.e. by
+the chain's base, from the chain as it was at its previous evaluation (so a frame evaluated once
+after a jump is off; evaluated again it meets the condition below exactly). The sign: a positive a turns `up` from X toward Z, i.e. by
 -a about the bone's Y axis; at a = 0 the root bone's X axis faces the pole, and a chain whose elbow
 sticks out along its root bone's -Z (+Z) faces it with the elbow at a = -90 (+90) degrees.
 
@@ -33,7 +34,9 @@ and theta is simply the angle from p_perp to up_perp about u: the condition iTaS
 meets. (Measuring `up` across u instead of across dir would define the same solutions but cut the
 poses that meet the pole into two halves, root bone toward the target and away from it, with no
 path between them that keeps the pole met: a chain starting away from its target then stalls.)
-rotation_error = |theta|; position_error NaN.
+rotation_error = |theta|; position_error NaN. The task fixes the plane, not the side of it the
+chain bends to: a knee bent either way meets it, and a solve keeps the side its start pose has
+unless its way to the target folds the chain through (Blender keeps the start pose's side).
 
 Endpoints: the root (origin h, its rotation gives X and Z: `on_segment(root_bone)`), the effector,
 the target and the pole (points: their rotations do not enter); each on a segment or an object.
