@@ -5,6 +5,7 @@ from .base import Endpoint, LoopTask, Place, Stack, Task, TaskInputs, on_object,
 from .copy_pose import CopyPose
 from .distance import Distance
 from .joint_value import JointValue
+from .pole import Pole
 
 __all__ = ["Endpoint", "LoopTask", "Place", "Stack", "Task", "TaskInputs", "on_object", "on_segment",
-           "relative_pose", "CopyPose", "Distance", "JointValue"]
+           "relative_pose", "CopyPose", "Distance", "JointValue", "Pole"]

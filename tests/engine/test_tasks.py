@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from solver import tasks as task_kinds
-from solver.tasks import CopyPose, Distance, JointValue, Task, on_object, on_segment
+from solver.tasks import CopyPose, Distance, JointValue, Pole, Task, on_object, on_segment
 from solver.finite_differences import numerical_jacobian, relative_difference
 from solver.scene import Scene
 from solver.simulation import advance
@@ -63,8 +63,16 @@ def _joint_value_scene(rng):
     return Scene(model, [JointValue(int(rng.integers(model.n_coordinates)), value=0.2, weight=2.0)])
 
 
+def _pole_scene(rng):
+    model = random_tree(rng, 6)
+    task = Pole(on_segment(2, rng.normal(size=3)), on_segment(5, rng.normal(size=3)), on_object(0), on_object(1),
+                pole_angle=rng.uniform(-np.pi, np.pi), weight=0.7)
+    return Scene(model, [task], n_objects=2)
+
+
 # Every task kind and a scene that uses it: a new kind of task adds one line here.
-CASES = [(CopyPose, _copy_pose_scene), (Distance, _distance_scene), (JointValue, _joint_value_scene)]
+CASES = [(CopyPose, _copy_pose_scene), (Distance, _distance_scene), (JointValue, _joint_value_scene),
+         (Pole, _pole_scene)]
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -1,0 +1,174 @@
+"""Pole: turn a chain about its root so that its bend plane faces a pole, as Blender's IK
+constraint does with a pole target and `pole_angle`.
+
+Blender's convention, the same in both of its solvers (Standard IK:
+`IK_QJacobianSolver::ConstrainPoleVector` in intern/iksolver/intern/IK_QJacobianSolver.cpp, fed by
+`execute_posetree` in source/blender/ikplugin/intern/iksolver_plugin.cc; iTaSC: `base_callback` in
+source/blender/ikplugin/intern/itasc_plugin.cc). With h the head of the chain's root bone (its
+first, parent-most bone), X and Z that bone's posed axes, a = pole_angle, e the chain's effector
+(the tip bone's tail), t the IK target's position and P the pole's:
+
+    up   = X cos a + Z sin a          the root bone's X axis turned toward its Z axis by a
+    dir  = (e - h) / |e - h|          the chain's own root->effector line
+    u    = (t - h) / |t - h|          the root->target line ("poledir")
+    p    = P - h                      the pole direction ("poleup")
+
+Each solver builds a look-at frame from (dir, up) and one from (u, p) and turns the chain about h
+by the rotation between them: it takes dir onto u and `up`, made perpendicular to dir, onto the
+side of u where p lies. Standard IK does that once, on the pose before it iterates (its iterations
+then keep it nearly, not exactly); iTaSC does it again at every time step, as an extra rotation of
+the chain's base, from the chain as it was at its previous evaluation (so a frame evaluated once
+after a jump is off; evaluated again it meets the condition below exactly). The sign: a positive a turns `up` from X toward Z, i.e. by
+-a about the bone's Y axis; at a = 0 the root bone's X axis faces the pole, and a chain whose elbow
+sticks out along its root bone's -Z (+Z) faces it with the elbow at a = -90 (+90) degrees.
+
+This task's output is the part of that rotation about u, which Blender removes. Let Q be the
+shortest rotation taking dir onto u (k = dir x u, cos = dir . u):
+
+    Q = I + [k]x + [k]x^2 / (1 + dir . u),        w = Q up,
+    y = theta = atan2(s, c),   s = u . (p x w),   c = p . w - (u . p)(u . w),
+
+the signed angle, about u, from p to w, both made perpendicular to u (s and c are |p_perp| |w_perp|
+times its sine and cosine); in (-pi, pi], yd = 0. Once the effector is on the target, dir = u, Q = I
+and theta is simply the angle from p_perp to up_perp about u: the condition iTaSC's fixed point
+meets. (Measuring `up` across u instead of across dir would define the same solutions but cut the
+poses that meet the pole into two halves, root bone toward the target and away from it, with no
+path between them that keeps the pole met: a chain starting away from its target then stalls.)
+rotation_error = |theta|; position_error NaN. The task fixes the plane, not the side of it the
+chain bends to: a knee bent either way meets it, and a solve keeps the side its start pose has
+unless its way to the target folds the chain through (Blender keeps the start pose's side).
+
+Endpoints: the root (origin h, its rotation gives X and Z: `on_segment(root_bone)`), the effector,
+the target and the pole (points: their rotations do not enter); each on a segment or an object.
+By the chain rule, with g_w = d theta / dw and the twist Jacobians J of the endpoints (linear rows
+J_l at each origin, angular rows J_w):
+
+    N    = s^2 + c^2 = |w_perp|^2 |p_perp|^2
+    g_p  = (c (w x u) - s w_perp) / N,       g_w = (c (u x p) - s p_perp) / N,
+    g_u  = (c (p x w) + s ((u . w) p + (u . p) w)) / N            (u's own entries in theta)
+    m    = M_k^T g_w = up x g_w + ((k x up) x g_w - up x (k x g_w)) / (1 + cos)
+    z    = g_w . dw/d(cos) = -g_w . (k x (k x up)) / (1 + cos)^2
+    d theta / d dir = u x m + z u,     d theta / d u = g_u - dir x m + z dir,
+    d theta / d up  = Q^T g_w
+
+(M_k = dw/dk); then dir and u vary as (I - dir dir^T)(J_l(e) - J_l(h)) / |e - h| and
+(I - u u^T)(J_l(t) - J_l(h)) / |t - h|, up as J_w(h) x up, p as J_l(P) - J_l(h). The sum over all
+columns n + n_u is one row; A = row[:n], B = -row[n:] (A q' = y' + B Xu', as for a loop task).
+
+Singular configurations (no angle there): the effector or the target at the root (within 1e-12
+of the configuration's size, |e - h| + |t - h| + |p|), the effector pointing straight away from
+the target (dir . u < 0 and |dir x u| <= 1e-6), the pole on the root->target line
+(|p_perp| <= 1e-6 |p|), or `up` along the root->effector line (|up_perp| <= 1e-6). In those frames
+the task asks nothing: y = 0, task weight 0, its rows of A and B zero, rotation_error 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Endpoint, Place, Stack, Task, TaskInputs, check_weight
+
+_AT_ROOT = 1e-12      # a distance from the root, relative to the configuration's size, below which no line is defined
+_ON_AXIS = 1e-6       # a sine below which two directions count as one line
+
+
+def _dot(a, b):
+    return (a * b).sum(axis=-1)
+
+
+def _unit(v, size):
+    return v / np.where(size > 0.0, size, 1.0)[:, None]
+
+
+class Pole(Task):
+    """Turn a chain about its root so that its root bone's "up" (X cos a + Z sin a, a = `pole_angle`)
+    faces the pole across the root->target line, Blender's pole target (module docstring). One
+    output, the signed angle theta left to turn, driven to 0 with task weight `weight`."""
+
+    n_outputs = 1
+    has_position = False
+    has_rotation = True
+
+    def __init__(self, root: Endpoint, effector: Endpoint, target: Endpoint, pole: Endpoint,
+                 pole_angle: float = 0.0, weight: float = 1.0, name: str = "pole"):
+        check_weight(name, "weight", weight)
+        if not np.isfinite(pole_angle):
+            raise ValueError(f"constraint '{name}': pole_angle {pole_angle} must be finite")
+        self.name = name
+        self.root, self.effector, self.target, self.pole = root, effector, target, pole
+        self.pole_angle, self.weight = float(pole_angle), float(weight)
+        self.up_local = np.array([np.cos(self.pole_angle), 0.0, np.sin(self.pole_angle)])
+
+    def endpoints(self) -> tuple:
+        return (self.root, self.effector, self.target, self.pole)
+
+    def geometry(self, root, effector, target, pole) -> dict:
+        """theta and what its derivative needs, from the four frames (F, 4, 4); `valid` is False in
+        the singular frames (theta is 0 there)."""
+        h = root[:, :3, 3]
+        up = root[:, :3, :3] @ self.up_local
+        e, d, p = effector[:, :3, 3] - h, target[:, :3, 3] - h, pole[:, :3, 3] - h
+        E, D, P = (np.sqrt(_dot(v, v)) for v in (e, d, p))
+        a, u = _unit(e, E), _unit(d, D)
+        k = np.cross(a, u)
+        cos = _dot(a, u)
+        opposite = (cos < 0.0) & (np.sqrt(_dot(k, k)) <= _ON_AXIS)
+        one_plus = np.where(opposite, 1.0, 1.0 + cos)[:, None]
+        k_up = np.cross(k, up)
+        w = up + k_up + np.cross(k, k_up) / one_plus                        # Q up
+        u_w, u_p = _dot(u, w), _dot(u, p)
+        w_perp = w - u_w[:, None] * u
+        p_perp = p - u_p[:, None] * u
+        up_perp = up - _dot(a, up)[:, None] * a
+        size = E + D + P
+        valid = ((E > _AT_ROOT * size) & (D > _AT_ROOT * size) & ~opposite
+                 & (np.sqrt(_dot(p_perp, p_perp)) > _ON_AXIS * P) & (np.sqrt(_dot(up_perp, up_perp)) > _ON_AXIS))
+        p_x_w = np.cross(p, w)
+        s = _dot(u, p_x_w)
+        c = _dot(p, w) - u_p * u_w
+        theta = np.arctan2(s, c)
+        theta = np.where(valid, np.where(theta <= -np.pi, theta + 2 * np.pi, theta), 0.0)
+        return dict(theta=theta, valid=valid, a=a, u=u, k=k, k_up=k_up, one_plus=one_plus, up=up, w=w, p=p,
+                    E=E, D=D, u_w=u_w, u_p=u_p, w_perp=w_perp, p_perp=p_perp, p_x_w=p_x_w, s=s, c=c)
+
+    def evaluate(self, place: Place, inputs: TaskInputs, out: Stack) -> None:
+        i, rows, index = place.first_endpoint, place.rows, place.index
+        frames = inputs.frames
+        g = self.geometry(frames[:, i], frames[:, i + 1], frames[:, i + 2], frames[:, i + 3])
+        valid, theta = g["valid"], g["theta"]
+        out.y[:, rows] = theta[:, None]
+        out.yd[:, rows] = 0.0
+        out.task_weight[:, rows] = np.where(valid, self.weight, 0.0)[:, None]
+        out.rotation_error[:, index] = np.abs(theta)
+        out.position_error[:, index] = np.nan
+        if out.A is None:
+            return
+        row = self._row(g, inputs.jacobians[:, i:i + 4])
+        n = inputs.n
+        out.A[:, rows] = row[:, None, :n]
+        if out.B is not None:
+            out.B[:, rows] = -row[:, None, n:]
+
+    @staticmethod
+    def _row(g: dict, J: np.ndarray) -> np.ndarray:
+        """d theta over all columns (F, n + n_u), from the endpoints' twist Jacobians J (F, 4, 6,
+        n + n_u) in the order root, effector, target, pole (module docstring); zero where not valid."""
+        valid = g["valid"]
+        a, u, k, up, w, p = g["a"], g["u"], g["k"], g["up"], g["w"], g["p"]
+        s, c = g["s"][:, None], g["c"][:, None]
+        one_plus = g["one_plus"]
+        N = np.where(valid, g["s"] ** 2 + g["c"] ** 2, 1.0)[:, None]
+        g_p = (c * np.cross(w, u) - s * g["w_perp"]) / N
+        g_w = (c * np.cross(u, p) - s * g["p_perp"]) / N
+        g_u = (c * g["p_x_w"] + s * (g["u_w"][:, None] * p + g["u_p"][:, None] * w)) / N
+        m = np.cross(up, g_w) + (np.cross(g["k_up"], g_w) - np.cross(up, np.cross(k, g_w))) / one_plus
+        z = -_dot(g_w, np.cross(k, g["k_up"]))[:, None] / one_plus ** 2
+        g_dir = np.cross(u, m) + z * u
+        g_u = g_u - np.cross(a, m) + z * a
+        k_g = np.cross(k, g_w)
+        g_up = g_w - k_g + np.cross(k, k_g) / one_plus                       # Q^T g_w
+        g_e = (g_dir - _dot(g_dir, a)[:, None] * a) / np.where(valid, g["E"], 1.0)[:, None]
+        g_t = (g_u - _dot(g_u, u)[:, None] * u) / np.where(valid, g["D"], 1.0)[:, None]
+        linear = np.stack([-(g_p + g_e + g_t), g_e, g_t, g_p], axis=1)      # (F, 4, 3): root, effector, target, pole
+        row = np.einsum("fei,feik->fk", linear, J[:, :, :3]) + np.einsum("fi,fik->fk", np.cross(up, g_up), J[:, 0, 3:])
+        return row * valid[:, None]
