@@ -170,6 +170,11 @@ class LoopTask(Task):
     def outputs(self, Xf: np.ndarray):
         """y, yd, per-row weight (F, n_outputs, or broadcastable), position and rotation errors (F,)."""
 
+    def output_jacobian(self, Xf: np.ndarray):
+        """dy / d(Cf Xf) (F, n_outputs, n_outputs) where the outputs are a nonlinear function of the
+        selected features; None where y = Cf Xf."""
+        return None
+
     @functools.cached_property
     def _selection(self):
         """Cf, or None where it selects all six features (Cf = I: its product is a copy)."""
@@ -185,6 +190,9 @@ class LoopTask(Task):
             return
         Jb, Jt = inputs.jacobians[:, e], inputs.jacobians[:, e + 1]
         G = loop_gain(Tb, Jinv, self._selection)
+        D = self.output_jacobian(Xf)
+        if D is not None:
+            G = D @ G
         L = Jt - shift_twist(Tt[:, :3, 3] - Tb[:, :3, 3], Jb)        # world-axis loop twist, Jq = -R L
         n = inputs.n
         out.A[:, rows] = G @ L[..., :n]

@@ -25,15 +25,27 @@ class CopyPose(LoopTask):
     taken world-aligned at those points (twists without angular part), so that neither end's
     turning enters the Jacobian; y is then the world vector from one point to the other, and a
     scene evaluates all such tasks together (`batch`).
+
+    `clamp` m (Blender's iTaSC: half the chain's mean bone length) bounds how hard a far target
+    pulls: the position error e (the selected position features) becomes the output
+
+        y = s(|e|) e,   s(r) = 1 for r <= m,   s(r) = sqrt(m (2 r - m)) / r beyond,
+
+    so that w |y|^2 = w (2 m |e| - m^2) grows linearly past m (Huber's loss, twice over). Its
+    gradient w J^T min(1, m / |e|) e is iTaSC's feedback clamped at m: between targets that
+    conflict, the pose settles where Blender's iTaSC settles. Errors stay |e|.
     """
 
     def __init__(self, effector: Endpoint, target: Endpoint, position=(True, True, True),
                  rotation=(False, False, False), reference: str = "effector", weight: float = 1.0,
-                 orient_weight: float = 1.0, name: str = "copy_pose"):
+                 orient_weight: float = 1.0, name: str = "copy_pose", clamp: float | None = None):
         if reference not in ("effector", "target"):
             raise ValueError(f"constraint '{name}': reference must be 'effector' or 'target'")
         check_weight(name, "weight", weight)
         check_weight(name, "orient_weight", orient_weight)
+        if clamp is not None and not (np.isfinite(clamp) and clamp > 0):
+            raise ValueError(f"constraint '{name}': clamp {clamp} must be a positive number")
+        self.clamp = None if clamp is None else float(clamp)
         self.name = name
         self.effector, self.target = effector, target
         self.selected = np.flatnonzero(np.concatenate([np.asarray(position, bool), np.asarray(rotation, bool)]))
@@ -50,6 +62,8 @@ class CopyPose(LoopTask):
         self._rotation_outputs = as_slice(np.flatnonzero(self.selected >= 3))
         self.has_position = bool(np.any(self.selected < 3))
         self.has_rotation = bool(np.any(self.selected >= 3))
+        if not self.has_position:
+            self.clamp = None
 
     @property
     def n_outputs(self) -> int:
@@ -79,21 +93,48 @@ class CopyPose(LoopTask):
         y = Xf[..., self._selected_index]
         position_error = length(y[..., self._position_outputs]) if self.has_position else np.full(y.shape[:-1], np.nan)
         rotation_error = length(y[..., self._rotation_outputs]) if self.has_rotation else np.full(y.shape[:-1], np.nan)
+        if self.clamp is not None:
+            y = y.copy()
+            y[..., self._position_outputs] *= _clamp_scale(position_error, self.clamp)[0][..., None]
         return y, 0.0, self.task_weight, position_error, rotation_error     # yd and weight broadcast
+
+    def output_jacobian(self, Xf: np.ndarray):
+        """With `clamp`: on the position rows d(s e)/de = s I + s'(r) e e^T / r (r = |e|)."""
+        if self.clamp is None:
+            return None
+        e = Xf[..., self._selected_index][..., self._position_outputs]
+        r = length(e)
+        s, ds = _clamp_scale(r, self.clamp)
+        D = np.zeros(Xf.shape[:-1] + (self.n_outputs, self.n_outputs))
+        D[..., range(self.n_outputs), range(self.n_outputs)] = 1.0
+        position = self._position_outputs
+        D[..., position, position] = s[..., None, None] * np.eye(e.shape[-1]) \
+            + (ds / np.maximum(r, 1e-300))[..., None, None] * e[..., :, None] * e[..., None, :]
+        return D
 
     def batch_key(self):
         return "points" if self.points_only else self
 
     @classmethod
     def batch(cls, tasks, places):
-        if tasks[0].points_only:
+        if tasks[0].batch_key() == "points":
             return _PointBatch(tasks, places)
         return super().batch(tasks, places)
 
 
+def _clamp_scale(r: np.ndarray, m):
+    """s(r) and s'(r) of the clamped output (CopyPose's docstring): 1 and 0 up to m, then
+    s = g / r and s' = m / (g r) - g / r^2 with g = sqrt(m (2 r - m)). m may be inf (no clamp)."""
+    beyond = r > m
+    m = np.where(beyond, m, 1.0)
+    rr = np.where(beyond, r, 2.0 * m)
+    g = np.sqrt(m * (2.0 * rr - m))
+    return np.where(beyond, g / rr, 1.0), np.where(beyond, m / (g * rr) - g / rr**2, 0.0)
+
+
 class _PointBatch:
-    """All point-to-point tasks of a scene at once: y = p_T - p_B in world axes, A = J_T - J_B
-    (linear rows), B = -(those in Xu)."""
+    """All point-to-point tasks of a scene at once: y = p_T - p_B in world axes (scaled by s where
+    clamped), A = J_T - J_B (linear rows; D (J_T - J_B) where clamped), B = -(those in Xu)."""
 
     def __init__(self, tasks, places):
         ends = np.array([p.first_endpoint for p in places], dtype=int)
@@ -101,18 +142,27 @@ class _PointBatch:
         self.rows = np.array([p.rows.start for p in places], dtype=int)[:, None] + np.arange(3)
         self.columns = np.array([p.index for p in places], dtype=int)
         self.weight = np.array([t.task_weight[0] for t in tasks])
+        clamps = np.array([np.inf if t.clamp is None else t.clamp for t in tasks])
+        self.clamps = clamps if np.isfinite(clamps).any() else None
 
     def __call__(self, inputs: TaskInputs, out: Stack) -> None:
         frames = inputs.frames
         d = frames[:, self.tip][..., :3, 3] - frames[:, self.base][..., :3, 3]     # (F, P, 3)
-        out.y[:, self.rows] = d
+        r = np.sqrt((d * d).sum(axis=-1))
+        out.position_error[:, self.columns] = r
         out.task_weight[:, self.rows] = self.weight[:, None]
-        out.position_error[:, self.columns] = np.sqrt((d * d).sum(axis=-1))
+        if self.clamps is None:
+            out.y[:, self.rows] = d
+        else:
+            s, ds = _clamp_scale(r, self.clamps)
+            out.y[:, self.rows] = s[..., None] * d
         if out.A is not None:
             n = inputs.n
             J = inputs.jacobians[:, self.tip, :3] - inputs.jacobians[:, self.base, :3]   # (F, P, 3, n + n_u)
+            if self.clamps is not None:
+                D = s[..., None, None] * np.eye(3) + (ds / np.maximum(r, 1e-300))[..., None, None] \
+                    * d[..., :, None] * d[..., None, :]
+                J = D @ J
             out.A[:, self.rows] = J[..., :n]
             if out.B is not None:
                 out.B[:, self.rows] = -J[..., n:]
-
-

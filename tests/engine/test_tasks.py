@@ -51,6 +51,15 @@ def _copy_pose_scene(rng):
     return Scene(model, [task], n_objects=1)
 
 
+def _clamped_copy_pose_scene(rng):
+    """Clamped position error (iTaSC's feedback clamp), points-only and with rotation, the
+    clamp small enough that random poses lie beyond it."""
+    model = random_tree(rng, 6)
+    tasks = [CopyPose(on_segment(5, rng.normal(size=3)), on_object(0), clamp=0.05),
+             CopyPose(on_segment(4), on_object(1, random_transform(rng)), rotation=(True, False, True), clamp=0.1)]
+    return Scene(model, tasks, n_objects=2)
+
+
 def _distance_scene(rng):
     model = random_tree(rng, 6)
     return Scene(model, [Distance(on_segment(5, rng.normal(size=3)), on_object(0), radius=0.5)], n_objects=1)
@@ -71,12 +80,12 @@ def _pole_scene(rng):
 
 
 # Every task kind and a scene that uses it: a new kind of task adds one line here.
-CASES = [(CopyPose, _copy_pose_scene), (Distance, _distance_scene), (JointValue, _joint_value_scene),
-         (Pole, _pole_scene)]
+CASES = [(CopyPose, _copy_pose_scene), (CopyPose, _clamped_copy_pose_scene), (Distance, _distance_scene),
+         (JointValue, _joint_value_scene), (Pole, _pole_scene)]
 
 
 @pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("kind, scene", CASES, ids=[kind.__name__ for kind, _ in CASES])
+@pytest.mark.parametrize("kind, scene", CASES, ids=[build.__name__.strip("_") for _, build in CASES])
 def test_task_conformance(kind, scene, seed):
     rng = np.random.default_rng(300 + seed)
     built = scene(rng)
@@ -174,3 +183,27 @@ def test_bad_constraint_settings_are_rejected_with_names():
         CopyPose(on_object(0), on_object(1), weight=float("inf"))
     with pytest.raises(ValueError, match="not in the scene"):
         Scene(random_tree(np.random.default_rng(0), 2), [CopyPose(on_segment(5), on_object(0))], n_objects=1)
+
+
+@pytest.mark.parametrize("ratio", [0.25, 0.6, 0.9])
+def test_clamped_targets_settle_where_the_clamped_feedback_balances(ratio):
+    """Two position targets 1 apart pull one tail with weights 1 and ratio^2, each clamped at
+    m = 0.5: where the tail lies between them, -f + ratio^2 min(1 - f, m) = 0, so f = ratio^2 m
+    while 1 - f > m (where Blender 5.0.1's iTaSC puts the tail of a chain of unit bones with IK
+    weights 1 and `ratio`: measured 0.03125, 0.18001, 0.40534)."""
+    from solver import Settings, model_from_bones, solve_animation
+    from solver.examples import straight_chain
+    model = model_from_bones(straight_chain(3))
+    tail = on_segment(2, (0.0, 1.0, 0.0))
+    tasks = [CopyPose(tail, on_object(0), weight=1.0, clamp=0.5, name="strong"),
+             CopyPose(tail, on_object(1), weight=ratio**2, clamp=0.5, name="weak")]
+    scene = Scene(model, tasks, n_objects=2)
+    targets = np.broadcast_to(np.eye(4), (1, 2, 4, 4)).copy()
+    targets[0, 0, :3, 3], targets[0, 1, :3, 3] = (1.0, 0.0, 2.0), (1.0, 1.0, 2.0)
+    q0 = model.neutral(1) + 0.1
+    result = solve_animation(scene, q0, targets, settings=Settings(precision=1e-10, max_iterations=1000))
+    pose = scene.evaluate(result.q, targets, jacobians=False)
+    f = result.position_error[0, 0]
+    np.testing.assert_allclose(f, ratio**2 * 0.5, atol=1e-7)
+    np.testing.assert_allclose(result.position_error[0].sum(), 1.0, atol=1e-7)   # on the segment between them
+    assert np.isfinite(pose.y).all()
