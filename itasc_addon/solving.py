@@ -171,6 +171,8 @@ class Job:
         self.obj, self.frames, self.bake, self.key, self.record = obj, frames, bake, key, record
         self.bones_filter = bones
         check_writable(obj, keys_too=bake or key)
+        if bake or key:
+            keys.action_frames(obj, frames)     # frames the action cannot play at are refused here
         self.rig = rig_module.read_rig(obj, handover.chooser(obj))
         self.engine_scene = rig_module.with_joint_control(self.rig, obj)
         handover.set_active(obj, True)     # only once the rig reads well: bad input changes nothing

@@ -130,3 +130,23 @@ def test_a_stepped_bake_verifies_in_steps_and_a_cancel_while_verifying_keeps_the
     assert 0 < n < N and lost["verified"] == [True] * n + [False] * (N - n) and lost["frame"] == 33
     assert not any(lost["converged"][n:])
     assert any("'chain_target'" in w and "not verified" in w for w in lost["warnings"]), lost["warnings"]
+
+
+def test_nla_tweak_mode_keys_go_in_at_action_time(extension_zip):
+    r = run("nla_tweak", extension_zip)
+    # A strip starting at frame 11: frames 11-40 are keyed at action frames 1-30 and Blender's
+    # evaluation of them is on target; the strip and the tweak mode are as they were.
+    p = r["plain"]
+    assert p["strip"] and p["tweak"] and p["action"]
+    assert p["keyed"] == [float(f) for f in range(1, 31)] and p["records"] == [[1.0, 30.0]]
+    assert max(p["blender"]) <= 1e-5 and all(p["converged"]) and all(p["verified"])
+    assert np.max(np.abs(array(p["position"])[:, 0] - np.array(p["blender"]))) <= FLOAT32
+    # Scaled by 2 and reversed (frames 11-69): still on target at every baked frame.
+    s = r["scaled"]
+    assert s["strip"] and s["span"] == [11.0, 69.0]
+    assert max(s["blender"]) <= 1e-5 and all(s["converged"]), max(s["blender"])
+    # Frames where the strip does not play its action once are refused, naming the strip; nothing changes.
+    f = r["refused"]
+    assert "tweak mode on strip 'walk'" in f["before"] and "frame(s) 1-10" in f["before"], f["before"]
+    assert "repeated 2 times" in f["repeated"] and "frame(s) 40-80" in f["repeated"], f["repeated"]
+    assert f["before_kept"] and f["repeated_kept"]

@@ -195,3 +195,64 @@ def steps_and_cancel():
     lost = figures(job.result) | {"frame": scene.frame_current}
     return {"progress": progress, "total": job.total, "phases": sorted(set(phases)), "whole": whole,
             "cancelled": cancelled, "lost": lost}
+
+
+def strip_state(strip):
+    return [strip.frame_start, strip.frame_end, strip.action_frame_start, strip.action_frame_end, strip.scale,
+            strip.repeat, strip.use_reverse, strip.use_sync_length, strip.extrapolation, strip.blend_type,
+            strip.influence, strip.mute, strip.name, strip.action.name]
+
+
+def nla_tweak():
+    """A chain whose action (keys of the root's location at its frames 1 and 30, which bakes do
+    not touch) is an NLA strip starting at scene frame 11, in tweak mode: baked over frames
+    11-40; then the same strip scaled by 2 (frames 11-69) and reversed, baked over 11-69 every 2nd
+    frame; then asked for frames before the strip and past the first cycle of a repeated strip
+    (refused, nothing written)."""
+    out = {}
+    clear_scene()
+    scene, rig, target = chain_rig(4, 80, name="nla")
+    for f in (1, 30):
+        rig.pose.bones[0].keyframe_insert("location", frame=f)
+    anim = rig.animation_data
+    action = anim.action
+    track = anim.nla_tracks.new()
+    strip = track.strips.new("walk", 11, action)
+    anim.action = None
+    strip.select = True
+    anim.use_tweak_mode = True
+    before = strip_state(strip)
+    res = api.bake(rig, 11, 40)
+    out["plain"] = figures(res) | {
+        "blender": tip_errors(scene, rig, target, range(11, 41)), "strip": strip_state(strip) == before,
+        "tweak": anim.use_tweak_mode, "action": anim.action == action,
+        "keyed": sorted({co[0] for c, k in all_keys(rig).items() if '"bone03"].rotation' in c for co in k["co"]}),
+        "records": sorted({(item.frame_start, item.frame_end) for item in rig.itasc.baked})}
+    api.clear_bake(rig)
+
+    anim.use_tweak_mode = False
+    strip.scale, strip.use_reverse = 2.0, True
+    anim.use_tweak_mode = True
+    before = strip_state(strip)
+    frames = list(range(11, 70, 2))
+    res = api.bake(rig, 11, 69, step=2)
+    out["scaled"] = figures(res) | {"blender": tip_errors(scene, rig, target, frames),
+                                    "strip": strip_state(strip) == before, "span": [strip.frame_start, strip.frame_end]}
+    api.clear_bake(rig)
+
+    refused = {}
+    keys_before = all_keys(rig)
+    for label, change, first, last in (("before", None, 1, 20), ("repeated", 2.0, 11, 80)):
+        if change is not None:
+            anim.use_tweak_mode = False
+            strip.scale, strip.use_reverse, strip.repeat = 1.0, False, change
+            anim.use_tweak_mode = True
+        state = strip_state(strip)
+        try:
+            api.bake(rig, first, last)
+            refused[label] = None
+        except api.RigError as err:
+            refused[label] = str(err)
+        refused[label + "_kept"] = strip_state(strip) == state and all_keys(rig) == keys_before
+    out["refused"] = refused
+    return out
