@@ -193,7 +193,10 @@ class Job:
         self.pieces = []
         self.chunk = CHUNK
         self.result = None
+        self.engine_result = None    # the engine's figures, once written
         self.reader = None           # Blender's evaluation of what was written (verify phase)
+        self.to_read, self.v = [], 0     # the frames (indices) to read there, how many are read
+        self.verify_warnings = []
         self.verify_seconds = 0.0
         self.started = time.perf_counter()
 
@@ -345,7 +348,6 @@ class Job:
         self.engine_result = self._result(q, written)
         self.obj.update_tag()
         self.reader = verify.Reader(self.rig, self.obj, len(self.frames))
-        self.warnings = []
         # A bake's keys are read at each frame; a solved pose where it is (a frame change would
         # give the bones their animated channels back): at the last frame's row.
         self.to_read = list(range(len(self.frames))) if self.bake else [len(self.frames) - 1]
@@ -365,7 +367,7 @@ class Job:
                     self.reader.read(i, f" (at frame {self.frames[i]:g})")
                     self.v = n + 1
         except verify.Lost as err:
-            self.warnings.append(f"Blender's evaluation could not be checked: {err}; the keys are written, the "
+            self.verify_warnings.append(f"Blender's evaluation could not be checked: {err}; the keys are written, the "
                                  "frames from there on are reported not verified and not converged")
             self.v = len(self.to_read)
         except Exception:
@@ -393,7 +395,7 @@ class Job:
             converged=measured.converged & result.converged, solver_position_error=result.position_error,
             solver_rotation_error=result.rotation_error, solver_converged=result.converged,
             verified=measured.verified, float32_floor=measured.position_floor, verify_seconds=self.verify_seconds,
-            warnings=result.warnings + self.warnings, seconds=time.perf_counter() - self.started)
+            warnings=result.warnings + self.verify_warnings, seconds=time.perf_counter() - self.started)
         store_result(self.obj, result, "Bake" if self.bake else "Solve")
         return result
 
