@@ -5,10 +5,15 @@
     result.position_error.max(), result.converged.all()
 
 Both functions read the armature's IK constraints (those chosen in its iTaSC IK settings), hand
-the rig over to our solver (its Blender IK constraints are muted, see `handover`), solve, and
-return a `SolveResult` with numpy arrays: ``frames``, ``position_error`` (frames x constraints,
+the rig over to our solver (its Blender IK constraints are muted, see `handover`), solve, write,
+and return a `SolveResult` with numpy arrays: ``frames``, ``position_error`` (frames x constraints,
 scene units, NaN where a constraint has no position part), ``rotation_error`` (radians, likewise),
-``iterations``, ``converged``, and ``seconds``; also ``constraints`` (their names), ``bones``,
+``iterations``, ``converged``, and ``seconds``. The errors and ``converged`` are measured on
+Blender's evaluation of what was written, at every written frame (`verify`): a frame is converged
+when the engine converged and Blender shows every constraint within the precision (allowing for
+its float32 rounding, ``float32_floor``). The engine's own figures are ``solver_position_error``,
+``solver_rotation_error`` and ``solver_converged``; ``verified`` marks the frames measured and
+``verify_seconds`` the time that took. Also ``constraints`` (their names), ``bones``,
 ``q`` (the solved joint values), ``sigma_min`` and ``warnings``; ``method`` says which solver ran:
 "analytic two-bone" (the exact closed form, for a two-bone chain under one location-only IK
 constraint with nothing else acting on it; see `two_bone`) or "iterative <update law>", and
@@ -60,7 +65,9 @@ def bake(obj, frame_start, frame_end, *, step=1, only_selected=False, **options)
     """Solve frames frame_start..frame_end (every `step`) and key the driven bones' rotations (in
     each bone's rotation mode; Y scale where IK stretch is on). Keys of those channels in the
     range are replaced; every other key stays exactly as it was. `only_selected`: key selected
-    bones only (the whole chain is still solved)."""
+    bones only (the whole chain is still solved). In the NLA's tweak mode the keys go into the
+    tweaked strip's action at the action times that play at those frames (the strip's start,
+    scale and reversal); frames outside the strip's first cycle are refused."""
     obj = _armature(obj)
     if step < 1 or int(step) != step:
         raise RigError(f"step must be a whole number >= 1, not {step!r}")

@@ -199,26 +199,86 @@ def remove_keys(fc, first, last):
 
 
 def write_channels(obj, frames, plan, record=True):
-    """Key each channel of `plan` ((data_path, index, values (F,), group)) at `frames`: its keys in
-    [frames[0], frames[-1]] are replaced, all others stay. Non-finite values refuse the whole plan
-    before anything is written. With `record`, each channel and range is recorded in
+    """Key each channel of `plan` ((data_path, index, values (F,), group)) so that it plays
+    `values` at the scene's `frames`: at those frames' action times (`action_frames`), where its
+    keys between the first and the last are replaced and all others stay. Non-finite values (or
+    frames the action cannot play, see `action_frames`) refuse the whole plan before anything is
+    written. With `record`, each channel and its range of action time is recorded in
     ``obj.itasc.baked`` (what `clear_bake` removes). Returns the number of keys written."""
     for data_path, index, values, group in plan:
         if not np.all(np.isfinite(values)):
             raise RigError(f"non-finite key values for {data_path}[{index}]; nothing was written")
+    times = action_frames(obj, frames)
+    order = np.argsort(times, kind="stable")           # a reversed strip plays its action backwards
+    times = times[order]
     channels = Channels(obj, create=True)
-    first, last = float(frames[0]), float(frames[-1])
+    first, last = float(times[0]), float(times[-1])
     baked = obj.itasc.baked
     written = 0
     for data_path, index, values, group in plan:
+        values = np.asarray(values)[order]
         fc = channels.ensure(data_path, index, group)
-        replace_keys(fc, frames, values, first, last)
+        replace_keys(fc, times, values, first, last)
         written += len(values)
         if record and not any(c.data_path == data_path and c.index == index and c.frame_start == first
                               and c.frame_end == last for c in baked):
             item = baked.add()
             item.data_path, item.index, item.frame_start, item.frame_end = data_path, index, first, last
     return written
+
+
+# --- action time under the NLA's tweak mode -----------------------------------------------------
+
+_TOLERANCE = 1e-4      # frames
+
+
+def action_frames(obj, frames):
+    """The times (F,) in the object's action at which keys play at the scene's `frames`.
+
+    Outside the NLA's tweak mode the action plays at scene time. In tweak mode the action is the
+    tweaked strip's and plays through the strip's timing (start, scale, reversal), which
+    ``AnimData.nla_tweak_strip_time_to_scene`` inverts as Blender's own key editing does. A scene
+    frame the strip does not play its action at is refused (RigError, nothing written): before
+    the strip's start or after its end (the strip holds or shows nothing there), or past its
+    first cycle when it repeats (all cycles play the same keys, so only the first is baked)."""
+    frames = np.asarray(frames, dtype=float)
+    anim = obj.animation_data
+    if anim is None or not anim.use_tweak_mode or anim.action is None:
+        return frames.copy()
+    to_action = anim.nla_tweak_strip_time_to_scene
+    times = np.array([to_action(float(f), invert=True) for f in frames], dtype=float)
+    strip = tweaked_strip(anim)
+    if strip is None:               # no strip timing applies (Blender maps no time here): scene time
+        return times
+    length = max(strip.action_frame_end - strip.action_frame_start, 1.0)      # Blender's minimum
+    cycle = length * abs(strip.scale)
+    last = min(strip.frame_end, strip.frame_start + cycle)
+    inside = (frames >= strip.frame_start - _TOLERANCE) & (frames <= last + _TOLERANCE)
+    if strip.repeat > 1.0 + 1e-6:                                  # a cycle's end starts the next
+        inside &= frames < strip.frame_start + cycle - _TOLERANCE
+    if not inside.all():
+        bad = frames[~inside]
+        repeats = f", repeated {strip.repeat:g} times" if strip.repeat > 1.0 + 1e-6 else ""
+        raise RigError(f"armature '{obj.name}' is in NLA tweak mode on strip '{strip.name}' (frames "
+                       f"{strip.frame_start:g}-{strip.frame_end:g}{repeats}): frame(s) {bad.min():g}-{bad.max():g} lie "
+                       f"outside the frames {strip.frame_start:g}-{last:g} where it plays its action once, so keys "
+                       "there would not play there; bake within those frames, or leave tweak mode (Tab in the "
+                       "NLA editor) to bake into the active action; nothing was written")
+    return times
+
+
+def tweaked_strip(anim):
+    """The NLA strip in tweak mode: a strip of the tweaked action whose start (its end, reversed)
+    the tweak mode's time mapping puts at the action's first frame; None when none is (Blender
+    then plays the action at scene time)."""
+    for track in anim.nla_tracks:
+        for strip in track.strips:
+            if strip.action != anim.action:
+                continue
+            at = anim.nla_tweak_strip_time_to_scene(float(strip.action_frame_start))
+            if abs(at - (strip.frame_end if strip.use_reverse else strip.frame_start)) <= _TOLERANCE:
+                return strip
+    return None
 
 
 def clear_bake(obj):

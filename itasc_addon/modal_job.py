@@ -1,4 +1,5 @@
-"""Long work in steps under a timer: a progress bar, Esc to cancel, nothing written until the end.
+"""Long work in steps under a timer: a progress bar, Esc to cancel (nothing written before the job's
+write step; what a job keeps when cancelled later, its `cancel()` says).
 
 An operator mixes `ModalJob` in and gives `_make_job(context)` (an object with `step()` -> more to
 do, `done` and `total`), `_finish()` (the report once the job is through), the exceptions it
@@ -46,16 +47,22 @@ class ModalJob:
         guard.end_bake()
 
     def _abandon(self, context):
-        """Put the scene's frame back where the job found it (if the job moved it), and stop."""
+        """Stop the job: its `cancel()` where it has one (it puts the frame back and says what it
+        kept, or None when nothing was written), else its frame put back. Returns that message."""
+        message = None
+        cancel = getattr(self._job, "cancel", None)
         restore = getattr(self._job, "restore_frame", None)
-        if restore is not None:
+        if cancel is not None:
+            message = cancel()
+        elif restore is not None:
             restore()
         self._end(context)
+        return message
 
     def modal(self, context, event):
         if event.type == "ESC":
-            self._abandon(context)
-            self.report({"WARNING"}, f"{self.job_noun} cancelled; no keys were written")
+            message = self._abandon(context)
+            self.report({"WARNING"}, message or f"{self.job_noun} cancelled; no keys were written")
             return {"CANCELLED"}
         if event.type != "TIMER":
             return {"PASS_THROUGH"}

@@ -3,13 +3,17 @@ keys. Plain functions and one resumable job, shared by the API, the operators an
 
 A `Job` runs in steps (`step()` returns False when done) so that a modal operator can show
 progress and stop on Esc between them; `run()` does it all at once. Nothing is written to the
-user's data before the last step, so a cancelled job leaves the file as it was (except for the
-hand-over to our solver, which mutes the driven IK constraints).
+user's data before the write step, so a job cancelled before it leaves the file as it was (except
+for the hand-over to our solver, which mutes the driven IK constraints). After writing, the job
+reads Blender's evaluation of every written frame (`verify`): the result's errors and `converged`
+describe what Blender shows. Cancelled while doing that (`Job.cancel`), the keys stay written and
+the frames not yet read are reported not verified and not converged.
 
 The armature's data flows one way: `rig.read_rig` (the Model and its tasks, plus the bones'
 joint-control tasks) -> per-frame samples (`rig.Sampler`) -> one batched solve (the engine, or
 `two_bone`'s closed form) -> the engine's results -> pose rotations (`rig.pose_from_coordinates`)
--> keys (`bone_channels`, `keys.write_channels`) and the `SolveResult`.
+-> keys (`bone_channels`, `keys.write_channels`) -> Blender's evaluation of them (`verify`) -> the
+`SolveResult`.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import numpy as np
 from .. import solver
 from ..solver.bones import coordinates_from_basis
 from ..solver.rotations import exp_map, log_map
-from . import guard, handover, keys, own_pose, two_bone
+from . import guard, handover, keys, own_pose, two_bone, verify
 from . import rig as rig_module
 from .rig import RigError
 
@@ -38,7 +42,16 @@ STEP_SECONDS = 0.1  # later steps are sized to take about this long (progress an
 @dataclass
 class SolveResult:
     """What a solve or bake did. Arrays per frame (and per constraint): errors in scene units
-    (position) and radians (rotation), NaN where a constraint has no such part."""
+    (position) and radians (rotation), NaN where a constraint has no such part.
+
+    `position_error`, `rotation_error` and `converged` describe Blender's evaluation of what was
+    written (`verify`): a frame is converged when the engine converged there and Blender shows
+    every driven constraint within the precision. The engine's own figures are `solver_*`.
+    Blender keys and evaluates in float32: "within the precision" allows for what that resolves
+    at the rig's size, `float32_floor` (frames x constraints, scene units; `verify`).
+    `verified` says which frames Blender's evaluation was read at (a frame not read, e.g. after
+    a cancel, has NaN errors and is not converged); `verify_seconds` is the part of `seconds`
+    spent reading and measuring it."""
 
     frames: np.ndarray
     position_error: np.ndarray
@@ -55,6 +68,12 @@ class SolveResult:
     q: np.ndarray | None = None
     method: str = ""              # which solver ran: two_bone.METHOD or "iterative <update law>"
     fallback_reason: str = ""     # why the two-bone fast path did not run ('' when it did)
+    solver_position_error: np.ndarray | None = None   # the engine's own figures, same shapes and units
+    solver_rotation_error: np.ndarray | None = None
+    solver_converged: np.ndarray | None = None
+    verified: np.ndarray | None = None
+    float32_floor: np.ndarray | None = None
+    verify_seconds: float = 0.0
 
     @property
     def not_converged(self) -> int:
@@ -72,7 +91,10 @@ class SolveResult:
     def summary(self) -> str:
         worst, rms = self.position_stats()
         text = (f"{len(self.frames)} frame(s) solved, {self.not_converged} not converged, position error "
-                f"max {worst:.3g} RMS {rms:.3g}, {self.seconds:.2f} s")
+                f"max {worst:.3g} RMS {rms:.3g} (as Blender shows it), {self.seconds:.2f} s")
+        unread = 0 if self.verified is None else int(np.count_nonzero(~self.verified))
+        if unread:
+            text += f", {unread} not verified"
         if self.method:
             text += f" ({self.method})"
         return text
@@ -149,6 +171,8 @@ class Job:
         self.obj, self.frames, self.bake, self.key, self.record = obj, frames, bake, key, record
         self.bones_filter = bones
         check_writable(obj, keys_too=bake or key)
+        if bake or key:
+            keys.action_frames(obj, frames)     # frames the action cannot play at are refused here
         self.rig = rig_module.read_rig(obj, handover.chooser(obj))
         self.engine_scene = rig_module.with_joint_control(self.rig, obj)
         handover.set_active(obj, True)     # only once the rig reads well: bad input changes nothing
@@ -169,17 +193,25 @@ class Job:
         self.pieces = []
         self.chunk = CHUNK
         self.result = None
+        self.engine_result = None    # the engine's figures, once written
+        self.reader = None           # Blender's evaluation of what was written (verify phase)
+        self.to_read, self.v = [], 0     # the frames (indices) to read there, how many are read
+        self.verify_warnings = []
+        self.verify_seconds = 0.0
         self.started = time.perf_counter()
 
     @property
     def total(self):
-        return 2 * len(self.frames) + 1
+        return 3 * len(self.frames) + 1
 
     @property
     def done(self):
-        solved = sum(len(p.q) for p in self.pieces)
-        return {"sample": self.i, "solve": len(self.frames) + solved, "write": 2 * len(self.frames),
-                "finished": self.total}[self.phase]
+        F = len(self.frames)
+        if self.phase == "solve":
+            return F + sum(len(p.q) for p in self.pieces)
+        if self.phase == "verify":
+            return 2 * F + 1 + self.v
+        return {"sample": self.i, "write": 2 * F, "finished": self.total}[self.phase]
 
     def _start_values(self):
         out = {}
@@ -230,9 +262,32 @@ class Job:
                 self.phase = "write"
             return True
         if self.phase == "write":
-            self.result = self._finish()
-            self.phase = "finished"
+            self._finish()
+            self.phase = "verify"
+            return True
+        if self.phase == "verify":
+            started = time.perf_counter()
+            more = self._verify()
+            self.verify_seconds += time.perf_counter() - started
+            if not more:
+                self.result = self._finish_result()
+                self.phase = "finished"
+            return more
         return False
+
+    def cancel(self):
+        """Stop where the job is (what Esc does), the scene back at its frame. Before the write
+        step nothing was written: returns None. While verifying, the keys are written already:
+        they stay, the result is finished with the frames not read yet reported not verified
+        and not converged, and the returned message says so."""
+        self.restore_frame()
+        if self.phase != "verify":
+            return None
+        self.result = self._finish_result()
+        self.phase = "finished"
+        unread = int(np.count_nonzero(~self.result.verified))
+        return (f"Cancelled while checking Blender's evaluation of the keys: the keys are written; {unread} of "
+                f"{len(self.frames)} frame(s) not verified, reported not converged")
 
     def _inputs(self):
         """The solve's inputs from all frames read: the animated pose's joint values (the start),
@@ -281,7 +336,7 @@ class Job:
 
     def _finish(self):
         """The solved joint values as pose rotations and stretches, written as keys (or the pose of
-        the last frame), and the result."""
+        the last frame); the engine's part of the result; the reader of Blender's evaluation."""
         q = np.concatenate([p.q for p in self.pieces])
         if not np.all(np.isfinite(q)):
             raise RigError("the solver returned non-finite joint values; nothing was written")
@@ -290,9 +345,58 @@ class Job:
         else:
             R, y_scale = rig_module.pose_from_coordinates(self.rig, q)
         written = self._write(R, y_scale)
-        result = self._result(q, written)
-        store_result(self.obj, result, "Bake" if self.bake else "Solve")
+        self.engine_result = self._result(q, written)
         self.obj.update_tag()
+        self.reader = verify.Reader(self.rig, self.obj, len(self.frames))
+        # A bake's keys are read at each frame; a solved pose where it is (a frame change would
+        # give the bones their animated channels back): at the last frame's row.
+        self.to_read = list(range(len(self.frames))) if self.bake else [len(self.frames) - 1]
+        self.v = 0
+
+    def _verify(self):
+        """Read Blender's evaluation at the next frames to read; False once all are read (or the
+        rig changed under the reader: the frames left stay unverified, with a warning)."""
+        stop = min(self.v + 16, len(self.to_read))
+        try:
+            with guard.suspended():
+                for n in range(self.v, stop):
+                    i = self.to_read[n]
+                    if self.bake:
+                        f = self.frames[i]
+                        self.scene.frame_set(int(np.floor(f)), subframe=float(f - np.floor(f)))
+                    self.reader.read(i, f" (at frame {self.frames[i]:g})")
+                    self.v = n + 1
+        except verify.Lost as err:
+            self.verify_warnings.append(f"Blender's evaluation could not be checked: {err}; the keys are written, the "
+                                 "frames from there on are reported not verified and not converged")
+            self.v = len(self.to_read)
+        except Exception:
+            self.restore_frame()
+            raise
+        if self.v < len(self.to_read):
+            return True
+        if self.bake:
+            self.restore_frame()
+        return False
+
+    def _finish_result(self):
+        """The result: Blender's evaluation of the frames read (`verify.measure`) as the errors and
+        `converged`, the engine's own figures beside them; stored on the object."""
+        started = time.perf_counter()
+        result = self.engine_result
+        reader = self.reader
+        objects, scale = reader.targets()
+        if any(d.influence < 1.0 for d in self.rig.driven):    # aimed where the solve aimed
+            objects = blend_targets(self.rig, self.q0, self.samples, objects)
+        measured = verify.measure(reader, objects, scale, self.settings.precision)
+        self.verify_seconds += time.perf_counter() - started
+        result = replace(
+            result, position_error=measured.position_error, rotation_error=measured.rotation_error,
+            converged=measured.converged & result.converged, solver_position_error=result.position_error,
+            solver_rotation_error=result.rotation_error, solver_converged=result.converged,
+            verified=measured.verified, float32_floor=measured.position_floor, verify_seconds=self.verify_seconds,
+            warnings=result.warnings + self.verify_warnings, seconds=time.perf_counter() - self.started)
+        store_result(self.obj, result, "Bake" if self.bake else "Solve")
         return result
 
     def _write(self, R, y_scale):
