@@ -6,7 +6,13 @@ constraint or driver and what to change, every IK constraint whose chain holds a
 model (`problems`):
 
 * other constraints on a chain bone (before or after IK in the stack: with Blender's IK muted they
-  all act on the written pose), unless muted or at influence 0;
+  all act on the written pose), unless muted or at influence 0. A Limit Rotation is modelled where
+  it is exact (`limit_rotation`): in Local Space, on a bone that turns about one axis only (its
+  other IK axes locked) and is not the first of its chain; its limits on that axis become the
+  joint's limits (with the bone's IK limits, the narrower of both), and its other axes must allow
+  0. On such a bone the rotation is a pure turn about that axis, which Blender's Limit Rotation
+  clamps to exactly those limits in every Euler order; the solved pose stays inside them, so the
+  constraint leaves it as it is;
 * drivers on a chain bone's rotation or scale channels, or on the location of a bone that is not
   the first of its chain (the solver keeps those at their rest offset), unless muted;
 * a bone that stretches (IK Stretch) with a child in the model that does not start at its tail
@@ -62,6 +68,60 @@ def total_scales(own, parents):
     return out
 
 
+def _free_axis(pb):
+    """The one IK axis (0, 1, 2) a bone turns about, or None when it turns about none or several."""
+    free = [i for i, a in enumerate("xyz") if not getattr(pb, f"lock_ik_{a}")]
+    return free[0] if len(free) == 1 else None
+
+
+def _limit_rotation_reason(pb, con, root):
+    """'' when a Limit Rotation constraint is modelled exactly (module docstring), else why not."""
+    axis = _free_axis(pb)
+    why = ""
+    if con.owner_space != "LOCAL":
+        why = "it is not in Local Space"
+    elif root:
+        why = "the bone is the first of its chain"
+    elif axis is None:
+        why = "the bone turns about more than one axis: lock its other IK axes"
+    else:
+        for i, a in enumerate("xyz"):
+            lo, hi = float(getattr(con, f"min_{a}")), float(getattr(con, f"max_{a}"))
+            if getattr(con, f"use_limit_{a}") and (lo > hi or (i != axis and not lo <= 0.0 <= hi)):
+                why = f"its {a.upper()} limits do not hold 0" if i != axis else f"its {a.upper()} limits are empty"
+                break
+    if not why:
+        return ""
+    return (f"bone '{pb.name}' has a Limit Rotation constraint '{con.name}' that the solver cannot follow exactly "
+            f"({why}); use the bone's IK limits instead (Bone > Inverse Kinematics), or mute it")
+
+
+def limit_rotation(pb):
+    """Per axis, the (min, max) that the bone's modelled Limit Rotation constraints put on its
+    rotation (the narrowest of them), or None. Call it for bones `problems` has no reason for."""
+    out = [None, None, None]
+    for con in pb.constraints:
+        if con.type != "LIMIT_ROTATION" or con.mute or con.influence <= 0.0:
+            continue
+        axis = _free_axis(pb)
+        if axis is None:
+            continue
+        a = "xyz"[axis]
+        if getattr(con, f"use_limit_{a}"):
+            lo, hi = float(getattr(con, f"min_{a}")), float(getattr(con, f"max_{a}"))
+            if out[axis] is not None:
+                lo, hi = max(lo, out[axis][0]), min(hi, out[axis][1])
+            out[axis] = (lo, hi)
+    return tuple(out)
+
+
+def signature(pb):
+    """What `problems` and `limit_rotation` read of a bone's constraints, as one comparable value."""
+    return tuple((c.type, c.name, c.mute, c.influence > 0.0, getattr(c, "owner_space", ""))
+                 + (tuple(getattr(c, f"{k}_{a}") for k in ("use_limit", "min", "max") for a in "xyz")
+                    if c.type == "LIMIT_ROTATION" else ()) for c in pb.constraints)
+
+
 def problems(obj, in_model, stretchy, roots, walker):
     """{bone name: why the solver cannot model it} for the bones `in_model` (module docstring).
     `stretchy`: the bones that stretch; `roots`: those whose parent is outside the model (their
@@ -70,7 +130,7 @@ def problems(obj, in_model, stretchy, roots, walker):
     drivers = walker.drivers(obj)
     for name in in_model:
         pb = obj.pose.bones[name]
-        reason = _constraint_reason(pb) or _driver_reason(name, drivers.get(name, ()), name in roots)
+        reason = _constraint_reason(pb, name in roots) or _driver_reason(name, drivers.get(name, ()), name in roots)
         if not reason and pb.parent is not None and pb.parent.name in stretchy:
             reason = _gap_reason(obj, pb.parent.name, name)
         if reason:
@@ -78,9 +138,14 @@ def problems(obj, in_model, stretchy, roots, walker):
     return out
 
 
-def _constraint_reason(pb):
+def _constraint_reason(pb, root):
     for con in pb.constraints:
         if con.type == "IK" or con.mute or con.influence <= 0.0:
+            continue
+        if con.type == "LIMIT_ROTATION":
+            reason = _limit_rotation_reason(pb, con, root)
+            if reason:
+                return reason
             continue
         return (f"bone '{pb.name}' has a {con.type.replace('_', ' ').title()} constraint '{con.name}', which "
                 "would move it after the solve; mute it (or set its influence to 0) while the solver drives the "

@@ -186,15 +186,21 @@ def evaluated_world(obj):
 
 
 def engine_bone(obj, name, stretch_allowed):
-    """A solver Bone from a bone's rest data and its pose bone's IK settings."""
+    """A solver Bone from a bone's rest data and its pose bone's IK settings; a Limit Rotation the
+    reader models (chain_bones.limit_rotation) narrows the IK limits."""
     bone, pb = obj.data.bones[name], obj.pose.bones[name]
     limits = []
-    for axis in "xyz":
+    for axis, constraint in zip("xyz", chain_bones.limit_rotation(pb)):
+        limit = constraint
         if getattr(pb, f"use_ik_limit_{axis}"):
             lo, hi = float(getattr(pb, f"ik_min_{axis}")), float(getattr(pb, f"ik_max_{axis}"))
-            limits.append((min(lo, 0.0), max(hi, 0.0)))
-        else:
-            limits.append(None)
+            limit = (min(lo, 0.0), max(hi, 0.0))
+            if constraint is not None:
+                limit = (max(limit[0], constraint[0]), min(limit[1], constraint[1]))
+                if limit[0] > limit[1]:
+                    raise RigError(f"bone '{name}': its IK limits and its Limit Rotation constraint leave no "
+                                   f"{axis.upper()} rotation between them; widen one of them")
+        limits.append(limit)
     return solver.Bone(
         name=name,
         matrix=np.array(bone.matrix_local, dtype=float),
@@ -311,7 +317,7 @@ def _cycle_reason(obj, walker, con, chain, in_model, solved):
     if parent is not None:
         found = walker.depends_on((obj, parent.name), solved)
         if found is not None:
-            return f"its chain hangs from bone '{parent.name}', which moves with bone '{found[1]}'"
+            return f"its chain hangs from bone '{parent.name}', moving with bone '{found[1]}'"
     return ""
 
 
@@ -452,7 +458,7 @@ def _target_signature(obj, target):
 def rig_signature(obj, drives=None):
     """Everything `read_rig(obj, drives)` reads from Blender that is not the pose (the IK
     constraints, which of them are driven, their targets' hierarchy, the chain bones' rest, IK
-    settings and inheritance), as one comparable value: while it stays equal, so does the rig read
+    settings, inheritance and other constraints), as one comparable value: while it stays equal, so does the rig read
     (and what live preview's sampler remembers of it). The pose bones'
     rotations and the targets' matrices, which change every frame, are not part of it."""
     drives = drives or (lambda pb, con: not con.mute)
@@ -462,7 +468,7 @@ def rig_signature(obj, drives=None):
     length = np.empty(len(bones), np.float32)
     bones.foreach_get("length", length)
     items = [obj.name, rest.tobytes(), length.tobytes()]
-    chain_bones, hanging = {}, False
+    in_chains, hanging = {}, False
     for pb, con in ik_constraints(obj):
         target, hangs = _target_signature(obj, con.target)
         hanging = hanging or hangs
@@ -472,10 +478,11 @@ def rig_signature(obj, drives=None):
         bone, count = pb, con.chain_count + 1 if con.chain_count > 0 else 1 << 30
         while bone is not None and count >= 0:
             name, parent = bone.name, bone.parent
-            if name not in chain_bones:
-                chain_bones[name] = (_name(parent), _INHERITANCE(bone.bone), _BONE_FIELDS(bone))
+            if name not in in_chains:
+                in_chains[name] = (_name(parent), _INHERITANCE(bone.bone), _BONE_FIELDS(bone),
+                                   chain_bones.signature(bone))
             bone, count = parent, count - 1
-    items.append(tuple(chain_bones.items()))
+    items.append(tuple(in_chains.items()))
     if hanging:
         items.append(tuple((b.name, _name(b.parent)) for b in obj.data.bones))
     return tuple(items)
