@@ -116,10 +116,11 @@ def limit_rotation(pb):
 
 
 def signature(pb):
-    """What `problems` and `limit_rotation` read of a bone's constraints, as one comparable value."""
+    """What `problems` and `limit_rotation` read of a bone's constraints, as one comparable value
+    (IK constraints are the hand-over's: their mute changes while ours drives)."""
     return tuple((c.type, c.name, c.mute, c.influence > 0.0, getattr(c, "owner_space", ""))
                  + (tuple(getattr(c, f"{k}_{a}") for k in ("use_limit", "min", "max") for a in "xyz")
-                    if c.type == "LIMIT_ROTATION" else ()) for c in pb.constraints)
+                    if c.type == "LIMIT_ROTATION" else ()) for c in pb.constraints if c.type != "IK")
 
 
 def problems(obj, in_model, stretchy, roots, walker):

@@ -572,8 +572,8 @@ class Sampler:
         self.target_world = np.zeros((F, K, 4, 4))     # target objects
         self.target_bone = np.broadcast_to(np.eye(4), (F, K, 4, 4)).copy()   # target bones in their armature
         self._poles = [(c, d.pole) for c, d in enumerate(rig.driven) if d.pole is not None]
-        self.pole_world = np.zeros((F, len(self._poles), 4, 4))
-        self.pole_bone = np.broadcast_to(np.eye(4), (F, len(self._poles), 4, 4)).copy()
+        self._pole_world = np.zeros((F, len(self._poles), 4, 4))
+        self._pole_bone = np.broadcast_to(np.eye(4), (F, len(self._poles), 4, 4)).copy()
         self._bpy = bpy
         bone_order = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
         index = np.array([bone_order[n] for n in rig.bones])
@@ -612,7 +612,7 @@ class Sampler:
         for k, t in enumerate(rig.targets):
             self._read_target(t, names[k], depsgraph, i, self.target_world[i, k], self.target_bone[i, k])
         for p, (c, t) in enumerate(self._poles):
-            self._read_target(t, names[c], depsgraph, i, self.pole_world[i, p], self.pole_bone[i, p])
+            self._read_target(t, names[c], depsgraph, i, self._pole_world[i, p], self._pole_bone[i, p])
         ob.pose.bones.foreach_get("matrix_basis", self._all.ravel())
         self._raw_basis[i] = self._all[self._read_basis]
         if self._hanging:
@@ -716,8 +716,8 @@ class Sampler:
         poles = None
         if self._poles:
             poles = np.full(objects.shape[:1] + (len(self.rig.driven), 4, 4), np.nan)
-            poles[:, [c for c, _ in self._poles]] = orthonormalize(world_inverse[:, None] @ self.pole_world
-                                                                   @ self.pole_bone)
+            poles[:, [c for c, _ in self._poles]] = orthonormalize(world_inverse[:, None] @ self._pole_world
+                                                                   @ self._pole_bone)
         return Samples(self.frames, orthonormalize(objects), bases, self.basis, scale, poles)
 
 

@@ -26,6 +26,7 @@ def test_a_bone_target_is_aimed_at_its_head_and_a_target_moving_with_the_chain_i
     assert r["converged"] and r["warnings"] == [] and max(r["ours"]) <= TOLERANCE, r["ours"]
     assert max(abs(a - b) for a, b in zip(r["ours"], r["reported"])) <= TOLERANCE
     assert r["kept"]
+    assert r["two_bone"][0] == "analytic two-bone" and max(r["two_bone"][1]) <= TOLERANCE, r["two_bone"]
     assert max(r["other"]) <= TOLERANCE                      # a bone of another armature
     # A pole that is a bone: read with the rig, per frame, at the bone's head.
     assert r["pole"][0] == "chain:pole" and abs(r["pole"][1] + 1.5707963) < 1e-6

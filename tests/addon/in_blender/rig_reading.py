@@ -91,6 +91,12 @@ def bone_targets(n_frames=12):
     out["warnings"] = res.warnings
     out["kept"] = {k: v for k, v in all_keys(rig).items() if k in before} == before
     api.release(rig)
+    # Two bones of that chain: the closed-form fast path, the target bone read the same way.
+    ik.chain_count = 2
+    res = api.bake(rig, 1, n_frames)
+    out["two_bone"] = [res.method, _head_errors(scene, rig, "bone02", rig, "goal", frames)]
+    ik.chain_count = 3
+    api.release(rig)
 
     # A bone of another armature.
     other = bpy.data.objects.new("other", bpy.data.armatures.new("other"))
