@@ -82,3 +82,17 @@ def test_constraints_and_drivers_on_chain_bones_are_modelled_or_refused_by_name(
     assert any("side1/IK" in w and "'side0'" in w and "Damped Track" in w for w in warnings), warnings
     assert_kept_outside(r["before"], r["after"], 1, 8, ["bone00", "bone01", "bone02", "bone03"])
     assert r["finite"] is True
+
+
+def test_a_keyed_or_driven_mute_keeps_blenders_ik_off_while_ours_drives_and_comes_back(extension_zip):
+    r = run("animated_mute", extension_zip)
+    # The keyed constraint is ours (unmuted at the frame the bake starts); the driven one muted.
+    assert r["constraints"] == ["bone02/IK"]
+    assert all(m == [True, True] for m in r["driving"]), r["driving"]
+    assert max(r["errors"]) <= TOLERANCE
+    # The switch flipped: Blender's IK still off on both, ours drives the other constraint too, and
+    # only that one where the keys mute the first.
+    assert r["switched"] == [True, True]
+    assert r["switched_constraints"] == [["bone02/IK", "bone02/IK.001"], ["bone02/IK.001"]]
+    assert r["same"], (r["original"], r["released"])
+    assert r["finite"] is True

@@ -305,3 +305,58 @@ def chain_bone_constraints(n_frames=8):
             "follower": [follower, res.warnings if res else None, follower_errors],
             "two": [message, two.constraints if two else None, two.warnings if two else None],
             "before": before, "after": all_keys(rig), "finite": finite()}
+
+
+def animated_mute(n_frames=10):
+    """An IK constraint whose mute is keyed (on at frame 4, off again at frame 7), and beside it a
+    second one on the same bone whose mute a scripted driver sets from a custom property (as
+    Rigify's pole switch does, here with an expression): while ours drives, Blender's IK stays off
+    on every frame whatever the keys and the switch say, ours follows the switch, and the release
+    gives every F-curve and mute back."""
+    clear_scene()
+    scene, rig, target = chain_rig(3, n_frames)
+    tip = rig.pose.bones["bone02"]
+    ik = tip.constraints[0]
+    for f, value in ((1, False), (4, True), (7, False)):
+        ik.mute = value
+        ik.keyframe_insert("mute", frame=f)
+    ik.mute = False
+    other = tip.constraints.new("IK")
+    other.target, other.chain_count = target, 3
+    tip["switch"] = 0.0
+    fc = other.driver_add("mute")
+    var = fc.driver.variables.new()
+    var.name = "switch"
+    var.targets[0].id, var.targets[0].data_path = rig, 'pose.bones["bone02"]["switch"]'
+    fc.driver.type, fc.driver.expression = "SCRIPTED", "1 - switch"
+    scene.frame_set(1)
+
+    def state():
+        curves = [[c.data_path, bool(c.mute)] for c in rig.animation_data.drivers]
+        curves += [[c.data_path, bool(c.mute)] for c in addon("keys").Channels(rig).all() if "constraints" in c.data_path]
+        return {"mutes": [bool(ik.mute), bool(other.mute)], "curves": curves,
+                "expression": fc.driver.expression, "keys": all_keys(rig)}
+
+    original = state()
+    res = api.bake(rig, 1, n_frames)
+    driving = []
+    for f in range(1, n_frames + 1):
+        scene.frame_set(f)
+        driving.append([bool(ik.mute), bool(other.mute)])
+    errors = tip_errors(scene, rig, target, range(1, n_frames + 1), bone="bone02")
+    tip["switch"] = 1.0                      # the driver now unmutes the second constraint
+    rig.update_tag()
+    scene.frame_set(2)
+    switched = [bool(ik.mute), bool(other.mute)]
+    solved = [api.solve_frame(rig, 2).constraints]
+    scene.frame_set(5)                       # where the keys mute the first one
+    solved.append(api.solve_frame(rig, 5).constraints)
+    tip["switch"] = 0.0
+    rig.update_tag()
+    api.release(rig)
+    released = state()
+    released["keys"] = {k: v for k, v in released["keys"].items() if k in original["keys"]}
+    return {"constraints": res.constraints, "driving": driving, "errors": errors, "switched": switched,
+            "switched_constraints": solved, "same": released == original,
+            "original": {k: v for k, v in original.items() if k != "keys"},
+            "released": {k: v for k, v in released.items() if k != "keys"}, "finite": finite()}
