@@ -1,8 +1,9 @@
 """Read an armature as it is into the engine's terms, and turn solved coordinates back into poses.
 
 Everything runs in the armature object's own space: the solver sees bones at their rest matrices
-(``Bone.matrix_local``), targets as world matrices brought into that space, and the whole model
-with identity bases except where a chain hangs from a bone we do not solve.
+(``Bone.matrix_local``), targets as world matrices brought into that space (a bone target, of this
+armature or another, at its evaluated head with its orientation: where Blender's IK aims), and
+the whole model with identity bases except where a chain hangs from a bone we do not solve.
 
 The model holds the union of all driven chains. A chain runs from the constraint's bone (its
 parent when "Use Tail" is off) up ``chain_count`` bones (0: to the root). Bones of the union whose
@@ -13,7 +14,7 @@ group root's own pose location):
     base = M_root @ basis_root^-1 @ T(location_root) @ rest_root^-1
 
 where M_root is the root's evaluated pose matrix. Solved bones get their rotation (and, with IK
-stretch, their Y scale) from the solver; their location stays as animated.
+stretch, a uniform scale: `chain_bones`) from the solver; their location stays as animated.
 
 Nothing here writes to Blender data except `apply_pose`, which sets pose bones' matrices.
 """
@@ -220,9 +221,11 @@ def read_rig(obj, drives=None) -> Rig:
     all that are not muted). Constraints without a target, with influence 0 or with nothing to
     control are left out with a warning; a rig with no constraint left is an error.
 
-    The steps: pick the driven constraints and their chains, drop those whose target moves with
-    the solve, build the Model of the chains' union (one engine armature per group), one task per
-    constraint aimed at its own engine object, and the stretch coordinates.
+    The steps: pick the driven constraints and their chains, leave out (with a warning) those whose
+    target, pole or chain's parent moves with the solve and those whose chain holds a bone with
+    something on it the solver does not model (`_solvable`), build the Model of the chains' union
+    (one engine armature per group), one task per constraint aimed at its own engine object, and
+    the stretch coordinates and scale inheritance.
     """
     if obj is None or obj.type != "ARMATURE":
         raise RigError("select an armature object")
