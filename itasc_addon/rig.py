@@ -461,8 +461,8 @@ def _target_signature(obj, target):
 def rig_signature(obj, drives=None):
     """Everything `read_rig(obj, drives)` reads from Blender that is not the pose (the IK
     constraints, which of them are driven, their targets' hierarchy, the chain bones' rest, IK
-    settings, inheritance and other constraints), as one comparable value: while it stays equal, so does the rig read
-    (and what live preview's sampler remembers of it). The pose bones'
+    settings, inheritance and other constraints), as one comparable value: while it stays equal,
+    so does the rig read (and what live preview's sampler remembers of it). The pose bones'
     rotations and the targets' matrices, which change every frame, are not part of it."""
     drives = drives or (lambda pb, con: not con.mute)
     bones = obj.data.bones

@@ -134,7 +134,8 @@ def bone_targets(n_frames=12):
     # A driver reading a custom property of a chain bone does not depend on its pose.
     rig.pose.bones["bone01"]["switch"] = 0.0
     var.type = "SINGLE_PROP"
-    var.targets[0].id_type, var.targets[0].id, var.targets[0].data_path = "OBJECT", rig, 'pose.bones["bone01"]["switch"]'
+    t = var.targets[0]
+    t.id_type, t.id, t.data_path = "OBJECT", rig, 'pose.bones["bone01"]["switch"]'
     message, res = attempt(lambda: api.bake(rig, 1, 4))
     out["custom_property"] = [message, bool(res.converged.all()) if res else None]
     api.release(rig)
@@ -333,7 +334,8 @@ def animated_mute(n_frames=10):
 
     def state():
         curves = [[c.data_path, bool(c.mute)] for c in rig.animation_data.drivers]
-        curves += [[c.data_path, bool(c.mute)] for c in addon("keys").Channels(rig).all() if "constraints" in c.data_path]
+        curves += [[c.data_path, bool(c.mute)] for c in addon("keys").Channels(rig).all()
+                   if "constraints" in c.data_path]
         return {"mutes": [bool(ik.mute), bool(other.mute)], "curves": curves,
                 "expression": fc.driver.expression, "keys": all_keys(rig)}
 
