@@ -158,3 +158,32 @@ def generated_stretch(n_frames=12):
     return {"errors": errors, "totals": totals, "converged": bool(res.converged.all()),
             "reported": float(np.nanmax(res.position_error)), "warnings": res.warnings,
             "bones": sorted(res.bones), "before": before, "after": all_keys(rig), "finite": finite()}
+
+
+def generated_live(n_frames=12):
+    """Live preview on the generated rig: each frame scrubbed is solved and posed (simulation mode:
+    one step per frame, then on to convergence when the frame is set again); Blender's evaluation
+    of that pose against the targets. Switched off and released, the rig is as generated."""
+    scene, rig, controls = generated_rigify_rig(n_frames)
+    original = rig_state(rig)
+    before = all_keys(rig)
+    rig.itasc.live_preview = True
+    errors, held = [], []
+
+    def measured():
+        ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        world = ev.matrix_world
+        return [(world @ ev.pose.bones[tip].tail - world @ ev.pose.bones[target].head).length
+                for tip, target, _, _ in LIMBS.values()]
+
+    for f in range(1, n_frames + 1):
+        scene.frame_set(f)                  # one simulation step from the last frame
+        errors.append(measured())
+        scene.frame_set(f)                  # the same frame again: solved on from there
+        held.append(measured())
+    message = rig.itasc.result_message
+    driving = ik_mutes(rig)
+    rig.itasc.live_preview = False
+    api.release(rig)
+    return {"errors": errors, "held": held, "message": message, "driving": driving, "released": rig_state(rig) == original,
+            "keys": all_keys(rig) == before, "finite": finite()}
