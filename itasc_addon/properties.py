@@ -19,6 +19,16 @@ def _use_update(self, context):
         handover.sync_mute(obj)
 
 
+class ITASC_PG_curve(bpy.types.PropertyGroup):
+    """An F-curve that sets a constraint's mute (its driver, or keys), muted while our solver
+    drives the rig (`handover`), with its own mute flag to give back."""
+
+    driver: BoolProperty(default=False)
+    data_path: StringProperty()
+    index: IntProperty()
+    was_muted: BoolProperty(default=False)
+
+
 class ITASC_PG_constraint(bpy.types.PropertyGroup):
     """One of the armature's IK constraints, as our solver sees it."""
 
@@ -30,6 +40,7 @@ class ITASC_PG_constraint(bpy.types.PropertyGroup):
                               description="The solver muted this constraint while it drives the rig")
     was_muted: BoolProperty(name="Was Muted", default=False,
                             description="The constraint's own mute state before the solver took over")
+    curves: CollectionProperty(type=ITASC_PG_curve)
 
 
 class ITASC_PG_channel(bpy.types.PropertyGroup):
@@ -128,5 +139,5 @@ class ITASC_PG_settings(bpy.types.PropertyGroup):
     result_method: StringProperty(default="")       # which solver ran, e.g. "analytic two-bone"
 
 
-classes = (ITASC_PG_constraint, ITASC_PG_channel, ITASC_PG_kept_bone, ITASC_PG_settings)
+classes = (ITASC_PG_curve, ITASC_PG_constraint, ITASC_PG_channel, ITASC_PG_kept_bone, ITASC_PG_settings)
 register, unregister = bpy.utils.register_classes_factory(classes)

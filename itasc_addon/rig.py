@@ -1,8 +1,9 @@
 """Read an armature as it is into the engine's terms, and turn solved coordinates back into poses.
 
 Everything runs in the armature object's own space: the solver sees bones at their rest matrices
-(``Bone.matrix_local``), targets as world matrices brought into that space, and the whole model
-with identity bases except where a chain hangs from a bone we do not solve.
+(``Bone.matrix_local``), targets as world matrices brought into that space (a bone target, of this
+armature or another, at its evaluated head with its orientation: where Blender's IK aims), and
+the whole model with identity bases except where a chain hangs from a bone we do not solve.
 
 The model holds the union of all driven chains. A chain runs from the constraint's bone (its
 parent when "Use Tail" is off) up ``chain_count`` bones (0: to the root). Bones of the union whose
@@ -13,7 +14,7 @@ group root's own pose location):
     base = M_root @ basis_root^-1 @ T(location_root) @ rest_root^-1
 
 where M_root is the root's evaluated pose matrix. Solved bones get their rotation (and, with IK
-stretch, their Y scale) from the solver; their location stays as animated.
+stretch, a uniform scale: `chain_bones`) from the solver; their location stays as animated.
 
 Nothing here writes to Blender data except `apply_pose`, which sets pose bones' matrices.
 """
@@ -29,6 +30,7 @@ import numpy as np
 from .. import solver
 from ..solver.kinematics import segment_motions
 from ..solver.rotations import quaternion_from_matrix
+from . import chain_bones, dependencies
 
 # Only the two-bone fast path (two_bone.py) follows pole targets; it drops this warning when it runs.
 POLE_IGNORED = "pole targets are only followed by the two-bone fast path; the pole is ignored"
@@ -61,6 +63,8 @@ class Driven:
     tip: str             # the chain's last bone (the owner, or its parent without Use Tail)
     target: int          # index into Rig.targets
     influence: float
+    pole: Target | None = None     # the pole target, read per frame (Samples.poles) for the pole task
+    pole_angle: float = 0.0
 
 
 @dataclass
@@ -77,6 +81,8 @@ class Rig:
     scale: float                    # the armature object's uniform scale
     warnings: list = field(default_factory=list)
     pose_index: dict = field(default_factory=dict)   # pose bone name -> its index in obj.pose.bones
+    scale_parents: np.ndarray | None = None          # per bone, the bone whose scale it inherits (-1: none)
+    scaled: list = field(default_factory=list)       # bones whose scale channels we write (chain_bones)
 
     @property
     def model(self):
@@ -119,45 +125,30 @@ def _chain(obj, con, pb, warnings):
     return chain, tip.name
 
 
-def _moved_by(obj, chain_bones):
-    """Names of the bones whose pose a solve of `chain_bones` moves: the chains and all their children."""
-    moved = set(chain_bones)
-    for bone in obj.data.bones:                 # parents come before their children
-        if bone.parent is not None and bone.parent.name in moved:
-            moved.add(bone.name)
-    return moved
+def _node_label(obj, node):
+    """How a message names an object or a bone: 'name', or 'armature:bone' for another armature's bone."""
+    if isinstance(node, tuple):
+        ob, bone = node
+        return bone if ob == obj else f"{ob.name}:{bone}"
+    return node.name
 
 
-def _cycle(obj, target, moved):
-    """The bone of `obj` in `moved` that `target` hangs from (parenting or a constraint aimed at it,
-    through any parents), or None: such a target moves with the pose the solver writes."""
-    seen = set()
-    ob = target
-    while ob is not None and ob.name not in seen:
-        seen.add(ob.name)
-        if ob.parent == obj and ob.parent_type == "BONE" and ob.parent_bone in moved:
-            return ob.parent_bone
-        for con in getattr(ob, "constraints", ()):
-            if getattr(con, "target", None) == obj and getattr(con, "subtarget", "") in moved and not con.mute:
-                return con.subtarget
-        ob = ob.parent
-    return None
-
-
-def _target(obj, con, bone_name):
-    target = con.target
+def _target(obj, con, bone_name, pole=False):
+    """The Target of a constraint's target (or its pole, `pole`), or None when it has none.
+    A bone target is read where Blender's IK aims: the bone's head, with the bone's orientation."""
+    what = "pole target" if pole else "target"
+    target = con.pole_target if pole else con.target
+    sub = con.pole_subtarget if pole else con.subtarget
     if target is None:
         return None
-    if target.type == "ARMATURE" and con.subtarget:
-        if con.subtarget not in target.pose.bones:
-            raise RigError(f"IK constraint '{con.name}' on bone '{bone_name}': target bone "
-                           f"'{con.subtarget}' is not in '{target.name}'")
-        if target == obj:
-            raise RigError(f"IK constraint '{con.name}' on bone '{bone_name}' targets a bone of its own "
-                           "armature; use an empty or another armature as target")
-        return Target(target.name, con.subtarget)
+    if target.type == "ARMATURE" and sub:
+        if target.pose is None or sub not in target.pose.bones:
+            raise RigError(f"IK constraint '{con.name}' on bone '{bone_name}': {what} bone "
+                           f"'{sub}' is not in '{target.name}'")
+        return Target(target.name, sub)
     if target == obj:
-        raise RigError(f"IK constraint '{con.name}' on bone '{bone_name}' targets its own armature object")
+        raise RigError(f"IK constraint '{con.name}' on bone '{bone_name}': its {what} is its own armature "
+                       "object; pick a bone of it (Bone field) or another object")
     return Target(target.name)
 
 
@@ -196,15 +187,21 @@ def evaluated_world(obj):
 
 
 def engine_bone(obj, name, stretch_allowed):
-    """A solver Bone from a bone's rest data and its pose bone's IK settings."""
+    """A solver Bone from a bone's rest data and its pose bone's IK settings; a Limit Rotation the
+    reader models (chain_bones.limit_rotation) narrows the IK limits."""
     bone, pb = obj.data.bones[name], obj.pose.bones[name]
     limits = []
-    for axis in "xyz":
+    for axis, constraint in zip("xyz", chain_bones.limit_rotation(pb)):
+        limit = constraint
         if getattr(pb, f"use_ik_limit_{axis}"):
             lo, hi = float(getattr(pb, f"ik_min_{axis}")), float(getattr(pb, f"ik_max_{axis}"))
-            limits.append((min(lo, 0.0), max(hi, 0.0)))
-        else:
-            limits.append(None)
+            limit = (min(lo, 0.0), max(hi, 0.0))
+            if constraint is not None:
+                limit = (max(limit[0], constraint[0]), min(limit[1], constraint[1]))
+                if limit[0] > limit[1]:
+                    raise RigError(f"bone '{name}': its IK limits and its Limit Rotation constraint leave no "
+                                   f"{axis.upper()} rotation between them; widen one of them")
+        limits.append(limit)
     return solver.Bone(
         name=name,
         matrix=np.array(bone.matrix_local, dtype=float),
@@ -224,25 +221,29 @@ def read_rig(obj, drives=None) -> Rig:
     all that are not muted). Constraints without a target, with influence 0 or with nothing to
     control are left out with a warning; a rig with no constraint left is an error.
 
-    The steps: pick the driven constraints and their chains, drop those whose target moves with
-    the solve, build the Model of the chains' union (one engine armature per group), one task per
-    constraint aimed at its own engine object, and the stretch coordinates.
+    The steps: pick the driven constraints and their chains, leave out (with a warning) those whose
+    target, pole or chain's parent moves with the solve and those whose chain holds a bone with
+    something on it the solver does not model (`_solvable`), build the Model of the chains' union
+    (one engine armature per group), one task per constraint aimed at its own engine object, and
+    the stretch coordinates and scale inheritance.
     """
     if obj is None or obj.type != "ARMATURE":
         raise RigError("select an armature object")
     warnings = []
     scale = object_scale(evaluated_world(obj), f"armature '{obj.name}'")
     picked = _picked(obj, drives or (lambda pb, con: not con.mute), warnings)
-    picked = _without_cycles(obj, picked, warnings)
+    picked = _solvable(obj, picked, warnings)
     in_model, stretchy = _union(picked)
     groups, model = _model(obj, in_model, stretchy)
     _warn_pose_locations(obj, model, in_model, warnings)
     constraints, targets, driven = _tasks(obj, model, picked, warnings)
     stretch_coordinate = _stretch_coordinates(model)
-    _warn_stretching_parents(obj, stretch_coordinate, in_model, warnings)
+    parents = chain_bones.scale_parents(obj, model.names)
+    scaled = [name for s, name in enumerate(model.names)
+              if name in stretch_coordinate or (parents[s] >= 0 and model.names[parents[s]] in stretch_coordinate)]
     scene = solver.Scene(model, constraints, n_objects=len(targets))
     return Rig(obj.name, scene, list(model.names), groups, driven, targets, stretch_coordinate, scale, warnings,
-               {pb.name: i for i, pb in enumerate(obj.pose.bones)})
+               {pb.name: i for i, pb in enumerate(obj.pose.bones)}, parents, scaled)
 
 
 def _picked(obj, drives, warnings):
@@ -270,21 +271,57 @@ def _picked(obj, drives, warnings):
     return picked
 
 
-def _without_cycles(obj, picked, warnings):
-    """`picked` less the constraints whose target hangs from a bone the solve moves: a dependency
-    cycle (each key would move the target again)."""
-    moved = _moved_by(obj, {name for _, _, chain, _ in picked for name in chain})
-    kept = []
-    for pb, con, chain, tip in picked:
-        bone = _cycle(obj, con.target, moved)
-        if bone is not None:
-            warnings.append(f"'{pb.name}/{con.name}': its target '{con.target.name}' moves with bone '{bone}', "
-                            "which this solve moves (a dependency cycle): left out")
-            continue
-        kept.append((pb, con, chain, tip))
+def _solvable(obj, picked, warnings):
+    """`picked` less the constraints the solver cannot follow as Blender will show them, each left
+    out with a warning: those whose target or pole, or the bone their chain hangs from, depends on
+    a bone the solve moves (`dependencies`: a dependency cycle, each key would move them again),
+    and those whose chain holds a bone with something on it the solver does not model
+    (`chain_bones.problems`). Leaving one out solves fewer bones, so this repeats until nothing changes."""
+    walker = dependencies.Walker()
+    kept = list(picked)
+    while True:
+        in_model, stretchy = _union(kept)
+        stretchy = {name for name in stretchy if obj.pose.bones[name].ik_stretch > 0.0}
+        roots = {name for name in in_model if (p := obj.data.bones[name].parent) is None or p.name not in in_model}
+        problems = chain_bones.problems(obj, in_model, stretchy, roots, walker)
+        solved = {(obj.as_pointer(), name) for name in in_model}
+        still = []
+        for pb, con, chain, tip in kept:
+            reason = _cycle_reason(obj, walker, con, chain, in_model, solved)
+            bad = next((name for name in chain if name in problems), None)
+            if reason:
+                warnings.append(f"'{pb.name}/{con.name}': {reason}, which this solve moves (a dependency cycle): "
+                                "left out")
+            elif bad is not None:
+                warnings.append(f"'{pb.name}/{con.name}': {problems[bad]}: left out")
+            else:
+                still.append((pb, con, chain, tip))
+        if len(still) == len(kept):
+            break
+        kept = still
     if not kept:
         raise RigError(f"armature '{obj.name}' has no IK constraint to drive ({'; '.join(warnings)})")
     return kept
+
+
+def _cycle_reason(obj, walker, con, chain, in_model, solved):
+    """Why a constraint's inputs move with the solve ('' when they do not)."""
+    for what, target, sub in (("target", con.target, con.subtarget), ("pole target", con.pole_target,
+                                                                        con.pole_subtarget)):
+        start = dependencies.node(target, sub)
+        if start is None:
+            continue
+        found = walker.depends_on(start, solved)
+        if found is not None:
+            return f"its {what} '{_node_label(obj, start)}' moves with bone '{found[1]}'"
+    parent = obj.pose.bones[chain[-1]].parent
+    while parent is not None and parent.name in in_model:
+        parent = parent.parent
+    if parent is not None:
+        found = walker.depends_on((obj, parent.name), solved)
+        if found is not None:
+            return f"its chain hangs from bone '{parent.name}', moving with bone '{found[1]}'"
+    return ""
 
 
 def _union(picked):
@@ -348,7 +385,9 @@ def _tasks(obj, model, picked, warnings):
             continue
         constraints.append(task)
         targets.append(_target(obj, con, pb.name))
-        driven.append(Driven(pb.name, con.name, con.ik_type, tip, k, float(min(con.influence, 1.0))))
+        pole = _target(obj, con, pb.name, pole=True)
+        driven.append(Driven(pb.name, con.name, con.ik_type, tip, k, float(min(con.influence, 1.0)), pole,
+                             float(con.pole_angle) if pole is not None else 0.0))
     if not constraints:
         raise RigError(f"armature '{obj.name}' has no IK constraint to drive ({'; '.join(warnings)})")
     return constraints, targets, driven
@@ -383,21 +422,12 @@ def _stretch_coordinates(model):
     return out
 
 
-def _warn_stretching_parents(obj, stretch_coordinate, in_model, warnings):
-    for name in stretch_coordinate:
-        children = [c.name for c in obj.data.bones[name].children if c.name in in_model]
-        if children:
-            warnings.append(f"bone '{name}' stretches (IK Stretch) and its child '{children[0]}' in the chain "
-                            "inherits the stretch as scale, which keys cannot undo: expect errors; use IK Stretch "
-                            "on the chain's last bone only")
-
-
 # --- telling whether a rig changed --------------------------------------------------------------
 
 _CONSTRAINT_FIELDS = operator.attrgetter(
     "influence", "ik_type", "use_tail", "chain_count", "use_stretch", "use_location", "use_rotation",
     "lock_location_x", "lock_location_y", "lock_location_z", "lock_rotation_x", "lock_rotation_y", "lock_rotation_z",
-    "reference_axis", "weight", "orient_weight", "distance", "limit_mode", "subtarget")
+    "reference_axis", "weight", "orient_weight", "distance", "limit_mode", "subtarget", "pole_subtarget", "pole_angle")
 # How a bone follows its parent: the sampler's remembered bases rely on it staying the same.
 _INHERITANCE = operator.attrgetter("use_connect", "use_inherit_rotation", "inherit_scale", "use_local_location")
 _BONE_FIELDS = operator.attrgetter(
@@ -431,8 +461,8 @@ def _target_signature(obj, target):
 def rig_signature(obj, drives=None):
     """Everything `read_rig(obj, drives)` reads from Blender that is not the pose (the IK
     constraints, which of them are driven, their targets' hierarchy, the chain bones' rest, IK
-    settings and inheritance), as one comparable value: while it stays equal, so does the rig read
-    (and what live preview's sampler remembers of it). The pose bones'
+    settings, inheritance and other constraints), as one comparable value: while it stays equal,
+    so does the rig read (and what live preview's sampler remembers of it). The pose bones'
     rotations and the targets' matrices, which change every frame, are not part of it."""
     drives = drives or (lambda pb, con: not con.mute)
     bones = obj.data.bones
@@ -441,7 +471,7 @@ def rig_signature(obj, drives=None):
     length = np.empty(len(bones), np.float32)
     bones.foreach_get("length", length)
     items = [obj.name, rest.tobytes(), length.tobytes()]
-    chain_bones, hanging = {}, False
+    in_chains, hanging = {}, False
     for pb, con in ik_constraints(obj):
         target, hangs = _target_signature(obj, con.target)
         hanging = hanging or hangs
@@ -451,10 +481,11 @@ def rig_signature(obj, drives=None):
         bone, count = pb, con.chain_count + 1 if con.chain_count > 0 else 1 << 30
         while bone is not None and count >= 0:
             name, parent = bone.name, bone.parent
-            if name not in chain_bones:
-                chain_bones[name] = (_name(parent), _INHERITANCE(bone.bone), _BONE_FIELDS(bone))
+            if name not in in_chains:
+                in_chains[name] = (_name(parent), _INHERITANCE(bone.bone), _BONE_FIELDS(bone),
+                                   chain_bones.signature(bone))
             bone, count = parent, count - 1
-    items.append(tuple(chain_bones.items()))
+    items.append(tuple(in_chains.items()))
     if hanging:
         items.append(tuple((b.name, _name(b.parent)) for b in obj.data.bones))
     return tuple(items)
@@ -503,6 +534,8 @@ class Samples:
     bases: np.ndarray           # (F, A, 4, 4)
     basis: np.ndarray           # (F, S, 4, 4) pose bones' matrix_basis of the model's bones
     scale: np.ndarray           # (F,) the armature object's uniform scale
+    poles: np.ndarray | None = None   # (F, C, 4, 4) per driven constraint its pole in armature space
+                                      # (a bone's head and orientation), NaN without a pole
 
 
 def orthonormalize(M):
@@ -541,6 +574,9 @@ class Sampler:
         self.world = np.zeros((F, 4, 4))               # the armature object
         self.target_world = np.zeros((F, K, 4, 4))     # target objects
         self.target_bone = np.broadcast_to(np.eye(4), (F, K, 4, 4)).copy()   # target bones in their armature
+        self._poles = [(c, d.pole) for c, d in enumerate(rig.driven) if d.pole is not None]
+        self._pole_world = np.zeros((F, len(self._poles), 4, 4))
+        self._pole_bone = np.broadcast_to(np.eye(4), (F, len(self._poles), 4, 4)).copy()
         self._bpy = bpy
         bone_order = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
         index = np.array([bone_order[n] for n in rig.bones])
@@ -557,13 +593,15 @@ class Sampler:
         self._read_parent = np.array([bone_order[rig.groups[a][1]] for a in self._hanging], dtype=int)
         self._all = np.zeros((len(obj.pose.bones), 16), dtype=np.float32)   # one frame of every bone
         self._stretches = np.array([n in rig.stretch_coordinate for n in rig.bones], dtype=bool)
+        self._scale_parents = (rig.scale_parents if rig.scale_parents is not None
+                               else np.full(len(rig.bones), -1, dtype=int))
         self._raw_basis = np.zeros((F, len(self._read_basis), 16), dtype=np.float32)
         self._raw_matrix = np.zeros((F, len(self._read_matrix), 16), dtype=np.float32)
         self._raw_parent = np.zeros((F, len(self._read_parent), 16), dtype=np.float32)
         self._memo = {}
         self._rest = np.stack([np.array(obj.data.bones[root].matrix_local, float) for root, _ in rig.groups])
         self._rest_inverse = np.linalg.inv(self._rest)
-        for name in (t.object for t in rig.targets):
+        for name in [t.object for t in rig.targets] + [t.object for _, t in self._poles]:
             if name not in bpy.data.objects:
                 raise RigError(f"target object '{name}' no longer exists")
 
@@ -573,21 +611,29 @@ class Sampler:
         depsgraph = bpy.context.evaluated_depsgraph_get()
         ob = self.obj.evaluated_get(depsgraph)
         self.world[i] = ob.matrix_world
+        names = rig.constraint_names
         for k, t in enumerate(rig.targets):
-            tob = bpy.data.objects.get(t.object)
-            if tob is None or (t.bone and (tob.pose is None or t.bone not in tob.pose.bones)):
-                raise RigError(f"the target '{t.label}' of '{rig.constraint_names[k]}' was deleted or renamed "
-                               f"while solving (at frame {self.frames[i]:g}); nothing was written")
-            tob = tob.evaluated_get(depsgraph)
-            self.target_world[i, k] = tob.matrix_world
-            if t.bone:
-                self.target_bone[i, k] = tob.pose.bones[t.bone].matrix
+            self._read_target(t, names[k], depsgraph, i, self.target_world[i, k], self.target_bone[i, k])
+        for p, (c, t) in enumerate(self._poles):
+            self._read_target(t, names[c], depsgraph, i, self._pole_world[i, p], self._pole_bone[i, p])
         ob.pose.bones.foreach_get("matrix_basis", self._all.ravel())
         self._raw_basis[i] = self._all[self._read_basis]
         if self._hanging:
             ob.pose.bones.foreach_get("matrix", self._all.ravel())
             self._raw_matrix[i] = self._all[self._read_matrix]
             self._raw_parent[i] = self._all[self._read_parent]
+
+    def _read_target(self, t, constraint, depsgraph, i, world, bone):
+        """Into `world` and `bone`: the evaluated world matrix of a Target's object and, for a bone,
+        the bone's pose matrix (its head, where Blender's IK aims)."""
+        tob = self._bpy.data.objects.get(t.object)
+        if tob is None or (t.bone and (tob.pose is None or t.bone not in tob.pose.bones)):
+            raise RigError(f"the target '{t.label}' of '{constraint}' was deleted or renamed "
+                           f"while solving (at frame {self.frames[i]:g}); nothing was written")
+        tob = tob.evaluated_get(depsgraph)
+        world[...] = tob.matrix_world
+        if t.bone:
+            bone[...] = tob.pose.bones[t.bone].matrix
 
     def _world_part(self):
         """The armature's uniform scale per frame (a non-uniform or degenerate one is an error)
@@ -658,13 +704,24 @@ class Sampler:
             raise RigError(f"bone '{self.rig.bones[s]}' is scaled to zero at frame(s) "
                            f"{self.frames[flat[:, s]][:5].tolist()}; the solver needs chain bones of non-zero "
                            "size: reset its scale")
-        off = np.abs(size - 1.0) > 1e-4
-        off[..., 1] &= ~self._stretches                                   # a stretching bone's Y scale is its own
+        # What Blender shows is each bone's total scale, its own times the one it inherits
+        # (chain_bones): a stretching bone's is uniform, its stretch; every other bone's is 1.
+        total = chain_bones.total_scales(size, self._scale_parents)
+        if self._stretches.any():
+            self.basis = self.basis.copy()
+            self.basis[..., :3, 1] *= (total[..., 1] / size[..., 1])[..., None]    # the stretch read as Y scale
+        off = np.abs(total - 1.0) > 1e-4
+        off[:, self._stretches] = (np.abs(total - total[..., 1:2]) > 1e-4 * total[..., 1:2])[:, self._stretches]
         for s in np.flatnonzero(off.any(axis=(0, 2))) if off.any() else ():
             message = f"bone '{self.rig.bones[s]}' has a pose scale; the solver treats it as unscaled: expect errors"
             if message not in self.rig.warnings:
                 self.rig.warnings.append(message)
-        return Samples(self.frames, orthonormalize(objects), bases, self.basis, scale)
+        poles = None
+        if self._poles:
+            poles = np.full(objects.shape[:1] + (len(self.rig.driven), 4, 4), np.nan)
+            poles[:, [c for c, _ in self._poles]] = orthonormalize(world_inverse[:, None] @ self._pole_world
+                                                                   @ self._pole_bone)
+        return Samples(self.frames, orthonormalize(objects), bases, self.basis, scale, poles)
 
 
 def sample(rig: Rig, obj, frames, progress=None) -> Samples:
@@ -688,23 +745,28 @@ def sample(rig: Rig, obj, frames, progress=None) -> Samples:
 # --- coordinates from poses and poses from coordinates --------------------------------------
 
 def pose_from_coordinates(rig: Rig, q, motions=None):
-    """Per model bone and frame: rotation matrices (F, S, 3, 3) and Y scales (F, S) (1 without
-    stretch) that make the pose bones' matrix_basis reproduce the solved joints. `motions`: the
-    segments' joint motions at q when the caller has them (an evaluation's pose.local)."""
+    """Per model bone and frame: rotation matrices (F, S, 3, 3) and uniform scales (F, S) that make
+    the pose bones' matrix_basis reproduce the solved joints as Blender evaluates them: a
+    stretching bone's total scale is its stretch (L + d) / L, every other bone's 1, each written
+    divided by the scale it inherits (`chain_bones.written_scales`). `motions`: the segments' joint
+    motions at q when the caller has them (an evaluation's pose.local)."""
     q = np.asarray(q, float)
     R = (segment_motions(rig.model, q) if motions is None else motions)[..., :3, :3]
-    y_scale = np.ones(q.shape[:1] + (len(rig.bones),))
+    total = np.ones(q.shape[:1] + (len(rig.bones),))
     for name, c in rig.stretch_coordinate.items():
         s = rig.bones.index(name)
-        y_scale[:, s] = (rig.model.length[s] + q[:, c]) / rig.model.length[s]
-    return R, y_scale
+        total[:, s] = (rig.model.length[s] + q[:, c]) / rig.model.length[s]
+    if rig.scale_parents is None or not rig.stretch_coordinate:
+        return R, total
+    return R, chain_bones.written_scales(total, rig.scale_parents)
 
 
-def apply_pose(rig: Rig, obj, R, y_scale, bones=None):
-    """Set pose bones (one frame: R (S, 3, 3), y_scale (S,)) through their own rotation mode;
-    location and the X / Z scale stay as they are. Refuses anything non-finite.
+def apply_pose(rig: Rig, obj, R, scale, bones=None):
+    """Set pose bones (one frame: R (S, 3, 3), scale (S,)) through their own rotation mode, and the
+    uniform scale of the bones whose scale we write (`Rig.scaled`); locations stay as they are,
+    and so do the other bones' scales. Refuses anything non-finite.
 
-    Quaternion rotations and Y scales go in with one foreach_set each, which does not reliably
+    Quaternion rotations and scales go in with one foreach_set each, which does not reliably
     get the pose evaluated again (4.2 tags nothing; 5.0 copies the channels, but the pose of the
     first frame written stayed the old one); the object's one transform tag afterwards does: the
     evaluated pose then shows the written channels (tests/addon/test_addon_live.py, every frame).
@@ -712,7 +774,7 @@ def apply_pose(rig: Rig, obj, R, y_scale, bones=None):
     the write slower (BENCHMARKS.md, "What the numbers say", live preview)."""
     from mathutils import Matrix
 
-    if not (np.isfinite(R).all() and np.isfinite(y_scale).all()):
+    if not (np.isfinite(R).all() and np.isfinite(scale).all()):
         raise RigError("the solver returned a non-finite pose; nothing was written")
     pose_bones = obj.pose.bones
     written = (np.arange(len(rig.bones)) if bones is None
@@ -730,13 +792,13 @@ def apply_pose(rig: Rig, obj, R, y_scale, bones=None):
         new = quaternion_from_matrix(R[rows])
         quat[at] = new * np.where((new * quat[at]).sum(axis=-1) < 0.0, -1.0, 1.0)[:, None]   # the short way
         pose_bones.foreach_set("rotation_quaternion", quat.ravel())
-    stretching = [(s, i) for s, i in zip(written, index) if rig.bones[s] in rig.stretch_coordinate]
-    if stretching:
-        scale = np.empty((len(pose_bones), 3), np.float32)
-        pose_bones.foreach_get("scale", scale.ravel())
-        for s, i in stretching:
-            scale[i, 1] = y_scale[s]
-        pose_bones.foreach_set("scale", scale.ravel())
+    scaled = [(s, i) for s, i in zip(written, index) if rig.bones[s] in rig.scaled]
+    if scaled:
+        channels = np.empty((len(pose_bones), 3), np.float32)
+        pose_bones.foreach_get("scale", channels.ravel())
+        for s, i in scaled:
+            channels[i] = scale[s]
+        pose_bones.foreach_set("scale", channels.ravel())
     for s, i in zip(written[~by_quaternion], index[~by_quaternion]):
         pb = pose_bones[int(i)]
         rot = Matrix(R[s].tolist())

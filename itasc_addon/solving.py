@@ -456,7 +456,8 @@ def check_writable(obj, keys_too=True):
 
 def bone_channels(obj, rig, R, y_scale, bones, start_values):
     """The key plan (`keys.write_channels`) of solved rotations R (F, S, 3, 3), in each bone's
-    rotation mode and continuing from its `start_values`, and of the stretching bones' Y scales."""
+    rotation mode and continuing from its `start_values`, and of the scales of the bones whose
+    scale we write (`rig.Rig.scaled`: the stretching bones and the children compensating it)."""
     plan = []
     for name in bones:
         s = rig.bones.index(name)
@@ -465,8 +466,8 @@ def bone_channels(obj, rig, R, y_scale, bones, start_values):
         path = f'pose.bones["{bpy.utils.escape_identifier(name)}"].'
         for index in range(values.shape[1]):
             plan.append((path + prop, index, values[:, index], name))
-        if name in rig.stretch_coordinate:
-            plan.append((path + "scale", 1, y_scale[:, s], name))
+        if name in rig.scaled:          # uniform, as Blender's IK stretches (chain_bones)
+            plan += [(path + "scale", i, y_scale[:, s], name) for i in range(3)]
     return plan
 
 

@@ -15,7 +15,8 @@ Eligibility is decided from plain facts (`Facts`, read by `read_facts`) by the p
     of the chain's reach) and in the pose (`pose_reason`: no pose location on the second bone and
     no pose scale on either, at every frame solved);
     no other armature linked: neither the target nor the pole is another armature or its bone,
-    and the pole is not a bone of this armature.
+    and the pole is not a bone of this armature (a target bone of this armature is read per frame
+    by the rig's sampler like any target).
 
 Influence below 1 is kept: the target is blended as for the engine (`solving.blend_targets`).
 
@@ -162,6 +163,8 @@ def _linked(obj, con):
     for what, target, sub in (("target", con.target, con.subtarget), ("pole", con.pole_target, con.pole_subtarget)):
         if target is None:
             continue
+        if target == obj and what == "target":
+            continue                    # a bone of this armature, read per frame like any target
         if target == obj:
             return f"the {what} is a bone of this armature"
         if target.type == "ARMATURE":
