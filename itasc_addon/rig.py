@@ -32,8 +32,10 @@ from ..solver.kinematics import segment_motions
 from ..solver.rotations import quaternion_from_matrix
 from . import chain_bones, dependencies
 
-# Only the two-bone fast path (two_bone.py) follows pole targets; it drops this warning when it runs.
-POLE_IGNORED = "pole targets are only followed by the two-bone fast path; the pole is ignored"
+# Blender's IK follows a pole only on a chain that shares no bone with another IK constraint's, and
+# (Standard IK) with Use Location on and weight > 0; where it does not, neither does ours.
+POLE_IGNORED = ("Blender's IK ignores this pole (the chain shares bones with another IK constraint, or the "
+                "constraint has no location part); so does the solver")
 LIMIT_MODES = {"LIMITDIST_INSIDE": "inside", "LIMITDIST_OUTSIDE": "outside", "LIMITDIST_ONSURFACE": "surface"}
 
 
@@ -83,6 +85,7 @@ class Rig:
     pose_index: dict = field(default_factory=dict)   # pose bone name -> its index in obj.pose.bones
     scale_parents: np.ndarray | None = None          # per bone, the bone whose scale it inherits (-1: none)
     scaled: list = field(default_factory=list)       # bones whose scale channels we write (chain_bones)
+    pole_of: list = field(default_factory=list)      # per pole task (after the driven ones), its driven constraint
 
     @property
     def model(self):
@@ -236,14 +239,15 @@ def read_rig(obj, drives=None) -> Rig:
     in_model, stretchy = _union(picked)
     groups, model = _model(obj, in_model, stretchy)
     _warn_pose_locations(obj, model, in_model, warnings)
-    constraints, targets, driven = _tasks(obj, model, picked, warnings)
+    constraints, targets, driven, chains = _tasks(obj, model, picked, warnings)
+    poles, pole_of = _pole_tasks(model, constraints, driven, chains, len(targets), warnings)
     stretch_coordinate = _stretch_coordinates(model)
     parents = chain_bones.scale_parents(obj, model.names)
     scaled = [name for s, name in enumerate(model.names)
               if name in stretch_coordinate or (parents[s] >= 0 and model.names[parents[s]] in stretch_coordinate)]
-    scene = solver.Scene(model, constraints, n_objects=len(targets))
+    scene = solver.Scene(model, constraints + poles, n_objects=len(targets) + len(poles))
     return Rig(obj.name, scene, list(model.names), groups, driven, targets, stretch_coordinate, scale, warnings,
-               {pb.name: i for i, pb in enumerate(obj.pose.bones)}, parents, scaled)
+               {pb.name: i for i, pb in enumerate(obj.pose.bones)}, parents, scaled, pole_of)
 
 
 def _picked(obj, drives, warnings):
@@ -261,8 +265,6 @@ def _picked(obj, drives, warnings):
         if con.ik_type == "COPY_POSE" and not (con.use_location or con.use_rotation):
             warnings.append(f"'{pb.name}/{con.name}' uses neither location nor rotation: left out")
             continue
-        if con.pole_target is not None:
-            warnings.append(f"'{pb.name}/{con.name}': {POLE_IGNORED}")
         chain, tip = _chain(obj, con, pb, warnings)
         picked.append((pb, con, chain, tip))
     if not picked:
@@ -377,20 +379,42 @@ def _warn_pose_locations(obj, model, in_model, warnings):
 def _tasks(obj, model, picked, warnings):
     """(tasks, Target per engine object, Driven per task): one engine object per constraint
     (targets are not shared: influence blends each on its own)."""
-    targets, constraints, driven = [], [], []
+    targets, constraints, driven, chains = [], [], [], []
     for pb, con, chain, tip in picked:
         k = len(targets)
         task = _task(con, model, tip, k, f"{pb.name}/{con.name}", warnings)
         if task is None:
             continue
         constraints.append(task)
+        chains.append(chain)
         targets.append(_target(obj, con, pb.name))
         pole = _target(obj, con, pb.name, pole=True)
         driven.append(Driven(pb.name, con.name, con.ik_type, tip, k, float(min(con.influence, 1.0)), pole,
                              float(con.pole_angle) if pole is not None else 0.0))
     if not constraints:
         raise RigError(f"armature '{obj.name}' has no IK constraint to drive ({'; '.join(warnings)})")
-    return constraints, targets, driven
+    return constraints, targets, driven, chains
+
+
+def _pole_tasks(model, constraints, driven, chains, n_targets, warnings):
+    """(Pole tasks, the driven constraint of each): a constraint's pole where Blender's IK follows
+    it (see POLE_IGNORED), aimed at engine object n_targets + i (Samples.objects appends the poles
+    in this order). The pole turns the chain's root bone about the line from its head to the
+    target, as Blender's pole_angle says (solver.tasks.pole)."""
+    poles, pole_of = [], []
+    for c, d in enumerate(driven):
+        if d.pole is None:
+            continue
+        alone = not any(set(chains[c]) & set(chains[other]) for other in range(len(driven)) if other != c)
+        task = constraints[c]
+        if not (alone and d.kind == "COPY_POSE" and task.has_position and task.task_weight[0] > 0.0):
+            warnings.append(f"'{d.bone}/{d.name}': {POLE_IGNORED}")
+            continue
+        root = solver.on_segment(model.index(chains[c][-1]))
+        poles.append(solver.Pole(root, task.effector, task.target, solver.on_object(n_targets + len(poles)),
+                                 pole_angle=d.pole_angle, name=f"{d.bone}/{d.name}/pole"))
+        pole_of.append(c)
+    return poles, pole_of
 
 
 def _task(con, model, tip, k, label, warnings):
@@ -717,11 +741,14 @@ class Sampler:
             if message not in self.rig.warnings:
                 self.rig.warnings.append(message)
         poles = None
+        objects = orthonormalize(objects)
         if self._poles:
             poles = np.full(objects.shape[:1] + (len(self.rig.driven), 4, 4), np.nan)
             poles[:, [c for c, _ in self._poles]] = orthonormalize(world_inverse[:, None] @ self._pole_world
                                                                    @ self._pole_bone)
-        return Samples(self.frames, orthonormalize(objects), bases, self.basis, scale, poles)
+            if self.rig.pole_of:                               # the pole tasks' objects, after the targets
+                objects = np.concatenate([objects, poles[:, self.rig.pole_of]], axis=1)
+        return Samples(self.frames, objects, bases, self.basis, scale, poles)
 
 
 def sample(rig: Rig, obj, frames, progress=None) -> Samples:

@@ -427,14 +427,9 @@ class Job:
             seconds=time.perf_counter() - self.started,
             constraints=rig.constraint_names, bones=list(rig.bones),
             sigma_min=np.concatenate([p.sigma_min for p in self.pieces]),
-            mode=self.mode, warnings=self._warnings(), keys_written=written, q=q,
+            mode=self.mode, warnings=list(self.rig.warnings), keys_written=written, q=q,
             method=two_bone.METHOD if self.plan is not None else f"iterative {self.settings.method.upper()}",
             fallback_reason="" if self.plan is not None else self.fallback_reason)
-
-    def _warnings(self):
-        if self.plan is None:
-            return list(self.rig.warnings)
-        return [w for w in self.rig.warnings if rig_module.POLE_IGNORED not in w]    # the pole is followed
 
 
 def check_writable(obj, keys_too=True):

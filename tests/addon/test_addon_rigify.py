@@ -90,3 +90,15 @@ def test_live_preview_poses_every_limb_of_the_generated_rig_on_its_target(extens
     assert r["message"] == "" and worst < 0.01 and held <= TOLERANCE, (r["message"], worst, held)
     assert all(r["driving"].values())
     assert r["released"] and r["keys"] and r["finite"] is True
+
+
+def test_with_poles_on_every_knee_and_elbow_bends_toward_its_pole_as_blenders_standard_ik(extension_zip):
+    r = run("generated_poles", extension_zip, n_frames=12)
+    worst_plane = max(max(row) for row in r["plane_degrees"])
+    print(f"\nRigify's generated rig, poles on: bend planes within {worst_plane:.3g} deg of Blender's Standard IK, "
+          f"tails within {max(max(row) for row in r['our_miss']):.3g} m")
+    assert r["constraints"] == ["MCH-shin_ik.L/IK.001", "MCH-shin_ik.R/IK.001", "MCH-forearm_ik.L/IK.001",
+                                "MCH-forearm_ik.R/IK.001"]
+    assert r["converged"] and r["warnings"] == []
+    assert max(max(row) for row in r["our_miss"]) <= TOLERANCE
+    assert worst_plane <= 1.0, r["plane_degrees"]

@@ -187,3 +187,33 @@ def generated_live(n_frames=12):
     api.release(rig)
     return {"errors": errors, "held": held, "message": message, "driving": driving, "released": rig_state(rig) == original,
             "keys": all_keys(rig) == before, "finite": finite()}
+
+
+def bend_normals(scene, rig, frames):
+    """Per frame, per limb: the unit normal of the limb's bend plane (root head, joint, tail) as
+    Blender evaluates the chain, in world space."""
+    out = []
+    for f in frames:
+        scene.frame_set(int(f))
+        ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        row = []
+        for tip, _, _, chain in LIMBS.values():
+            root, lower = ev.pose.bones[chain[-1]], ev.pose.bones[tip]
+            n = np.cross(np.array(root.tail - root.head), np.array(lower.tail - lower.head))
+            row.append((np.array(ev.matrix_world.to_3x3()) @ n / np.linalg.norm(n)).tolist())
+        out.append(row)
+    return np.array(out)
+
+
+def generated_poles(n_frames=12):
+    """The generated rig with poles on: Blender's own Standard IK first, then our bake; per frame
+    and limb the angle between the two bend planes (degrees, up to sign) and both tails' misses."""
+    scene, rig, _ = generated_rigify_rig(n_frames, poles=True)
+    frames = range(1, n_frames + 1)
+    theirs, their_miss = bend_normals(scene, rig, frames), tail_errors(scene, rig, frames)
+    result = api.bake(rig, 1, n_frames)
+    ours, our_miss = bend_normals(scene, rig, frames), tail_errors(scene, rig, frames)
+    cosine = np.abs(np.sum(ours * theirs, axis=-1)).clip(0.0, 1.0)
+    return {"plane_degrees": np.degrees(np.arccos(cosine)).tolist(), "our_miss": our_miss,
+            "their_miss": their_miss, "converged": bool(result.converged.all()), "warnings": result.warnings,
+            "constraints": result.constraints}
