@@ -432,9 +432,16 @@ def _task(con, model, tip, k, label, warnings):
     if not any(position + rotation):
         warnings.append(f"'{label}' constrains no axis: left out")
         return None
+    # iTaSC weighs a task's rows by the constraint's weight (w^2 in a least-squares cost) and clamps
+    # its position error at half the mean bone length from the tip up (solver.CopyPose, clamp).
+    lengths, bone = [], s
+    while bone >= 0:
+        lengths.append(model.length[bone])
+        bone = model.parent[bone]
     return solver.CopyPose(effector, solver.on_object(k), position=position, rotation=rotation,
                            reference="effector" if con.reference_axis == "BONE" else "target",
-                           weight=float(con.weight), orient_weight=float(con.orient_weight), name=label)
+                           weight=float(con.weight) ** 2, orient_weight=float(con.orient_weight) ** 2, name=label,
+                           clamp=0.5 * float(np.mean(lengths)))
 
 
 def _stretch_coordinates(model):

@@ -27,3 +27,4 @@ def test_bend_plane_follows_the_pole_as_blenders_standard_ik(extension_zip, n_bo
     reached = np.array(r["their_miss"]) <= 1e-3
     assert reached.sum() >= len(reached) // 2, r["their_miss"]
     assert max(np.array(r["plane_degrees"])[reached]) <= 1.0, r["plane_degrees"]
+

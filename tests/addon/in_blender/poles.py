@@ -104,3 +104,4 @@ def against_standard(n_bones, pole_angle, pole_is_bone, n_frames=12, stretch=0.0
     return {"plane_degrees": np.degrees(np.arccos(cosine)).tolist(), "our_miss": our_miss.tolist(),
             "their_miss": their_miss.tolist(), "converged": result.converged.tolist(),
             "warnings": result.warnings, "method": result.method}
+
