@@ -51,7 +51,9 @@ class SolveResult:
     at the rig's size, `float32_floor` (frames x constraints, scene units; `verify`).
     `verified` says which frames Blender's evaluation was read at (a frame not read, e.g. after
     a cancel, has NaN errors and is not converged); `verify_seconds` is the part of `seconds`
-    spent reading and measuring it."""
+    spent reading and measuring it. `pole_error` (frames x constraints, radians) is how far
+    Blender shows each chain's bend plane turned from its pole (NaN: the constraint has no pole
+    the solver follows); a frame is converged only with those within the precision too."""
 
     frames: np.ndarray
     position_error: np.ndarray
@@ -74,6 +76,7 @@ class SolveResult:
     verified: np.ndarray | None = None
     float32_floor: np.ndarray | None = None
     verify_seconds: float = 0.0
+    pole_error: np.ndarray | None = None
 
     @property
     def not_converged(self) -> int:
@@ -395,6 +398,7 @@ class Job:
             converged=measured.converged & result.converged, solver_position_error=result.position_error,
             solver_rotation_error=result.rotation_error, solver_converged=result.converged,
             verified=measured.verified, float32_floor=measured.position_floor, verify_seconds=self.verify_seconds,
+            pole_error=measured.pole_error,
             warnings=result.warnings + self.verify_warnings, seconds=time.perf_counter() - self.started)
         store_result(self.obj, result, "Bake" if self.bake else "Solve")
         return result

@@ -60,6 +60,8 @@ class Measured:
     reached: np.ndarray
     verified: np.ndarray
     position_floor: np.ndarray      # (F, C) float32_floor's position part, scene units
+    pole_error: np.ndarray          # (F, C) how far each chain's bend plane is turned from its pole,
+    #                                 radians (NaN: no pole task); `reached` counts the poles too
 
     @property
     def converged(self) -> np.ndarray:
@@ -73,8 +75,11 @@ class Reader:
 
     def __init__(self, rig, obj, n_frames: int):
         self.rig, self.obj = rig, obj
-        F, K = int(n_frames), len(rig.targets)
-        self.tasks = list(rig.scene.constraints[:len(rig.driven)])
+        # What the scene's engine objects are: the targets, then the poles (Rig.pole_of).
+        self.sources = list(rig.targets) + [rig.driven[c].pole for c in rig.pole_of]
+        F, K = int(n_frames), len(self.sources)
+        # The driven constraints' tasks, then their pole tasks.
+        self.tasks = list(rig.scene.constraints[:len(rig.driven) + len(rig.pole_of)])
         # The pose bones the driven tasks' segment endpoints sit on, in obj.pose.bones order.
         segments = sorted({e.segment for task in self.tasks for e in task.endpoints() if e.segment >= 0})
         self._segments = np.array(segments, dtype=int)
@@ -104,10 +109,11 @@ class Reader:
         if len(ob.pose.bones) != self._n_bones:
             raise Lost(f"bones of '{self.obj.name}' were added or deleted{label}")
         self.world[i] = ob.matrix_world
-        for k, t in enumerate(rig.targets):
+        for k, t in enumerate(self.sources):
             tob = bpy.data.objects.get(t.object)
             if tob is None or (t.bone and (tob.pose is None or t.bone not in tob.pose.bones)):
-                raise Lost(f"the target '{t.label}' of '{rig.constraint_names[k]}' was deleted or renamed{label}")
+                owner = rig.constraint_names[k if k < len(rig.targets) else rig.pole_of[k - len(rig.targets)]]
+                raise Lost(f"the target '{t.label}' of '{owner}' was deleted or renamed{label}")
             tob = tob.evaluated_get(depsgraph)
             self.target_world[i, k] = tob.matrix_world
             if t.bone:
@@ -117,7 +123,8 @@ class Reader:
         self.verified[i] = True
 
     def targets(self):
-        """The targets (F, K, 4, 4) in the armature's space, rotations orthonormal, and the
+        """The engine objects (F, K, 4, 4: the targets, then the poles) in the armature's space,
+        rotations orthonormal, and the
         armature's uniform scale (F,) (frames not read: identity, scale 1)."""
         scale, degenerate, _ = uniform_scales(self.world)
         world = np.where(degenerate[:, None, None], np.eye(4), self.world)
@@ -169,18 +176,20 @@ def measure(reader: Reader, objects, scale, precision: float) -> Measured:
     with np.errstate(invalid="ignore"):
         for c, task in enumerate(reader.tasks):
             ends = [frame_of(e) for e in task.endpoints()]
-            _, _, weight, p, r = task.outputs(task.features(*ends))
-            weight = np.broadcast_to(weight, (F, task.n_outputs))
+            p, r, asks = task.errors(ends)
             objects_at = [e.obj for e in task.endpoints() if e.obj >= 0]
             R = np.maximum.reduce([np.linalg.norm(T[:, :3, 3], axis=-1) for T in ends]
                                   + [np.full(F, reader.extent[c])] + [worlds[:, k] for k in objects_at])
             p_floor, r_floor = float32_floor(reader.depth[c], R)
             missed = (p > precision + p_floor) | (r > precision + r_floor)   # NaN (no such part): never missed
-            reached[:, c] = ~missed | (weight.max(axis=1) == 0)
+            reached[:, c] = ~missed | ~asks
             position[:, c] = p * scale
             turn[:, c] = r
             floor[:, c] = p_floor * scale
     for array in (position, turn, floor):
         array[~verified] = np.nan
     reached[~verified] = False
-    return Measured(position, turn, reached, verified.copy(), floor)
+    driven = len(reader.rig.driven)
+    pole = np.full((F, driven), np.nan)
+    pole[:, reader.rig.pole_of] = turn[:, driven:]
+    return Measured(position[:, :driven], turn[:, :driven], reached, verified.copy(), floor[:, :driven], pole)

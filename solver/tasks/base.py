@@ -150,6 +150,13 @@ class Task(ABC):
         """Fill this task's rows of y, yd, task_weight, its errors, and its loop rows of A and B
         (where `out` has them). Cq is added by the scene from `coordinate_rows`."""
 
+    def errors(self, frames):
+        """(position error, rotation error, asks), each (F,), of the task at its endpoints' frames
+        given from outside (a list of (F, 4, 4) in `endpoints()` order, e.g. Blender's evaluation
+        of a written pose); NaN where it has no such part, `asks` False where it asks nothing (weight
+        0, a singular pose). Only tasks with endpoints can be measured this way."""
+        raise NotImplementedError(f"{type(self).__name__} is not measured from frames")
+
 
 class LoopTask(Task):
     """A task on a virtual armature between `base` and `tip` (see the module docstring).
@@ -174,6 +181,12 @@ class LoopTask(Task):
         """dy / d(Cf Xf) (F, n_outputs, n_outputs) where the outputs are a nonlinear function of the
         selected features; None where y = Cf Xf."""
         return None
+
+    def errors(self, frames):
+        Xf, _ = self.loop(*frames)
+        _, _, weight, position, rotation = self.outputs(Xf)
+        asks = np.broadcast_to(weight, Xf.shape[:-1] + (self.n_outputs,)).max(axis=-1) > 0
+        return position, rotation, asks
 
     @functools.cached_property
     def _selection(self):

@@ -131,6 +131,10 @@ class Pole(Task):
         return dict(theta=theta, valid=valid, a=a, u=u, k=k, k_up=k_up, one_plus=one_plus, up=up, w=w, p=p,
                     E=E, D=D, u_w=u_w, u_p=u_p, w_perp=w_perp, p_perp=p_perp, p_x_w=p_x_w, s=s, c=c)
 
+    def errors(self, frames):
+        g = self.geometry(*frames)
+        return np.full(g["theta"].shape, np.nan), np.abs(g["theta"]), g["valid"] & (self.weight > 0)
+
     def evaluate(self, place: Place, inputs: TaskInputs, out: Stack) -> None:
         i, rows, index = place.first_endpoint, place.rows, place.index
         frames = inputs.frames

@@ -93,6 +93,28 @@ def test_task_conformance(kind, scene, seed):
     check_scene(built, rng)
 
 
+@pytest.mark.parametrize("kind, scene", CASES, ids=[build.__name__.strip("_") for _, build in CASES])
+def test_errors_from_frames_are_the_scenes(kind, scene):
+    """Task.errors on its endpoints' frames (how Blender's evaluation is measured) gives the
+    errors the scene reports, for every task with endpoints."""
+    rng = np.random.default_rng(400)
+    built = scene(rng)
+    model, F = built.model, 3
+    q = rng.uniform(-1.0, 1.0, size=(F, model.n_coordinates))
+    objects = np.array([[random_transform(rng) for _ in range(built.n_objects)] for _ in range(F)]).reshape(F, -1, 4, 4)
+    ev = built.evaluate(q, objects, jacobians=False)
+    for k, task in enumerate(built.constraints):
+        if not task.endpoints():
+            continue
+        frames = [(ev.pose.frames[:, e.segment] if e.segment >= 0 else objects[:, e.obj]) @ e.offset
+                  for e in task.endpoints()]
+        position, rotation, asks = task.errors(frames)
+        np.testing.assert_allclose(position, ev.position_error[:, k], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(rotation, ev.rotation_error[:, k], rtol=1e-12, atol=1e-12)
+        rows = slice(built.rows[k], built.rows[k + 1])
+        assert np.array_equal(asks, ev.task_weight[:, rows].max(axis=1) > 0)
+
+
 def test_every_task_kind_has_a_conformance_case():
     kinds = {k for k in vars(task_kinds).values()
              if isinstance(k, type) and issubclass(k, Task) and not inspect.isabstract(k)}

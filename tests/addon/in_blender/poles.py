@@ -103,5 +103,6 @@ def against_standard(n_bones, pole_angle, pole_is_bone, n_frames=12, stretch=0.0
     cosine = np.abs(np.sum(ours * theirs, axis=1)).clip(0.0, 1.0)
     return {"plane_degrees": np.degrees(np.arccos(cosine)).tolist(), "our_miss": our_miss.tolist(),
             "their_miss": their_miss.tolist(), "converged": result.converged.tolist(),
+            "pole_error": result.pole_error.tolist(),
             "warnings": result.warnings, "method": result.method}
 

@@ -216,4 +216,4 @@ def generated_poles(n_frames=12):
     cosine = np.abs(np.sum(ours * theirs, axis=-1)).clip(0.0, 1.0)
     return {"plane_degrees": np.degrees(np.arccos(cosine)).tolist(), "our_miss": our_miss,
             "their_miss": their_miss, "converged": bool(result.converged.all()), "warnings": result.warnings,
-            "constraints": result.constraints}
+            "constraints": result.constraints, "pole_error": result.pole_error.tolist()}
