@@ -6,7 +6,6 @@ import math
 
 import bpy
 import numpy as np
-from mathutils import Vector
 
 from . import addon
 from .faults import attempt, finite, mutes
