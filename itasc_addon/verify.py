@@ -22,11 +22,14 @@ in float32 down the whole bone hierarchy, so even an exact solution shows roundi
 with the number of bones above the effector and with the size of the coordinates involved
 (BENCHMARKS.md: the measured spread). That floor is
 
-    position: eps32 * sqrt(depth + 2) * R,     rotation: eps32 * sqrt(depth + 2),
+    position: eps32 * sqrt(depth + 2) * R,     rotation: eps32 * sqrt(depth + 2) (per_turn + per_length R),
 
-with eps32 = 2^-23, depth the number of bones from the armature's root to the effector's bone and
+with eps32 = 2^-23, depth the number of bones from the armature's root to the effector's bone,
 R the largest coordinate magnitude involved (effector, target, the armature's and the target
-object's world positions, in armature units, and the extent of the effector's ancestors).
+object's world positions, in armature units, and the extent of the effector's ancestors), and
+per_turn, per_length how the task's rotation error follows its frames' angles and positions
+(Task.errors: 1 and 0 for a rotation read off a bone's axes; a pole's plane is read off
+positions, and is ill-defined near the pose where the root bone's up lies along the chain).
 
 A `Reader` copies, per frame (the caller sets the scene to it), the armature's world matrix, the
 chains' tip bones' pose matrices (one `foreach_get`, float32 as Blender keeps them) and the
@@ -176,11 +179,12 @@ def measure(reader: Reader, objects, scale, precision: float) -> Measured:
     with np.errstate(invalid="ignore"):
         for c, task in enumerate(reader.tasks):
             ends = [frame_of(e) for e in task.endpoints()]
-            p, r, asks = task.errors(ends)
+            p, r, asks, per_length, per_turn = task.errors(ends)
             objects_at = [e.obj for e in task.endpoints() if e.obj >= 0]
             R = np.maximum.reduce([np.linalg.norm(T[:, :3, 3], axis=-1) for T in ends]
                                   + [np.full(F, reader.extent[c])] + [worlds[:, k] for k in objects_at])
             p_floor, r_floor = float32_floor(reader.depth[c], R)
+            r_floor = per_turn * r_floor + per_length * p_floor     # a rotation read off positions too
             missed = (p > precision + p_floor) | (r > precision + r_floor)   # NaN (no such part): never missed
             reached[:, c] = ~missed | ~asks
             position[:, c] = p * scale

@@ -151,10 +151,12 @@ class Task(ABC):
         (where `out` has them). Cq is added by the scene from `coordinate_rows`."""
 
     def errors(self, frames):
-        """(position error, rotation error, asks), each (F,), of the task at its endpoints' frames
-        given from outside (a list of (F, 4, 4) in `endpoints()` order, e.g. Blender's evaluation
-        of a written pose); NaN where it has no such part, `asks` False where it asks nothing (weight
-        0, a singular pose). Only tasks with endpoints can be measured this way."""
+        """(position error, rotation error, asks, per_length, per_turn), each (F,), of the task at
+        its endpoints' frames given from outside (a list of (F, 4, 4) in `endpoints()` order, e.g.
+        Blender's evaluation of a written pose); NaN where it has no such part, `asks` False where
+        it asks nothing (weight 0, a singular pose). Frames known to within a length d and an angle
+        r leave the rotation error known to within per_length d + per_turn r. Only tasks with
+        endpoints can be measured this way."""
         raise NotImplementedError(f"{type(self).__name__} is not measured from frames")
 
 
@@ -186,7 +188,7 @@ class LoopTask(Task):
         Xf, _ = self.loop(*frames)
         _, _, weight, position, rotation = self.outputs(Xf)
         asks = np.broadcast_to(weight, Xf.shape[:-1] + (self.n_outputs,)).max(axis=-1) > 0
-        return position, rotation, asks
+        return position, rotation, asks, np.zeros(asks.shape), np.ones(asks.shape)
 
     @functools.cached_property
     def _selection(self):

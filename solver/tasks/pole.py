@@ -18,8 +18,8 @@ by the rotation between them: it takes dir onto u and `up`, made perpendicular t
 side of u where p lies. Standard IK does that once, on the pose before it iterates (its iterations
 then keep it nearly, not exactly); iTaSC does it again at every time step, as an extra rotation of
 the chain's base, from the chain as it was at its previous evaluation (so a frame evaluated once
-after a jump is off; evaluated again it meets the condition below exactly). The sign: a positive a turns `up` from X toward Z, i.e. by
--a about the bone's Y axis; at a = 0 the root bone's X axis faces the pole, and a chain whose elbow
+after a jump is off; evaluated again it meets the condition below exactly). The sign: a positive
+a turns `up` from X toward Z, i.e. by -a about the bone's Y axis; at a = 0 the root bone's X axis faces the pole, and a chain whose elbow
 sticks out along its root bone's -Z (+Z) faces it with the elbow at a = -90 (+90) degrees.
 
 This task's output is the part of that rotation about u, which Blender removes. Let Q be the
@@ -132,8 +132,15 @@ class Pole(Task):
                     E=E, D=D, u_w=u_w, u_p=u_p, w_perp=w_perp, p_perp=p_perp, p_x_w=p_x_w, s=s, c=c)
 
     def errors(self, frames):
+        """theta is read off the effector, target and pole positions across the root (per_length
+        1/|e| + 1/|d| + 1/|p_perp|) and off the root bone's up across the chain's line (per_turn
+        1/|w_perp|: near the singular pose where up lies along that line, theta is ill-defined)."""
         g = self.geometry(*frames)
-        return np.full(g["theta"].shape, np.nan), np.abs(g["theta"]), g["valid"] & (self.weight > 0)
+        valid = g["valid"]
+        size = lambda v: np.where(valid, np.sqrt(_dot(v, v)), 1.0)     # noqa: E731
+        per_length = 1.0 / np.where(valid, g["E"], 1.0) + 1.0 / np.where(valid, g["D"], 1.0) + 1.0 / size(g["p_perp"])
+        per_turn = 1.0 / np.maximum(size(g["w_perp"]), 1e-12)
+        return np.full(g["theta"].shape, np.nan), np.abs(g["theta"]), valid & (self.weight > 0), per_length, per_turn
 
     def evaluate(self, place: Place, inputs: TaskInputs, out: Stack) -> None:
         i, rows, index = place.first_endpoint, place.rows, place.index

@@ -108,7 +108,8 @@ def test_errors_from_frames_are_the_scenes(kind, scene):
             continue
         frames = [(ev.pose.frames[:, e.segment] if e.segment >= 0 else objects[:, e.obj]) @ e.offset
                   for e in task.endpoints()]
-        position, rotation, asks = task.errors(frames)
+        position, rotation, asks, per_length, per_turn = task.errors(frames)
+        assert (per_length >= 0).all() and (per_turn >= 1.0 - 1e-12).all()
         np.testing.assert_allclose(position, ev.position_error[:, k], rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(rotation, ev.rotation_error[:, k], rtol=1e-12, atol=1e-12)
         rows = slice(built.rows[k], built.rows[k + 1])

@@ -10,7 +10,7 @@ from mathutils import Vector
 from .scenes import api, clear_scene
 
 
-def hinge_chain(n_bones, pole_angle, pole_is_bone, n_frames, stretch=0.0, limit=False):
+def hinge_chain(n_bones, pole_angle, pole_is_bone, n_frames, stretch=0.0, limit=False, stiffness=0.0):
     """A chain of `n_bones` bones (the root free, the others hinges about X, bent a little at
     rest) on an armature turned in the world, an IK constraint (location) on its last bone aimed
     at an empty on a keyed path inside reach, and a pole target (an empty, or a bone of a second
@@ -38,6 +38,7 @@ def hinge_chain(n_bones, pole_angle, pole_is_bone, n_frames, stretch=0.0, limit=
             pb.lock_ik_y = pb.lock_ik_z = True
             if limit:
                 pb.use_ik_limit_x, pb.ik_min_x, pb.ik_max_x = True, -2.5, 2.5
+            pb.ik_stiffness_x = stiffness
         pb.ik_stretch = stretch
     target = bpy.data.objects.new("target", None)
     scene.collection.objects.link(target)
@@ -91,11 +92,11 @@ def _measure(scene, rig, target, frames):
     return np.array(normal), np.array(miss)
 
 
-def against_standard(n_bones, pole_angle, pole_is_bone, n_frames=12, stretch=0.0, limit=False):
+def against_standard(n_bones, pole_angle, pole_is_bone, n_frames=12, stretch=0.0, limit=False, stiffness=0.0):
     """Blender's Standard IK first (our solver not yet driving), then our bake of the same rig:
     the angle between the two bend planes' normals (up to sign: the plane, not which way the
     chain folds) and both tails' misses, per frame."""
-    scene, rig, target = hinge_chain(n_bones, pole_angle, pole_is_bone, n_frames, stretch, limit)
+    scene, rig, target = hinge_chain(n_bones, pole_angle, pole_is_bone, n_frames, stretch, limit, stiffness)
     frames = range(1, n_frames + 1)
     theirs, their_miss = _measure(scene, rig, target, frames)
     result = api.bake(rig, 1, n_frames)
