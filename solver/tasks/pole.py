@@ -18,9 +18,10 @@ by the rotation between them: it takes dir onto u and `up`, made perpendicular t
 side of u where p lies. Standard IK does that once, on the pose before it iterates (its iterations
 then keep it nearly, not exactly); iTaSC does it again at every time step, as an extra rotation of
 the chain's base, from the chain as it was at its previous evaluation (so a frame evaluated once
-after a jump is off; evaluated again it meets the condition below exactly). The sign: a positive
-a turns `up` from X toward Z, i.e. by -a about the bone's Y axis; at a = 0 the root bone's X axis faces the pole, and a chain whose elbow
-sticks out along its root bone's -Z (+Z) faces it with the elbow at a = -90 (+90) degrees.
+after a jump is off; evaluated again it meets the condition below exactly). The sign: a positive a
+turns `up` from X toward Z, i.e. by -a about the bone's Y axis; at a = 0 the root bone's X axis
+faces the pole, and a chain whose elbow sticks out along its root bone's -Z (+Z) faces it with the
+elbow at a = -90 (+90) degrees.
 
 This task's output is the part of that rotation about u, which Blender removes. Let Q be the
 shortest rotation taking dir onto u (k = dir x u, cos = dir . u):

@@ -28,8 +28,9 @@ def test_bend_plane_follows_the_pole_as_blenders_standard_ik(extension_zip, n_bo
     # `converged` holds each frame to the precision and what float32 resolves there, which grows
     # near the pose where the root bone's up lies along the chain: 1.1e-5 rad in the stiff case).
     assert np.nanmax(r["pole_error"]) <= 1e-4 and not np.isnan(np.array(r["pole_error"])[:, 0]).any()
-    # On the frames Blender's Standard IK reaches too, the planes agree within 1 degree.
-    reached = np.array(r["their_miss"]) <= 1e-3
+    # On the frames Blender's Standard IK reaches too (within 5 mm: with stiff joints it stops
+    # 1-2 mm short), the planes agree within 1 degree.
+    reached = np.array(r["their_miss"]) <= 5e-3
     assert reached.sum() >= len(reached) // 2, r["their_miss"]
     assert max(np.array(r["plane_degrees"])[reached]) <= 1.0, r["plane_degrees"]
 
