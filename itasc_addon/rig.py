@@ -380,9 +380,10 @@ def _tasks(obj, model, picked, warnings):
     """(tasks, Target per engine object, Driven per task): one engine object per constraint
     (targets are not shared: influence blends each on its own)."""
     targets, constraints, driven, chains = [], [], [], []
-    for pb, con, chain, tip in picked:
+    for i, (pb, con, chain, tip) in enumerate(picked):
         k = len(targets)
-        task = _task(con, model, tip, k, f"{pb.name}/{con.name}", warnings)
+        shared = any(set(chain) & set(other[2]) for j, other in enumerate(picked) if j != i)
+        task = _task(con, model, tip, k, f"{pb.name}/{con.name}", warnings, shared)
         if task is None:
             continue
         constraints.append(task)
@@ -417,7 +418,7 @@ def _pole_tasks(model, constraints, driven, chains, n_targets, warnings):
     return poles, pole_of
 
 
-def _task(con, model, tip, k, label, warnings):
+def _task(con, model, tip, k, label, warnings, shared=False):
     """The engine task of one IK constraint on the tail of `tip`, aimed at engine object k (None,
     with a warning, when it constrains no axis)."""
     s = model.index(tip)
@@ -433,15 +434,19 @@ def _task(con, model, tip, k, label, warnings):
         warnings.append(f"'{label}' constrains no axis: left out")
         return None
     # iTaSC weighs a task's rows by the constraint's weight (w^2 in a least-squares cost) and clamps
-    # its position error at half the mean bone length from the tip up (solver.CopyPose, clamp).
-    lengths, bone = [], s
-    while bone >= 0:
-        lengths.append(model.length[bone])
-        bone = model.parent[bone]
+    # its position error at half the mean bone length from the tip up (solver.CopyPose, clamp). The
+    # clamp only moves where tasks that share bones balance; alone, a task keeps the plain error.
+    clamp = None
+    if shared:
+        lengths, bone = [], s
+        while bone >= 0:
+            lengths.append(model.length[bone])
+            bone = model.parent[bone]
+        clamp = 0.5 * float(np.mean(lengths))
     return solver.CopyPose(effector, solver.on_object(k), position=position, rotation=rotation,
                            reference="effector" if con.reference_axis == "BONE" else "target",
                            weight=float(con.weight) ** 2, orient_weight=float(con.orient_weight) ** 2, name=label,
-                           clamp=0.5 * float(np.mean(lengths)))
+                           clamp=clamp)
 
 
 def _stretch_coordinates(model):
