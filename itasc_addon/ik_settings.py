@@ -15,9 +15,9 @@ takes the first of:
 
 Precision is this add-on's own (our panel, default `PRECISION`): Blender's iTaSC precision is
 another quantity, not followed. Blender stops reiterating once a step moves the joints or the end
-effector by less than it (0.0001 to 0.1, default 0.005: its errors stay near a millimetre); ours
-stops once the error itself is below our precision, and Blender's evaluation of what we wrote is
-checked against it.
+effector by less than it (Blender keeps it between 0.0001 and 0.1); ours stops once the error
+itself is below our precision, and Blender's evaluation of what we wrote is checked against it.
+Damping is taken as it is: Blender's DLS scales it by the chain's length, ours does not.
 
 Blender's iTaSC settings without a field of ours: ``reiteration_method`` (simulation: NEVER takes
 one time step on the first frame too, INITIAL converges the first frame; ALWAYS is not followed:
@@ -84,54 +84,66 @@ class Chosen:
     warnings: tuple = ()
 
 
-def armature_value(obj, name):
-    """What the armature's own IK settings give field `name`, or None where they have none:
-    iTaSC's ik_param, or the Standard solver's IK constraints' iterations."""
+def armature_values(obj, constraints=None):
+    """{field: value} of what the armature's own IK settings give (fields they have no counterpart
+    of left out): iTaSC's ik_param, or the Standard solver's IK constraints' iterations; and those
+    constraints' iterations (sorted, distinct; empty with iTaSC). `constraints`: (bone, constraint)
+    names of the IK constraints solved (None: every IK constraint of the armature)."""
     params = obj.pose.ik_param if obj.pose is not None and obj.pose.ik_solver == "ITASC" else None
-    if not BY_NAME[name].itasc:
-        return None
     if params is None:
-        if name == "max_iterations":
-            counts = [con.iterations for _, con in ik_constraints(obj)]
-            return max(1, max(counts)) if counts else None
-        return None
-    if name == "substeps":
-        return 0 if params.use_auto_step else int(params.step_count)
-    value = getattr(params, BY_NAME[name].itasc)
-    if name == "max_iterations":
-        return max(1, int(value))
-    if isinstance(value, float):
-        return max(float(value), ZERO)
-    return value
+        counts = sorted({con.iterations for con in _constraints(obj, constraints)})
+        return ({"max_iterations": max(1, counts[-1])} if counts else {}), counts
+    out = {}
+    for f in FIELDS:
+        if f.name == "substeps":
+            out[f.name] = 0 if params.use_auto_step else int(params.step_count)
+        elif f.name == "max_iterations":
+            out[f.name] = max(1, int(params.iterations))
+        elif f.itasc:
+            value = getattr(params, f.itasc)
+            out[f.name] = max(float(value), ZERO) if isinstance(value, float) else value
+    return out, []
+
+
+def _constraints(obj, names):
+    if names is None:
+        return [con for _, con in ik_constraints(obj)]
+    bones, out = obj.pose.bones, []
+    for bone, name in names:
+        pb = bones.get(bone)
+        con = pb.constraints.get(name) if pb is not None else None
+        if con is not None:
+            out.append(con)
+    return out
 
 
 def followed_value(obj, name):
     """The value field `name` takes without its override and without options."""
-    value = armature_value(obj, name)
-    return getattr(obj.itasc, name) if value is None else value
+    return armature_values(obj)[0].get(name, getattr(obj.itasc, name))
 
 
-def choose(obj, options=None, fps=None):
+def choose(obj, options=None, fps=None, constraints=None):
     """The settings of a solve of `obj` (module docstring): `Chosen`. `fps` is the solve's frame
-    rate (frames per second of its time steps), for the iTaSC settings given in seconds."""
+    rate (frames per second of its time steps), for the iTaSC settings given in seconds;
+    `constraints` the (bone, constraint) names of the IK constraints solved (None: all)."""
     options = dict(options or {})
     unknown = set(options) - set(NAMES)
     if unknown:
         raise TypeError(f"unknown option(s) {sorted(unknown)}; choose from {list(NAMES)}")
     props = obj.itasc
     solver = obj.pose.ik_solver if obj.pose is not None else "LEGACY"
+    armature, counts = armature_values(obj, constraints)
+    followed = ARMATURE if solver == "ITASC" else CONSTRAINTS
     values, sources = {}, {}
     for f in FIELDS:
         if f.name in options:
             values[f.name], sources[f.name] = options[f.name], OPTION
         elif getattr(props, "override_" + f.name, False):
             values[f.name], sources[f.name] = getattr(props, f.name), OVERRIDE
+        elif f.name in armature:
+            values[f.name], sources[f.name] = armature[f.name], followed
         else:
-            value = armature_value(obj, f.name)
-            if value is None:
-                values[f.name], sources[f.name] = getattr(props, f.name), ADDON
-            else:
-                values[f.name], sources[f.name] = value, ARMATURE if solver == "ITASC" else CONSTRAINTS
+            values[f.name], sources[f.name] = getattr(props, f.name), ADDON
     values["mode"] = _choice(values["mode"], MODES, "mode")
     values["method"] = _choice(values["method"], METHODS, "method")
     notes, warnings = [], []
@@ -140,7 +152,7 @@ def choose(obj, options=None, fps=None):
     if solver == "ITASC":
         _itasc_extras(obj.pose.ik_param, values, sources, fps, notes, warnings)
     else:
-        notes.append(_standard_note(obj, values, sources))
+        notes.append(_standard_note(counts, values, sources))
     return Chosen(solver=solver, values=values, sources=sources, notes=tuple(notes), warnings=tuple(warnings))
 
 
@@ -185,9 +197,9 @@ def not_used(params, mode):
     return out
 
 
-def _standard_note(obj, values, sources):
-    """What a rig set to Blender's Standard IK solver is told."""
-    counts = sorted({con.iterations for _, con in ik_constraints(obj)})
+def _standard_note(counts, values, sources):
+    """What a rig set to Blender's Standard IK solver is told (`counts`: its IK constraints'
+    distinct iterations)."""
     text = ("Blender's Standard IK solver is set on this armature: it is solved with the iTaSC engine of this "
             "add-on; mode, solver and precision are this add-on's")
     if sources["max_iterations"] == CONSTRAINTS:

@@ -74,6 +74,7 @@ class ITASC_PT_settings(_Sub, bpy.types.Panel):
             return
         v = chosen.values
         params = obj.pose.ik_param if chosen.solver == "ITASC" else None
+        followed = ik_settings.armature_values(obj)[0]     # what an override can override
         col = layout.column()
         if params is None:
             col.label(text="Blender's Standard IK solver is set on this armature:", icon="INFO")
@@ -81,12 +82,12 @@ class ITASC_PT_settings(_Sub, bpy.types.Panel):
         for f in ik_settings.FIELDS:
             if (f.simulation and v["mode"] != "SIMULATION") or (f.dls and v["method"] != "DLS"):
                 continue
-            _field_row(col, props, params, f, chosen)
+            _field_row(col, props, params, f, chosen, followed)
         if params is not None:
             _itasc_extras(col, params, chosen)
 
 
-def _field_row(layout, props, params, f, chosen):
+def _field_row(layout, props, params, f, chosen, followed):
     """One setting: the armature's property where it is followed, ours where overridden or where
     Blender has none, with the override toggle where there is something to override."""
     source = chosen.sources[f.name]
@@ -101,7 +102,7 @@ def _field_row(layout, props, params, f, chosen):
         row.label(text=f"{f.label}: {chosen.values[f.name]} (from the IK constraints)")
     else:
         row.prop(props, f.name)
-    if ik_settings.armature_value(props.id_data, f.name) is not None:
+    if f.name in followed:
         row.prop(props, "override_" + f.name, text="", icon="DECORATE_OVERRIDE")
 
 

@@ -101,22 +101,25 @@ class SolveResult:
         return text
 
 
-def settings_for(obj, fps=None, scale=None, **options):
+def settings_for(obj, fps=None, scale=None, rig=None, **options):
     """The mode and the engine's Settings of a solve of `obj` (`ik_settings.choose`: the armature's
     own IK settings, read now, overridden by our panel's overrides and by `options`: mode, method,
     precision, max_iterations, feedback, max_velocity, damping_max, damping_epsilon, substeps).
     Precision is in scene units; the engine works in the armature's (`scale`: the armature's
-    uniform scale when the caller has checked it already); `fps`: the solve's frame rate."""
-    mode, settings, _ = chosen_settings(obj, fps, scale, **options)
+    uniform scale when the caller has checked it already); `fps`: the solve's frame rate; `rig`:
+    the rig read (`rig.read_rig`), whose IK constraints' iterations a Standard-solver rig follows
+    (None: every IK constraint's, found by a walk over the pose bones)."""
+    mode, settings, _ = chosen_settings(obj, fps, scale, rig, **options)
     return mode, settings
 
 
-def chosen_settings(obj, fps=None, scale=None, **options):
+def chosen_settings(obj, fps=None, scale=None, rig=None, **options):
     """`settings_for` and the `ik_settings.Chosen` it was made from (values, sources, notes)."""
     if fps is None:
         render = bpy.context.scene.render
         fps = render.fps / render.fps_base
-    chosen = ik_settings.choose(obj, options, fps)
+    constraints = None if rig is None else [(d.bone, d.name) for d in rig.driven]
+    chosen = ik_settings.choose(obj, options, fps, constraints)
     if scale is None:
         scale = rig_module.object_scale(rig_module.evaluated_world(obj), f"armature '{obj.name}'")
     try:
@@ -177,7 +180,7 @@ class Job:
         step = float(np.min(np.diff(frames))) if frames.size > 1 else 1.0
         render = bpy.context.scene.render
         self.mode, self.settings, self.chosen = chosen_settings(
-            obj, fps=render.fps / render.fps_base / max(step, 1e-9), scale=self.rig.scale, **options)
+            obj, render.fps / render.fps_base / max(step, 1e-9), self.rig.scale, self.rig, **options)
         self.scene = bpy.context.scene
         self._frame = (self.scene.frame_current, self.scene.frame_subframe)
         self.plan, self.fallback_reason = two_bone.plan_for(self.rig, obj, self.mode)
