@@ -78,6 +78,7 @@ class Chosen:
     armature that make Blender's own solver act otherwise than ours)."""
 
     solver: str
+    followable: tuple = ()         # the fields the armature's settings give (what an override overrides)
     values: dict = field(default_factory=dict)
     sources: dict = field(default_factory=dict)
     notes: tuple = ()
@@ -153,7 +154,8 @@ def choose(obj, options=None, fps=None, constraints=None):
         _itasc_extras(obj.pose.ik_param, values, sources, fps, notes, warnings)
     else:
         notes.append(_standard_note(counts, values, sources))
-    return Chosen(solver=solver, values=values, sources=sources, notes=tuple(notes), warnings=tuple(warnings))
+    return Chosen(solver=solver, followable=tuple(armature), values=values, sources=sources, notes=tuple(notes),
+                  warnings=tuple(warnings))
 
 
 def _choice(value, allowed, what):

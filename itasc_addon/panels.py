@@ -74,7 +74,6 @@ class ITASC_PT_settings(_Sub, bpy.types.Panel):
             return
         v = chosen.values
         params = obj.pose.ik_param if chosen.solver == "ITASC" else None
-        followed = ik_settings.armature_values(obj)[0]     # what an override can override
         col = layout.column()
         if params is None:
             col.label(text="Blender's Standard IK solver is set on this armature:", icon="INFO")
@@ -82,12 +81,12 @@ class ITASC_PT_settings(_Sub, bpy.types.Panel):
         for f in ik_settings.FIELDS:
             if (f.simulation and v["mode"] != "SIMULATION") or (f.dls and v["method"] != "DLS"):
                 continue
-            _field_row(col, props, params, f, chosen, followed)
+            _field_row(col, props, params, f, chosen)
         if params is not None:
             _itasc_extras(col, params, chosen)
 
 
-def _field_row(layout, props, params, f, chosen, followed):
+def _field_row(layout, props, params, f, chosen):
     """One setting: the armature's property where it is followed, ours where overridden or where
     Blender has none, with the override toggle where there is something to override."""
     source = chosen.sources[f.name]
@@ -102,7 +101,7 @@ def _field_row(layout, props, params, f, chosen, followed):
         row.label(text=f"{f.label}: {chosen.values[f.name]} (from the IK constraints)")
     else:
         row.prop(props, f.name)
-    if f.name in followed:
+    if f.name in chosen.followable:
         row.prop(props, "override_" + f.name, text="", icon="DECORATE_OVERRIDE")
 
 
