@@ -19,10 +19,18 @@ its float32 rounding, ``float32_floor``). The engine's own figures are ``solver_
 constraint with nothing else acting on it; see `two_bone`) or "iterative <update law>", and
 ``fallback_reason`` why the closed form did not apply.
 
-Options (keywords, default: the armature's settings in the iTaSC panel): mode ('ANIMATION' or
-'SIMULATION'), method ('PINV', 'DLS', 'SDLS'), precision, max_iterations, feedback, max_velocity,
-damping_max, damping_epsilon, substeps. Bad input raises `RigError` (a ValueError) with a message
-saying what to change; nothing is written then.
+Options (keywords): mode ('ANIMATION' or 'SIMULATION'), method ('PINV', 'DLS', 'SDLS',
+'GRADIENT'), precision (scene units), max_iterations, feedback, max_velocity, damping_max,
+damping_epsilon, substeps. An option wins over everything; without it a setting comes from the
+add-on's iTaSC tab where its override is on, else from the armature's own IK settings, read at
+every call (Blender's iTaSC panel: mode, solver, precision, iterations, feedback, velocity,
+sub-steps, damping, reiteration, step_min; with Blender's Standard solver the IK constraints'
+iterations, the rest from the add-on's tab). See `ik_settings`. The result says what was used:
+``settings`` (values), ``settings_from`` (per setting: 'option', 'override', 'armature',
+'IK constraints' or 'add-on') and ``notes`` (a rig on Blender's Standard solver, the armature's
+settings this solver does not use); a setting Blender's own solver would use and ours does not,
+set so that it matters, is also in ``warnings``. Bad input raises `RigError` (a ValueError) with
+a message saying what to change; nothing is written then.
 """
 
 from __future__ import annotations

@@ -186,30 +186,19 @@ def restore_mute(obj):
 
 
 def initialize(obj):
-    """First use on an armature: start from its iTaSC settings (except precision, where ours is
-    far tighter than Blender's 0.005)."""
+    """First use on an armature: the bake range starts as the scene's. (The solver's settings are
+    not copied: they are read from the armature's IK panel at every solve, `ik_settings`.)"""
     settings = obj.itasc
     if settings.initialized:
         return
     settings.initialized = True
     scene = bpy.context.scene
     settings.frame_start, settings.frame_end = scene.frame_start, scene.frame_end
-    params = obj.pose.ik_param if obj.pose.ik_solver == "ITASC" else None
-    if params is None:
-        return
-    settings.mode = params.mode
-    settings.method = params.solver          # 'SDLS' or 'DLS'
-    settings.max_iterations = max(1, params.iterations)
-    settings.feedback = params.feedback
-    settings.max_velocity = params.velocity_max
-    settings.damping_max = params.damping_max
-    settings.damping_epsilon = params.damping_epsilon
-    settings.substeps = 0 if params.use_auto_step else params.step_count
 
 
 def set_active(obj, active=True):
     """Hand the rig to our solver (`active`) or give it back to Blender's IK; the first use
-    starts our settings from Blender's iTaSC ones (`initialize`)."""
+    starts the bake range (`initialize`)."""
     initialize(obj)
     if obj.itasc.active != active:
         obj.itasc.active = active   # the update mutes / restores

@@ -149,17 +149,17 @@ def _step(obj, reader, state, samples, values, same_inputs, fresh):
     if state is not None:
         steps = float(samples.frames[0]) - state.frame
         if 0 < steps <= MAX_STEP_FRAMES and same_inputs:
-            _, settings = solving.settings_for(obj, fps=fps / steps, scale=scale)
+            _, settings = solving.settings_for(obj, fps=fps / steps, scale=scale, rig=reader.rig)
             if _still(state.bases, samples.bases):
                 samples.bases = state.bases
             objects = np.concatenate([state.objects, samples.objects])
             bases = np.concatenate([state.bases, samples.bases])
             start = None if fresh else state.evaluation      # a rig read again has a new scene
             return solver.simulate_frame(scene, state.q, objects, bases, settings, start, values)
-        _, settings = solving.settings_for(obj, fps=fps, scale=scale)
+        _, settings = solving.settings_for(obj, fps=fps, scale=scale, rig=reader.rig)
         res = solver.solve_animation(scene, state.q, samples.objects, samples.bases, settings, values)
         return res.q, res.evaluation
-    _, settings = solving.settings_for(obj, fps=fps, scale=scale)
+    _, settings = solving.settings_for(obj, fps=fps, scale=scale, rig=reader.rig)
     q0 = coordinates_from_basis(reader.rig.model, samples.basis)
     res = solver.solve_animation(scene, q0, samples.objects, samples.bases, settings, values)
     return res.q, res.evaluation

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import bpy
 
+from . import ik_settings
 from .handover import entry, originally_muted
-from .rig import ik_constraints
+from .rig import RigError, ik_constraints
 
 
 def _armature(context):
@@ -55,24 +56,74 @@ class _Sub:
 
 
 class ITASC_PT_settings(_Sub, bpy.types.Panel):
+    """The solver's settings as a solve uses them (`ik_settings`): each from the armature's IK
+    panel (drawn from there, so editing it here edits the armature's) unless its override is on
+    (then ours); what Blender has that this solver does not follow."""
+
     bl_label = "Solver"
 
     def draw(self, context):
         layout = self.layout
         layout.use_property_split = True
-        props = context.object.itasc
-        layout.prop(props, "mode")
-        layout.prop(props, "method")
-        layout.prop(props, "precision")
-        if props.mode == "ANIMATION":
-            layout.prop(props, "max_iterations")
-        else:
-            layout.prop(props, "feedback")
-            layout.prop(props, "max_velocity")
-            layout.prop(props, "substeps")
-        if props.method == "DLS":          # the only solver that damps on these
-            layout.prop(props, "damping_max")
-            layout.prop(props, "damping_epsilon")
+        obj = context.object
+        props = obj.itasc
+        try:
+            chosen = ik_settings.choose(obj, fps=_fps(context))
+        except RigError as err:                 # e.g. an enum value a newer file stored
+            layout.label(text=str(err), icon="ERROR")
+            return
+        v = chosen.values
+        params = obj.pose.ik_param if chosen.solver == "ITASC" else None
+        col = layout.column()
+        if params is None:
+            col.label(text="Blender's Standard IK solver is set on this armature:", icon="INFO")
+            col.label(text="it is solved with the iTaSC engine of this add-on")
+        for f in ik_settings.FIELDS:
+            if (f.simulation and v["mode"] != "SIMULATION") or (f.dls and v["method"] != "DLS"):
+                continue
+            _field_row(col, props, params, f, chosen)
+        if params is not None:
+            _itasc_extras(col, params, chosen)
+
+
+def _field_row(layout, props, params, f, chosen):
+    """One setting: the armature's property where it is followed, ours where overridden or where
+    Blender has none, with the override toggle where there is something to override."""
+    source = chosen.sources[f.name]
+    row = layout.row(align=True)
+    if source == ik_settings.ARMATURE and f.name == "substeps":
+        row.prop(params, "use_auto_step", text="Auto Sub-steps")
+        if not params.use_auto_step:
+            layout.prop(params, "step_count", text="Sub-steps")
+    elif source == ik_settings.ARMATURE:
+        row.prop(params, f.itasc, text=f.label)
+    elif source == ik_settings.CONSTRAINTS:
+        row.label(text=f"{f.label}: {chosen.values[f.name]} (from the IK constraints)")
+    else:
+        row.prop(props, f.name)
+    if f.name in chosen.followable:
+        row.prop(props, "override_" + f.name, text="", icon="DECORATE_OVERRIDE")
+
+
+def _itasc_extras(layout, params, chosen):
+    """The iTaSC settings without a field of ours: what they do here, and what is not used."""
+    v = chosen.values
+    if v["mode"] == "SIMULATION":
+        layout.prop(params, "reiteration_method")
+        if v["max_substeps"] is not None:
+            layout.prop(params, "step_min", text="Steps Min")
+            layout.label(text=f"At most {v['max_substeps']} sub-step(s) per frame")
+    layout.label(text="Blender's iTaSC settings not used by this solver:")
+    for name in ik_settings.not_used(params, v["mode"]):
+        layout.label(text=f"  {name}", icon="INFO")
+    layout.label(text="(Precision above is this add-on's: it stops on the error itself)")
+    for text in chosen.warnings:
+        layout.label(text=text[:120], icon="ERROR")
+
+
+def _fps(context):
+    render = context.scene.render
+    return render.fps / render.fps_base
 
 
 class ITASC_PT_constraints(_Sub, bpy.types.Panel):

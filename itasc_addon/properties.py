@@ -1,6 +1,12 @@
 """Our settings on each armature object (``object.itasc``): property groups only. Switching
 ``active`` or ``live_preview`` hands the rig over (`handover`) and starts or stops live preview
 (`live`, `own_pose`).
+
+The solver's settings (`ik_settings.FIELDS`) follow the armature's own IK panel; each has an
+``override_<field>`` flag, and only where it is on does our value win. Setting a value turns its
+override on; turning an override on starts it at the value in use, so nothing jumps. A file saved
+before the flags existed loads with every override off: the armature's settings are followed and
+the values stored then (copies of them made at first use) are not used.
 """
 
 from __future__ import annotations
@@ -9,7 +15,7 @@ import bpy
 from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty,
                        StringProperty)
 
-from . import handover, live, own_pose
+from . import handover, ik_settings, live, own_pose
 
 
 def _use_update(self, context):
@@ -82,6 +88,40 @@ def _live_update(self, context):
     live.changed(self.id_data)
 
 
+def _set_quietly(group, name, value):
+    """Store a property's value without calling its update (an ID property write)."""
+    prop = group.bl_rna.properties[name]
+    if prop.type == "ENUM":
+        value = prop.enum_items[value].value
+    group[name] = value
+
+
+def _value_update(name):
+    """A value set in our panel (or by a script) overrides the armature's."""
+    flag = "override_" + name
+
+    def update(self, context):
+        if not self.get(flag, False):
+            self[flag] = True
+    return update
+
+
+def _override_update(name):
+    """Turned on: the value starts at the one in use (the armature's), so nothing jumps."""
+    flag = "override_" + name
+
+    def update(self, context):
+        if getattr(self, flag):
+            _set_quietly(self, name, ik_settings.followed_value(self.id_data, name))
+    return update
+
+
+def _override(name):
+    label = ik_settings.BY_NAME[name].label
+    return BoolProperty(name=f"Override {label}", default=False, update=_override_update(name),
+                        description=f"Use this panel's {label} instead of the armature's IK settings")
+
+
 class ITASC_PG_settings(bpy.types.PropertyGroup):
     """iTaSC IK settings of one armature object."""
 
@@ -95,30 +135,44 @@ class ITASC_PG_settings(bpy.types.PropertyGroup):
         description="Solve in simulation mode whenever the frame changes or a target moves; the chain "
                     "bones' own pose comes back when it is switched off")
     kept_pose: CollectionProperty(type=ITASC_PG_kept_bone)
+    # The solver's settings: used where their override is on (`ik_settings`), else the armature's.
     mode: EnumProperty(
-        name="Mode", default="ANIMATION",
+        name="Mode", default="ANIMATION", update=_value_update("mode"),
         items=(("ANIMATION", "Animation", "Solve every frame to convergence from the action's pose"),
                ("SIMULATION", "Simulation", "Advance one time step per frame from the previous frame's solution")))
     method: EnumProperty(
-        name="Solver", default="SDLS",
+        name="Solver", default="SDLS", update=_value_update("method"),
         items=(("PINV", "Pseudo-inverse", "SVD pseudo-inverse"),
                ("DLS", "DLS", "Damped least squares: damping grows near singular poses"),
                ("SDLS", "SDLS", "Selectively damped least squares: damping per singular direction"),
                ("GRADIENT", "Gradient descent", "Baseline: steepest descent with the best step along the gradient")))
-    precision: FloatProperty(name="Precision", default=1e-6, min=1e-12, soft_max=0.01, precision=8,
+    precision: FloatProperty(name="Precision", default=ik_settings.PRECISION, min=1e-12, soft_max=0.01, precision=8,
+                             update=_value_update("precision"),
                              description="Position (scene units) and rotation (radians) error to stop at")
     max_iterations: IntProperty(name="Max Iterations", default=300, min=1, soft_max=5000,
+                                update=_value_update("max_iterations"),
                                 description="Iteration cap per frame (animation mode)")
-    feedback: FloatProperty(name="Feedback", default=20.0, min=0.001, soft_max=100.0,
+    feedback: FloatProperty(name="Feedback", default=20.0, min=0.001, soft_max=100.0, update=_value_update("feedback"),
                             description="Feedback K of the simulation mode, per second")
     max_velocity: FloatProperty(name="Max Velocity", default=50.0, min=0.001, soft_max=100.0,
+                                update=_value_update("max_velocity"),
                                 description="Largest joint speed in simulation mode")
-    damping_max: FloatProperty(name="Damping", default=0.5, min=0.001, max=1.0,
+    damping_max: FloatProperty(name="Damping", default=0.5, min=0.001, max=1.0, update=_value_update("damping_max"),
                                description="Largest damping of the damped least-squares solver")
     damping_epsilon: FloatProperty(name="Damping Epsilon", default=0.15, min=0.001, max=1.0,
+                                   update=_value_update("damping_epsilon"),
                                    description="Smallest singular value below which damping starts")
-    substeps: IntProperty(name="Sub-steps", default=0, min=0, soft_max=64,
+    substeps: IntProperty(name="Sub-steps", default=0, min=0, soft_max=64, update=_value_update("substeps"),
                           description="Simulation sub-steps per frame (0: automatic from the joint speed)")
+    override_mode: _override("mode")
+    override_method: _override("method")
+    override_precision: _override("precision")
+    override_max_iterations: _override("max_iterations")
+    override_feedback: _override("feedback")
+    override_max_velocity: _override("max_velocity")
+    override_damping_max: _override("damping_max")
+    override_damping_epsilon: _override("damping_epsilon")
+    override_substeps: _override("substeps")
     constraints: CollectionProperty(type=ITASC_PG_constraint)
     # Bake range and options.
     frame_start: IntProperty(name="Start", default=1, description="First frame to bake")

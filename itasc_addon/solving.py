@@ -28,13 +28,11 @@ import numpy as np
 from .. import solver
 from ..solver.bones import coordinates_from_basis
 from ..solver.rotations import exp_map, log_map
-from . import guard, handover, keys, own_pose, two_bone, verify
+from . import guard, handover, ik_settings, keys, own_pose, two_bone, verify
 from . import rig as rig_module
 from .rig import RigError
 
-METHODS = {"PINV": "pinv", "DLS": "dls", "SDLS": "sdls", "GRADIENT": "gradient"}
-OPTION_NAMES = ("mode", "method", "precision", "max_iterations", "feedback", "max_velocity", "damping_max",
-                "damping_epsilon", "substeps")
+OPTION_NAMES = ik_settings.NAMES
 CHUNK = 256  # frames solved in the first step (the engine is batched: larger chunks are faster)
 STEP_SECONDS = 0.1  # later steps are sized to take about this long (progress and Esc between them)
 
@@ -77,6 +75,9 @@ class SolveResult:
     float32_floor: np.ndarray | None = None
     verify_seconds: float = 0.0
     pole_error: np.ndarray | None = None
+    settings: dict = field(default_factory=dict)       # the settings used (`ik_settings.Chosen.values`)
+    settings_from: dict = field(default_factory=dict)  # where each came from: option, override, armature, ...
+    notes: list = field(default_factory=list)          # about the settings: the Standard solver, what is not used
 
     @property
     def not_converged(self) -> int:
@@ -103,36 +104,36 @@ class SolveResult:
         return text
 
 
-def settings_for(obj, fps=None, scale=None, **options):
-    """The engine's Settings and the mode from the object's settings, overridden by `options`
-    (mode, method, precision, max_iterations, feedback, max_velocity, damping_max,
-    damping_epsilon, substeps). Precision is in scene units; the engine works in the armature's
-    (`scale`: the armature's uniform scale when the caller has checked it already)."""
-    unknown = set(options) - set(OPTION_NAMES)
-    if unknown:
-        raise TypeError(f"unknown option(s) {sorted(unknown)}; choose from {list(OPTION_NAMES)}")
-    props = obj.itasc
-    value = {name: options.get(name, getattr(props, name)) for name in OPTION_NAMES}
-    mode = str(value["mode"]).upper()
-    if mode not in ("ANIMATION", "SIMULATION"):
-        raise RigError(f"mode must be 'ANIMATION' or 'SIMULATION', not {value['mode']!r}")
-    method = METHODS.get(str(value["method"]).upper())
-    if method is None:
-        raise RigError(f"method must be one of {list(METHODS)}, not {value['method']!r}")
-    if scale is None:
-        scale = rig_module.object_scale(rig_module.evaluated_world(obj), f"armature '{obj.name}'")
+def settings_for(obj, fps=None, scale=None, rig=None, **options):
+    """The mode and the engine's Settings of a solve of `obj` (`ik_settings.choose`: the armature's
+    own IK settings, read now, overridden by our panel's overrides and by `options`: mode, method,
+    precision, max_iterations, feedback, max_velocity, damping_max, damping_epsilon, substeps).
+    Precision is in scene units; the engine works in the armature's (`scale`: the armature's
+    uniform scale when the caller has checked it already); `fps`: the solve's frame rate; `rig`:
+    the rig read (`rig.read_rig`), whose IK constraints' iterations a Standard-solver rig follows
+    (None: every IK constraint's, found by a walk over the pose bones)."""
+    mode, settings, _ = chosen_settings(obj, fps, scale, rig, **options)
+    return mode, settings
+
+
+def chosen_settings(obj, fps=None, scale=None, rig=None, **options):
+    """`settings_for` and the `ik_settings.Chosen` it was made from (values, sources, notes)."""
     if fps is None:
         render = bpy.context.scene.render
         fps = render.fps / render.fps_base
+    constraints = None if rig is None else [(d.bone, d.name) for d in rig.driven]
+    chosen = ik_settings.choose(obj, options, fps, constraints)
+    if scale is None:
+        scale = rig_module.object_scale(rig_module.evaluated_world(obj), f"armature '{obj.name}'")
     try:
-        settings = _settings(
-            method=method, precision=float(value["precision"]) / scale, max_iterations=int(value["max_iterations"]),
-            feedback=float(value["feedback"]), max_velocity=float(value["max_velocity"]),
-            damping_max=float(value["damping_max"]), damping_epsilon=float(value["damping_epsilon"]),
-            substeps=int(value["substeps"]), fps=float(fps))
+        settings = _settings(**ik_settings.engine_keywords(chosen, fps, scale))
     except ValueError as err:
-        raise RigError(str(err)) from None
-    return mode, settings
+        raise RigError(f"{err} (settings from: {_sources(chosen)})") from None
+    return chosen.values["mode"], settings, chosen
+
+
+def _sources(chosen):
+    return ", ".join(f"{name} {chosen.sources[name]}" for name in ik_settings.NAMES)
 
 
 # Settings are immutable and checked when built: live preview asks for the same ones every frame.
@@ -181,8 +182,8 @@ class Job:
         handover.set_active(obj, True)     # only once the rig reads well: bad input changes nothing
         step = float(np.min(np.diff(frames))) if frames.size > 1 else 1.0
         render = bpy.context.scene.render
-        self.mode, self.settings = settings_for(obj, fps=render.fps / render.fps_base / max(step, 1e-9),
-                                                scale=self.rig.scale, **options)
+        self.mode, self.settings, self.chosen = chosen_settings(
+            obj, render.fps / render.fps_base / max(step, 1e-9), self.rig.scale, self.rig, **options)
         self.scene = bpy.context.scene
         self._frame = (self.scene.frame_current, self.scene.frame_subframe)
         self.plan, self.fallback_reason = two_bone.plan_for(self.rig, obj, self.mode)
@@ -431,7 +432,8 @@ class Job:
             seconds=time.perf_counter() - self.started,
             constraints=rig.constraint_names, bones=list(rig.bones),
             sigma_min=np.concatenate([p.sigma_min for p in self.pieces]),
-            mode=self.mode, warnings=list(self.rig.warnings), keys_written=written, q=q,
+            mode=self.mode, warnings=list(self.rig.warnings) + list(self.chosen.warnings), keys_written=written, q=q,
+            settings=dict(self.chosen.values), settings_from=dict(self.chosen.sources), notes=list(self.chosen.notes),
             method=two_bone.METHOD if self.plan is not None else f"iterative {self.settings.method.upper()}",
             fallback_reason="" if self.plan is not None else self.fallback_reason)
 
