@@ -563,8 +563,9 @@ def _max(rows):
 
 
 def plot(data, path):
-    """Error per frame (the worst limb), both solvers, log scale; on the generated rig also the
-    bend-plane angle between ours and Standard's per frame."""
+    """Error per frame (the worst limb), both solvers, log scale; on the generated rig also, per
+    frame and limb, the angle between our bend plane and Standard's and the distance between our
+    knee or elbow and Standard's."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -575,8 +576,8 @@ def plot(data, path):
     frames = np.arange(1, data["frames"] + 1)
     floor = 1e-10                          # exact zeros would vanish from a log axis
     if generated:
-        fig, (ax, bend) = plt.subplots(2, 1, figsize=(9, 6.5), dpi=120, sharex=True,
-                                       gridspec_kw={"height_ratios": [2.2, 1]})
+        fig, (ax, bend, joint) = plt.subplots(3, 1, figsize=(9, 8.5), dpi=120, sharex=True,
+                                              gridspec_kw={"height_ratios": [2.2, 1, 1]})
         theirs = f"Blender's Standard IK ({data['blender']['solver']})"
         what = "worst IK tail to its target (m)"
         title = (f"Rigify's generated rig, all limbs in IK, poles on, controls animated "
@@ -618,7 +619,14 @@ def plot(data, path):
         bend.set_ylim(0.0, max(1.2, 1.1 * float(degrees.max())))
         bend.grid(True, alpha=0.3)
         bend.legend(loc="upper right", fontsize=8, ncol=4, framealpha=0.9)
-        ax = bend
+        distances = 100 * np.asarray(data["joint_distances"])
+        for limb, column in zip(data["effectors"], distances.T):
+            joint.plot(frames, column, lw=1.1, label=limb)
+        joint.set_ylabel("knee/elbow, ours vs\nStandard's (cm)")
+        joint.set_ylim(bottom=0.0, top=max(1.0, 1.15 * float(distances.max())))
+        joint.grid(True, alpha=0.3)
+        joint.legend(loc="lower right", fontsize=8, ncol=4, framealpha=0.9)
+        ax = joint
     ax.set_xlabel("frame")
     fig.tight_layout()
     fig.savefig(path)
