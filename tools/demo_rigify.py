@@ -267,8 +267,8 @@ LIMBS = {
               "thigh_ik_target.R"),
 }
 CROUCH = 0.08              # how much lower the torso sits than in the rest pose (m): knees bent
-# Hands: circles of this radius (m) in the frontal plane, their centres this far in front of and
-# below the shoulder and this far from the body's middle.
+# Hands: circles (HAND_RADIUS, HAND_PERIOD) in the frontal plane, their centres this far (m) in
+# front of and below the shoulder and this far from the body's middle.
 HAND_AHEAD, HAND_BELOW, HAND_SIDE = 0.30, 0.22, 0.20
 POLE_SWAY, POLE_PERIOD = 0.05, 100.0       # the pole controls move on circles this wide (m), this slow
 ARM_POLE = (0.30, 0.35, -0.35)             # where the arms' poles sway about: from the shoulder, +X outwards
@@ -294,8 +294,7 @@ def pole_path(limb, frame, rest):
     the plane across the body's front (X, Z) about its centre. Legs: the centre is the pole's rest
     position `rest` (in front of the knee). Arms: `rest` is the shoulder, and the centre ARM_POLE
     from it (out, back and down: where elbows point while the hands work in front of the chest;
-    Rigify's rest position, behind the elbow of arms held out, would sit nearly on the line from
-    shoulder to hand and leave the bend plane ill-defined)."""
+    Rigify puts the pole behind the elbow of an arm held out sideways, at shoulder height)."""
     side = 1.0 if limb.endswith(".L") else -1.0
     if limb.startswith("arm"):
         rest = (rest[0] + side * ARM_POLE[0], rest[1] + ARM_POLE[1], rest[2] + ARM_POLE[2])
