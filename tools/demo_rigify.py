@@ -13,8 +13,9 @@ What it does (`make demo` runs it after `make build`):
 - puts every limb in IK (``IK_FK`` 0) with its pole on (``pole_vector``), and keys the controls
   an animator moves on every frame: the hands (``hand_ik.*``) circle in front of the chest, the
   feet (``foot_ik.*``) step in place (back along the floor, forward through the air), left and
-  right half a cycle apart, the four pole controls (``*_ik_target.*``) sway a few centimetres;
-  the torso sits a little lower, so knees are bent as a walker's are;
+  right half a cycle apart, the four pole controls (``*_ik_target.*``) sway a few centimetres
+  (the arms' moved out, back and down first, where elbows point with the hands in front of the
+  chest); the torso sits a little lower, so knees are bent as a walker's are;
 - Blender's own Standard IK first (the solver the generated rig is set to, ``LEGACY``): every
   frame evaluated by Blender with its IK on; for each limb the tail of the bone that carries the
   IK constraint is measured against the head of the bone it aims at (world space), and the plane
