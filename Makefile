@@ -53,8 +53,9 @@ test-numpy-lines:
 	  $$env/bin/python -m pytest -q -p no:cacheprovider tests --ignore=tests/addon -m "not blender"; \
 	done
 
-# The main job in headless Blender: Rigify's metarig, hands and feet on moving targets, ours vs
-# Blender's iTaSC; writes out/demo.blend and out/demo_error.png. The engine alone: python -m solver demo.
+# The main job in headless Blender: the rig Rigify generates, all limbs in IK with poles, controls
+# animated, ours vs Blender's Standard IK; writes out/demo.blend and out/demo_error.png.
+# The engine alone: python -m solver demo.
 demo: build
 	$(PY) tools/demo_rigify.py --zip $(ZIP)
 

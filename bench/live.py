@@ -3,17 +3,21 @@ mode, on the same rig in the same bpy session.
 
 One fresh bpy process per rig, the extension installed from the built zip (tools.blender_session):
 the 6-bone straight chain (tools.blender_ik) and Rigify's human metarig with hands and feet on
-moving targets (tools.demo_rigify), targets keyframed on every frame. Each side plays the same
-frames one after the other, one ``scene.frame_set(f)`` each (Blender evaluates the scene again
-when frame_change_post handlers changed it: a ``view_layer.update()`` after it finds our written
-pose evaluated already), after a few untimed warm-up frames:
+moving targets (tools.demo_rigify), targets keyframed on every frame; and the rig Rigify generates,
+all four limbs in IK with poles on, its hand, foot and pole controls keyed (`make demo`'s scene,
+tools.demo_rigify.build_generated). Each side plays the same frames one after the other, one
+``scene.frame_set(f)`` each (Blender evaluates the scene again when frame_change_post handlers
+changed it: a ``view_layer.update()`` after it finds our written pose evaluated already), after a
+few untimed warm-up frames:
 
 - theirs: ``pose.ik_solver = 'ITASC'``, ``ik_param.mode = 'SIMULATION'``, its other settings
-  Blender's defaults; the simulation restarts for every pass (solver switched away and back);
+  Blender's defaults; the simulation restarts for every pass (solver switched away and back). On
+  the generated rig: its own Standard IK as Rigify set it up (Blender's evaluation of every frame,
+  which is what an animator scrubbing that rig waits for);
 - ours: ``itasc.live_preview = True`` (Blender's IK constraints muted, our frame_change_post
   handler advances one simulation step per frame with the add-on's defaults); restarts too;
-- muted: every IK constraint muted, no live preview: plain scene evaluation, the floor both
-  sides pay.
+- muted: every IK constraint muted (and the drivers of its mute), no live preview: plain scene
+  evaluation, the floor both sides pay.
 
 Passes alternate between the three; each frame counts with its best of REPEATS passes. Errors come from one more,
 untimed pass of each IK side over the same frames from the same start: after each frame the
@@ -28,24 +32,32 @@ import time
 
 import numpy as np
 
-from .bake import _build, _pose, _reset
+from .bake import RIGIFY, _build, _effectors, _pose, _reset, mute_ik, target_point
 from .common import ERRORS, Column, Table, blender_session, error_stats, plot, profile_report, ratio
 
-RIGS = (("6-bone chain", 6), ("Rigify metarig", "rigify"))     # (label, what to build)
+RIGS = (("6-bone chain", 6), ("Rigify metarig", "rigify"), ("Rigify generated", "generated"))  # (label, what to build)
 REPEATS = 7
 WARMUP = 5                 # untimed frames played before the timed ones
 SIDES = ("ours (live preview)", "Blender iTaSC simulation", "IK muted")
+STANDARD = "Blender Standard IK"     # theirs on the generated rig: its own solver
+
+
+def sides(rig):
+    """(ours, theirs, muted) labels for a rig."""
+    return (SIDES[0], STANDARD, SIDES[2]) if rig == "generated" else SIDES
 
 
 # ---- inside Blender ---------------------------------------------------------------------------
 
 def _iks(obj):
-    return [(pb, con) for pb in obj.pose.bones for con in pb.constraints if con.type == "IK"]
+    """(pose bone, IK constraint) per IK bone (bench.bake._effectors)."""
+    return [(pb, con) for pb, con, _ in _effectors(obj)]
 
 
 def _set_side(bpy, obj, side, pose):
     """Switch the rig to one side from the starting pose `pose` (bench.bake's), its state (our live
-    state, Blender's iTaSC scene) fresh. Both simulations start from the pose's bones."""
+    state, Blender's iTaSC scene) fresh. Both simulations start from the pose's bones. A rig on
+    Blender's Standard IK (the generated one) stays on it."""
     import importlib
 
     from tools.blender_session import EXTENSION_MODULE
@@ -54,11 +66,12 @@ def _set_side(bpy, obj, side, pose):
     settings = obj.itasc
     settings.live_preview = False
     _reset(bpy, api, obj, pose)                  # Blender's IK constraints as they were, the pose put back
-    obj.pose.ik_solver = "LEGACY"                # drops Blender's iTaSC scene: its simulation restarts
-    bpy.context.view_layer.update()
-    obj.pose.ik_solver = "ITASC"
-    for _, con in _iks(obj):
-        con.mute = side == SIDES[2]
+    if obj.pose.ik_solver == "ITASC":
+        obj.pose.ik_solver = "LEGACY"            # drops Blender's iTaSC scene: its simulation restarts
+        bpy.context.view_layer.update()
+        obj.pose.ik_solver = "ITASC"
+    if side == SIDES[2]:
+        mute_ik(obj)                             # _reset gives every mute back
     if side == SIDES[0]:
         settings.live_preview = True             # hands over: our drive mutes Blender's IK
     bpy.context.view_layer.update()
@@ -87,8 +100,8 @@ def _tail_errors(bpy, obj, iks, out):
     def measure():
         dg = bpy.context.evaluated_depsgraph_get()
         ev = obj.evaluated_get(dg)
-        out.append([(ev.matrix_world @ ev.pose.bones[pb.name].tail
-                     - con.target.evaluated_get(dg).matrix_world.translation).length for pb, con in iks])
+        out.append([(ev.matrix_world @ ev.pose.bones[pb.name].tail - target_point(dg, con)).length
+                    for pb, con in iks])
     return measure
 
 
@@ -99,6 +112,7 @@ def in_blender(rig, n_frames, repeats):
     scene, obj = _build(bpy, rig, WARMUP + n_frames, mode="SIMULATION")
     pose = _pose(obj)
     iks = _iks(obj)
+    labels = sides(rig)
     lengths = []
     for pb, con in iks:
         bone, length = pb, 0.0
@@ -106,17 +120,20 @@ def in_blender(rig, n_frames, repeats):
             length, bone = length + bone.bone.length, bone.parent
         lengths.append(length)
     warm, timed = range(1, WARMUP + 1), range(WARMUP + 1, WARMUP + n_frames + 1)
-    out = {"blender": bpy.app.version_string, "lengths": lengths, "settings": {
-        p: getattr(obj.pose.ik_param, p) for p in ("mode", "reiteration_method", "solver", "feedback",
-                                                   "velocity_max", "use_auto_step", "step_min", "step_max")}}
-    runs, ends = {side: [] for side in SIDES}, {side: [] for side in SIDES}
+    params = obj.pose.ik_param if obj.pose.ik_solver == "ITASC" else None
+    out = {"blender": bpy.app.version_string, "lengths": lengths, "sides": labels, "solver": obj.pose.ik_solver,
+           "bones": len(obj.pose.bones),
+           "settings": {} if params is None else {
+               p: getattr(params, p) for p in ("mode", "reiteration_method", "solver", "feedback",
+                                               "velocity_max", "use_auto_step", "step_min", "step_max")}}
+    runs, ends = {side: [] for side in labels}, {side: [] for side in labels}
     for _ in range(repeats):
-        for side in SIDES:
+        for side in labels:
             _set_side(bpy, obj, side, pose)
             _play(scene, warm)
             runs[side].append(_play(scene, timed))
             ends[side].append(_tails(bpy, obj, iks))
-    for side in SIDES:
+    for side in labels:
         per_frame = np.min(np.asarray(runs[side]), axis=0)          # the best of each frame's passes
         totals = [float(np.sum(t)) for t in runs[side]]
         errors = []
@@ -155,53 +172,64 @@ def profile_in_blender(rig, n_frames, top=30):
 
 def _session(call, rig):
     # exit_at_once: Blender 4.2 crashes on exit after Rigify was enabled (see run_in_blender).
-    return blender_session("live", call, exit_at_once=rig == "rigify")
+    return blender_session("live", call, exit_at_once=rig in RIGIFY)
 
 
 def run(quick: bool = False, n_frames: int = 250) -> Table:
     n_frames = 50 if quick else n_frames
     repeats = 1 if quick else REPEATS
     table = Table(
-        "live", "Live preview, one simulation step per frame: our add-on and Blender's iTaSC (simulation mode)",
+        "live", "Live preview, one simulation step per frame: our add-on and Blender's iTaSC (simulation mode) "
+        "or Standard IK",
         f"{n_frames} consecutive frames played in one bpy session per rig (extension installed from its zip), "
         f"each frame one `scene.frame_set(f)` (which evaluates again the pose our frame_change_post handler "
         f"wrote), after {WARMUP} untimed warm-up frames. ours: `itasc.live_preview = True`, the "
         f"add-on's defaults (one simulation step per frame). Blender: `ik_param.mode = 'SIMULATION'`, its "
-        f"other settings default ({{settings}}). IK muted: every IK constraint muted, no live preview (scene "
-        f"evaluation alone); above muted: ms / frame minus the muted one. Each side's simulation restarts "
+        f"other settings default ({{settings}}). Rigify generated: the rig Rigify generates ({{generated_bones}} bones; "
+        f"`make demo`'s scene, tools.demo_rigify.build_generated: all four limbs in IK, poles on, the hand, foot "
+        f"and pole controls keyed on every frame); theirs is its own Standard IK, as generated (Blender "
+        f"evaluating every frame with it). IK muted: every IK constraint muted (and the drivers of its mute), no "
+        f"live preview (scene evaluation alone); above muted: ms / frame minus the muted one. Each side's simulation restarts "
         f"at every pass; passes alternate; each frame's time is its best of {repeats} passes (other people's load on this machine only adds), ms / frame their mean, median frame their median; best pass: the fastest whole pass. ours / theirs: below 1, ours is faster. "
         f"Errors: one more untimed pass of each side over the same frames, after each frame every IK bone's "
         f"evaluated tail measured against its target (m, float32); per frame the worst tail; > 1e-6 L with L "
-        f"the shortest IK chain (6 m; Rigify's arms, {{rigify_l}}). Simulation lags a moving target by design.",
+        f"the shortest IK chain (6 m; the metarig's arms, {{rigify_l}}; the generated rig's arms, {{generated_l}}); a "
+        f"target bone's head for a bone target. Simulation lags a moving target by design.",
         [Column("rig", "rig", text=True), Column("side", "solver", text=True),
          Column("ms_per_frame", "ms / frame", "{:.3f}"), Column("median_ms", "median frame ms", "{:.3f}"),
          Column("best_pass_ms", "best pass, ms / frame", "{:.3f}"),
          Column("above_muted", "above muted, ms", "{:.3f}"), Column("vs_theirs", "ours / theirs", "{:.2f}"),
          Column("vs_theirs_above", "ours / theirs above muted", "{:.2f}"), *ERRORS[:5]])
-    version, rigify_l, settings = None, "—", ""
+    version, settings = None, ""
+    filled = {"rigify_l": "—", "generated_l": "—", "generated_bones": "—"}
     for label, rig in RIGS:
         data = _session(f"in_blender({rig!r}, {n_frames}, {repeats})", rig)
         version, length = data["blender"], min(data["lengths"])
-        settings = ", ".join(f"{k} {v}" for k, v in data["settings"].items() if k != "mode")
-        if rig == "rigify":
-            rigify_l = f"{length:.3f} m"
-        ms = {side: 1e3 * float(np.mean(data[side]["best_frames"])) for side in SIDES}
-        above = {side: ms[side] - ms[SIDES[2]] for side in SIDES}
-        for side in SIDES:
+        if data["settings"]:
+            settings = ", ".join(f"{k} {v}" for k, v in data["settings"].items() if k != "mode")
+        if rig in RIGIFY:
+            filled[f"{rig}_l"] = f"{length:.3f} m"
+        if rig == "generated":
+            filled["generated_bones"] = str(data["bones"])
+        ours, theirs, muted = labels = data["sides"]
+        ms = {side: 1e3 * float(np.mean(data[side]["best_frames"])) for side in labels}
+        above = {side: ms[side] - ms[muted] for side in labels}
+        for side in labels:
             d = data[side]
             row = {"rig": label, "side": side, "ms_per_frame": ms[side], "totals": d["totals"],
                    "median_ms": 1e3 * float(np.median(d["best_frames"])), "best_pass_ms": 1e3 * min(d["totals"]) / n_frames,
-                   "above_muted": above[side] if side != SIDES[2] else None}
-            if side == SIDES[0]:
-                row["vs_theirs"] = ratio(ms[side], ms[SIDES[1]])
-                row["vs_theirs_above"] = ratio(above[side], above[SIDES[1]])
+                   "above_muted": above[side] if side != muted else None}
+            if side == ours:
+                row["vs_theirs"] = ratio(ms[side], ms[theirs])
+                row["vs_theirs_above"] = ratio(above[side], above[theirs])
             if d["errors"]:
                 worst = np.max(np.asarray(d["errors"], dtype=float), axis=1)
                 row.update(error_stats(worst, length))
                 row["errors"] = worst.tolist()
             table.rows.append(row)
     table.title += f" (Blender {version})"
-    table.caption = table.caption.replace("{rigify_l}", rigify_l).replace("{settings}", settings)
+    for key, value in {**filled, "settings": settings}.items():
+        table.caption = table.caption.replace("{" + key + "}", value)
     return table
 
 
@@ -214,8 +242,8 @@ if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser(description="cProfile of our live preview inside Blender")
-    parser.add_argument("--profile", default="6", help="6 or rigify")
+    parser.add_argument("--profile", default="6", help="6, rigify (the metarig) or generated")
     parser.add_argument("--frames", type=int, default=250)
     args = parser.parse_args()
-    rig = args.profile if args.profile == "rigify" else int(args.profile)
+    rig = args.profile if args.profile in RIGIFY else int(args.profile)
     print(_session(f"profile_in_blender({rig!r}, {args.frames})", rig))

@@ -1,26 +1,38 @@
-"""The main job, headless: Rigify's human metarig with both hands and both feet on moving targets,
-baked by our solver and by Blender's own iTaSC, errors and time side by side.
+"""The main job, headless: the rig Rigify generates from its human metarig, all four limbs in IK
+with their poles on, baked by our solver beside Blender's own Standard IK, errors and time side
+by side.
 
     .venv/bin/python tools/demo_rigify.py [--frames 250] [--out out] [--zip ZIP] [--python PY]
+                                          [--rig generated|metarig]
 
 What it does (`make demo` runs it after `make build`):
 
 - starts a fresh Blender (``bpy`` as a module, `tools.blender_session`), installs and enables the
-  extension zip, enables Blender's bundled Rigify and adds its human metarig;
-- puts a Copy Pose (position only, "Use Tail") IK constraint on each hand (chain upper_arm ->
-  forearm -> hand, chain count 3) and each foot (thigh -> shin -> foot, chain count 3), each aimed
-  at an empty keyframed on every frame along a path: the hands circle in front of the chest, the
-  feet step in place (back along the floor, forward through the air), left and right half a
-  cycle apart;
-- Blender's own iTaSC (``pose.ik_solver = 'ITASC'``, its default settings, animation mode)
-  first: every frame evaluated by Blender and each hand/foot tail measured against its target in
-  world space; our extension has not touched the rig yet;
-- then ours through the installed extension's Python API (``api.bake``), which keys the chains
-  and mutes Blender's IK constraints while ours drive the rig, and Blender evaluates every frame
-  of the baked keys and measures the same distances (float32, as Blender stores poses);
-- prints, per solver, the per-frame error (the worst of the four effectors in each frame: median,
-  99th percentile, max, frames more than 1 mm off) and the time, saves ``<out>/demo.blend`` (our
-  bake, Blender's IK muted) and plots the error per frame (``<out>/demo_error.png``, log scale).
+  extension zip, enables Blender's bundled Rigify, adds its human metarig and generates the rig
+  from it (``pose.rigify_generate``);
+- puts every limb in IK (``IK_FK`` 0) with its pole on (``pole_vector``), and keys the controls
+  an animator moves on every frame: the hands (``hand_ik.*``) circle in front of the chest, the
+  feet (``foot_ik.*``) step in place (back along the floor, forward through the air), left and
+  right half a cycle apart, the four pole controls (``*_ik_target.*``) sway a few centimetres
+  (the arms' moved out, back and down first, where elbows point with the hands in front of the
+  chest); the torso sits a little lower, so knees are bent as a walker's are;
+- Blender's own Standard IK first (the solver the generated rig is set to, ``LEGACY``): every
+  frame evaluated by Blender with its IK on; for each limb the tail of the bone that carries the
+  IK constraint is measured against the head of the bone it aims at (world space), and the plane
+  the limb bends in (upper bone and lower bone) is recorded; our extension has not touched the rig;
+- then ours through the installed extension's Python API (``api.bake``, the add-on's defaults),
+  which keys the chains and mutes Blender's IK constraints (and the drivers of their mute) while
+  ours drive the rig; Blender evaluates every frame of the baked keys and the same tails and bend
+  planes are measured (float32, as Blender stores poses);
+- prints, per solver, the per-frame error (the worst of the four limbs in each frame: median,
+  99th percentile, max, frames more than 1 mm off) and the time, and how far each knee's and
+  elbow's bend plane is from Standard's (degrees); saves ``<out>/demo.blend`` (our bake, Blender's
+  IK muted) and plots the error per frame and the bend-plane angle (``<out>/demo_error.png``).
+
+``--rig metarig`` runs the earlier demo instead: Rigify's metarig itself (not generated), a
+position-only IK constraint on each hand and foot (chains of 3 bones) aimed at keyed empties,
+ours beside Blender's iTaSC. Its scene (`_build`, `build_keyed`) is also what the long-bake test
+and benchmarks use.
 
 ``run_in_scene`` is the part that runs inside Blender (the repository root on ``sys.path``);
 ``run_demo`` runs it in a fresh bpy process and writes the plot on this side.
@@ -187,9 +199,9 @@ def _measure(bpy, scene, rig, targets, n_frames):
     return errors, time.perf_counter() - start
 
 
-def run_in_scene(n_frames=250, out_dir=None, precision=PRECISION):
-    """Inside Blender, the extension enabled: build the scene, measure Blender's iTaSC, bake ours,
-    measure it, save ``<out_dir>/demo.blend``. Returns plain data (JSON-able)."""
+def run_metarig(n_frames=250, out_dir=None, precision=PRECISION):
+    """Inside Blender, the extension enabled: build the metarig's scene, measure Blender's iTaSC,
+    bake ours, measure it, save ``<out_dir>/demo.blend``. Returns plain data (JSON-able)."""
     import importlib
 
     import bpy
@@ -213,12 +225,8 @@ def run_in_scene(n_frames=250, out_dir=None, precision=PRECISION):
     columns = [next(i for i, name in enumerate(result.constraints) if name.split("/")[0] == bone)
                for bone, _ in EFFECTORS]
     scene.frame_set(1)
-    saved = ""
-    if out_dir is not None:
-        saved = str(Path(out_dir) / "demo.blend")
-        bpy.context.preferences.filepaths.save_version = 0       # no demo.blend1 next to it
-        bpy.ops.wm.save_as_mainfile(filepath=saved)
     return {
+        "rig": "metarig",
         "blender_version": bpy.app.version_string,
         "frames": n_frames,
         "effectors": [bone for bone, _ in EFFECTORS],
@@ -230,8 +238,242 @@ def run_in_scene(n_frames=250, out_dir=None, precision=PRECISION):
                  "converged": bool(np.all(result.converged)), "iterations_max": int(np.max(result.iterations)),
                  "method": result.method, "precision": precision, "muted": muted,
                  "warnings": list(result.warnings)},
-        "blend": saved,
+        "blend": _save(bpy, out_dir),
     }
+
+
+def _save(bpy, out_dir):
+    """Save the scene as ``<out_dir>/demo.blend`` (no demo.blend1 beside it); its path, or ''."""
+    if out_dir is None:
+        return ""
+    saved = str(Path(out_dir) / "demo.blend")
+    bpy.context.preferences.filepaths.save_version = 0
+    bpy.ops.wm.save_as_mainfile(filepath=saved)
+    return saved
+
+
+# ---- the rig Rigify generates (the default demo) ----------------------------------------------
+
+# Per limb of the generated rig: the bone that carries its IK constraints (the chain's lower bone),
+# the bone they aim at (Blender's IK aims at its head), the chain's upper bone, the limb's
+# property bone (IK_FK, pole_vector), the control an animator moves and the pole control.
+LIMBS = {
+    "arm.L": ("MCH-forearm_ik.L", "MCH-upper_arm_ik_target.L", "upper_arm_ik.L", "upper_arm_parent.L",
+              "hand_ik.L", "upper_arm_ik_target.L"),
+    "arm.R": ("MCH-forearm_ik.R", "MCH-upper_arm_ik_target.R", "upper_arm_ik.R", "upper_arm_parent.R",
+              "hand_ik.R", "upper_arm_ik_target.R"),
+    "leg.L": ("MCH-shin_ik.L", "MCH-thigh_ik_target.L", "thigh_ik.L", "thigh_parent.L", "foot_ik.L",
+              "thigh_ik_target.L"),
+    "leg.R": ("MCH-shin_ik.R", "MCH-thigh_ik_target.R", "thigh_ik.R", "thigh_parent.R", "foot_ik.R",
+              "thigh_ik_target.R"),
+}
+CROUCH = 0.08              # how much lower the torso sits than in the rest pose (m): knees bent
+# Hands: circles (HAND_RADIUS, HAND_PERIOD) in the frontal plane, their centres this far (m) in
+# front of and below the shoulder and this far from the body's middle.
+HAND_AHEAD, HAND_BELOW, HAND_SIDE = 0.30, 0.22, 0.20
+POLE_SWAY, POLE_PERIOD = 0.05, 100.0       # the pole controls move on circles this wide (m), this slow
+ARM_POLE = (0.30, 0.35, -0.35)             # where the arms' poles sway about: from the shoulder, +X outwards
+
+
+def control_path(limb, frame, rest):
+    """Where the control of `limb` has its head at `frame` (armature space, metres), `rest` being
+    where it is in the rest pose for the feet and the shoulder (the upper arm's head) for the hands.
+    The rig faces -Y. Hands circle (HAND_RADIUS) in the frontal plane in front of the chest, the
+    right half a circle after the left; feet step in place around their rest position as in
+    `target_path` (STEP_HALF_LENGTH, STEP_HEIGHT), the right half a cycle after the left."""
+    side = 1.0 if limb.endswith(".L") else -1.0
+    if limb.startswith("arm"):
+        a = 2 * math.pi * (frame - 1) / HAND_PERIOD + (0.0 if side > 0 else math.pi)
+        return (side * (HAND_SIDE + HAND_RADIUS * math.cos(a)),
+                rest[1] - HAND_AHEAD + 0.03 * math.sin(a),
+                rest[2] - HAND_BELOW + HAND_RADIUS * math.sin(a))
+    return target_path(limb, frame, rest)
+
+
+def pole_path(limb, frame, rest):
+    """Where the pole control of `limb` has its head at `frame`: a circle of radius POLE_SWAY in
+    the plane across the body's front (X, Z) about its centre. Legs: the centre is the pole's rest
+    position `rest` (in front of the knee). Arms: `rest` is the shoulder, and the centre ARM_POLE
+    from it (out, back and down: where elbows point while the hands work in front of the chest;
+    Rigify puts the pole behind the elbow of an arm held out sideways, at shoulder height)."""
+    side = 1.0 if limb.endswith(".L") else -1.0
+    if limb.startswith("arm"):
+        rest = (rest[0] + side * ARM_POLE[0], rest[1] + ARM_POLE[1], rest[2] + ARM_POLE[2])
+    a = 2 * math.pi * (frame - 1) / POLE_PERIOD + (0.0 if side > 0 else math.pi)
+    return (rest[0] + POLE_SWAY * math.cos(a), rest[1], rest[2] + POLE_SWAY * math.sin(a))
+
+
+def _key_heads(bpy, rig, pb, heads):
+    """Key `pb`'s location on frames 1..len(heads) so that its head is at each of `heads`
+    (armature space), its rotation and its parents as they are posed now (they are not animated).
+    One keyframe_insert per channel, then the keys in bulk (foreach_set)."""
+    import importlib
+
+    import numpy as np
+
+    keys = importlib.import_module(EXTENSION_MODULE + ".itasc_addon.keys")
+    # The location channels are an affine function of the head in pose space (Blender's
+    # convert_space knows the bone's flags, e.g. a location not in the bone's own axes): found
+    # from four points.
+    pose = pb.matrix.copy()
+
+    def location(head):
+        pose.translation = head
+        return np.array(rig.convert_space(pose_bone=pb, matrix=pose, from_space="POSE", to_space="LOCAL").translation)
+
+    origin = location((0.0, 0.0, 0.0))
+    linear = np.column_stack([location(axis) - origin for axis in ((1.0, 0, 0), (0, 1.0, 0), (0, 0, 1.0))])
+    locations = np.asarray(heads, dtype=float) @ linear.T + origin
+    pb.keyframe_insert("location", frame=1)
+    frames = np.arange(1, len(heads) + 1, dtype=float)
+    channels = keys.Channels(rig)
+    for index in range(3):
+        fc = channels.find(f'pose.bones["{pb.name}"].location', index)
+        points = fc.keyframe_points
+        points.clear()
+        points.add(len(heads))
+        points.foreach_set("co", np.column_stack([frames, locations[:, index]]).astype(np.float32).ravel())
+        fc.update()
+
+
+def build_generated(bpy, n_frames):
+    """The rig Rigify generates from its human metarig, every limb in IK with its pole on, the
+    torso CROUCH lower (keyed), the hand and foot controls on `control_path` and the pole controls
+    on `pole_path`, keyed on every frame 1..n_frames. Returns (scene, rig). A session that calls
+    this must end with exit_at_once (Blender 4.2 crashes on exit once Rigify was enabled)."""
+    from mathutils import Vector
+
+    _clear_scene(bpy)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, n_frames
+    scene.frame_set(1)
+    if bpy.ops.preferences.addon_enable(module="rigify") != {"FINISHED"}:
+        raise RuntimeError("could not enable Blender's bundled Rigify add-on")
+    bpy.ops.object.armature_human_metarig_add()
+    bpy.ops.object.mode_set(mode="OBJECT")
+    if bpy.ops.pose.rigify_generate() != {"FINISHED"}:
+        raise RuntimeError("Rigify could not generate its rig")
+    rig = bpy.context.view_layer.objects.active
+    for *_, props, _, _ in LIMBS.values():
+        rig.pose.bones[props]["IK_FK"], rig.pose.bones[props]["pole_vector"] = 0.0, True
+    torso = rig.pose.bones["torso"]
+    lowered = torso.matrix.copy()
+    lowered.translation -= Vector((0.0, 0.0, CROUCH))
+    torso.matrix_basis = rig.convert_space(pose_bone=torso, matrix=lowered, from_space="POSE", to_space="LOCAL")
+    torso.keyframe_insert("location", frame=1)
+    rig.update_tag()
+    bpy.context.view_layer.update()
+    frames = range(1, n_frames + 1)
+    for limb, (_, _, upper, _, control, pole) in LIMBS.items():
+        rest = rig.pose.bones[upper if limb.startswith("arm") else control].head.copy()
+        _key_heads(bpy, rig, rig.pose.bones[control], [control_path(limb, f, rest) for f in frames])
+        rest = rig.pose.bones[upper if limb.startswith("arm") else pole].head.copy()
+        _key_heads(bpy, rig, rig.pose.bones[pole], [pole_path(limb, f, rest) for f in frames])
+    scene.frame_set(1)
+    return scene, rig
+
+
+def limb_lengths(rig):
+    """Each limb's chain length (its two IK bones' rest lengths), in LIMBS' order."""
+    return [rig.pose.bones[tip].bone.length + rig.pose.bones[upper].bone.length
+            for tip, _, upper, *_ in LIMBS.values()]
+
+
+def measure_generated(bpy, scene, rig, frames):
+    """Blender's evaluation at every frame, per limb (world space): the distance from the IK bone's
+    tail to the head of its target bone (``errors``), the unit normal of the plane the limb bends
+    in, upper bone x lower bone (``normals``), where the knee or elbow is, the lower bone's head
+    (``joints``), and the two bones' lengths against their rest lengths (``scales``, upper and
+    lower); and the seconds the evaluations took (frame_set alone, the measuring left out)."""
+    import numpy as np
+
+    out = {"errors": [], "normals": [], "joints": [], "scales": []}
+    seconds = 0.0
+    for frame in frames:
+        start = time.perf_counter()
+        scene.frame_set(int(frame))
+        dg = bpy.context.evaluated_depsgraph_get()
+        seconds += time.perf_counter() - start
+        ev = rig.evaluated_get(dg)
+        world = ev.matrix_world
+        rotation = np.array(world.to_3x3())
+        row = {key: [] for key in out}
+        for tip, target, upper, *_ in LIMBS.values():
+            lower, upper = ev.pose.bones[tip], ev.pose.bones[upper]
+            row["errors"].append((world @ lower.tail - world @ ev.pose.bones[target].head).length)
+            n = rotation @ np.cross(np.array(upper.tail - upper.head), np.array(lower.tail - lower.head))
+            row["normals"].append((n / np.linalg.norm(n)).tolist())
+            row["joints"].append(list(world @ lower.head))
+            row["scales"].append([(b.tail - b.head).length / b.bone.length for b in (upper, lower)])
+        for key in out:
+            out[key].append(row[key])
+    return out, seconds
+
+
+def plane_degrees(ours, theirs):
+    """Per frame and limb, the angle between two bend-plane normals (degrees; a knee bent the other
+    way counts as 180)."""
+    import numpy as np
+
+    cosine = np.sum(np.asarray(ours) * np.asarray(theirs), axis=-1).clip(-1.0, 1.0)
+    return np.degrees(np.arccos(cosine)).tolist()
+
+
+def run_generated(n_frames=250, out_dir=None):
+    """Inside Blender, the extension enabled: generate and animate the rig, measure Blender's own
+    Standard IK, bake ours with the add-on's defaults, measure it, save ``<out_dir>/demo.blend``.
+    Returns plain data (JSON-able)."""
+    import importlib
+
+    import bpy
+    import numpy as np
+
+    api = importlib.import_module(EXTENSION_MODULE + ".itasc_addon.api")
+    scene, rig = build_generated(bpy, n_frames)
+    frames = range(1, n_frames + 1)
+    solver = rig.pose.ik_solver
+    standard, standard_seconds = measure_generated(bpy, scene, rig, frames)
+
+    start = time.perf_counter()
+    result = api.bake(rig, 1, n_frames)
+    bake_seconds = time.perf_counter() - start
+    ours, ours_eval_seconds = measure_generated(bpy, scene, rig, frames)
+    muted = {f"{tip}/{c.name}": bool(c.mute) for tip, *_ in LIMBS.values()
+             for c in rig.pose.bones[tip].constraints if c.type == "IK"}
+    # The API reports its errors per constraint, "bone/constraint": put them in LIMBS' order.
+    columns = [next(i for i, name in enumerate(result.constraints) if name.split("/")[0] == tip)
+               for tip, *_ in LIMBS.values()]
+    scene.frame_set(1)
+    joints = np.linalg.norm(np.asarray(ours["joints"]) - np.asarray(standard["joints"]), axis=-1)
+    return {
+        "rig": "generated",
+        "blender_version": bpy.app.version_string,
+        "frames": n_frames,
+        "bones": len(rig.pose.bones),
+        "effectors": list(LIMBS),
+        "chain_lengths": limb_lengths(rig),
+        "blender": {"errors": standard["errors"], "seconds": standard_seconds, "solver": solver,
+                    "scales": standard["scales"]},
+        "ours": {"errors": ours["errors"], "seconds": bake_seconds, "api_seconds": result.seconds,
+                 "verify_seconds": result.verify_seconds, "eval_seconds": ours_eval_seconds,
+                 "reported": np.asarray(result.position_error)[:, columns].tolist(),
+                 "engine": np.asarray(result.solver_position_error)[:, columns].tolist(),
+                 "converged": bool(np.all(result.converged)), "iterations_max": int(np.max(result.iterations)),
+                 "method": result.method, "constraints": list(result.constraints), "muted": muted,
+                 "warnings": list(result.warnings), "scales": ours["scales"]},
+        "plane_degrees": plane_degrees(ours["normals"], standard["normals"]),
+        "joint_distances": joints.tolist(),
+        "blend": _save(bpy, out_dir),
+    }
+
+
+def run_in_scene(n_frames=250, out_dir=None, rig="generated"):
+    """Inside Blender, the extension enabled: the demo on the generated rig or on the metarig."""
+    if rig == "generated":
+        return run_generated(n_frames, out_dir)
+    if rig == "metarig":
+        return run_metarig(n_frames, out_dir)
+    raise ValueError(f"rig must be 'generated' or 'metarig', not {rig!r}")
 
 
 def statistics(errors):
@@ -245,6 +487,55 @@ def statistics(errors):
 
 def table(data):
     """The side-by-side table (a string)."""
+    return _table_generated(data) if data.get("rig") == "generated" else _table_metarig(data)
+
+
+def _row_lines(rows, n):
+    width = max(len(label) for label, _, _ in rows)
+    lines = [f"{'solver':{width}}  {'median':>9} {'p99':>9} {'max':>9} {'>1 mm':>6} {'seconds':>8} {'ms/frame':>8}"]
+    for label, st, seconds in rows:
+        lines.append(f"{label:{width}}  {st['median']:9.2e} {st['p99']:9.2e} {st['max']:9.2e} {st['off']:6d} "
+                     f"{seconds:8.3f} {1000 * seconds / n:8.2f}")
+    return lines
+
+
+def _table_generated(data):
+    import numpy as np
+
+    ours, blender = data["ours"], data["blender"]
+    n = data["frames"]
+    lengths = ", ".join(f"{limb} {length:.3f} m" for limb, length in zip(data["effectors"], data["chain_lengths"]))
+    rows = [(f"ours (api.bake, {ours['method']}, the add-on's defaults)", statistics(ours["errors"]), ours["seconds"]),
+            (f"Blender Standard IK ({blender['solver']}, the rig's own)", statistics(blender["errors"]),
+             blender["seconds"])]
+    degrees = np.asarray(data["plane_degrees"])
+    worst = degrees.max(axis=1)
+    per_limb = ", ".join(f"{limb} {d:.3f}" for limb, d in zip(data["effectors"], degrees.max(axis=0)))
+    joints = np.asarray(data["joint_distances"]).max(axis=1)
+    ours_scales, their_scales = np.asarray(ours["scales"]), np.asarray(blender["scales"])
+    lines = [
+        (f"Rigify's generated rig ({data['bones']} bones), Blender {data['blender_version']}: all four limbs in "
+         f"IK, poles on, {n} frames"),
+        (f"hands circle in front of the chest, feet step, pole controls sway {100 * POLE_SWAY:.0f} cm; "
+         f"chains of 2 bones: {lengths}"),
+        "error per frame = the worst of the four IK tails' distances to their targets, measured by Blender (m)",
+        *_row_lines(rows, n),
+        (f"bend planes of knees and elbows, ours against Standard's (deg, per frame the worst limb): median "
+         f"{np.median(worst):.3f}, p99 {np.percentile(worst, 99):.3f}, max {worst.max():.3f}; max per limb: "
+         f"{per_limb}"),
+        (f"knees and elbows, ours against Standard's (m, per frame the worst limb): median "
+         f"{np.median(joints):.3f}, max {joints.max():.3f}; chain bones' lengths over their rest lengths: ours "
+         f"{ours_scales.min():.3f}-{ours_scales.max():.3f}, Standard {their_scales.min():.3f}-"
+         f"{their_scales.max():.3f}"),
+        (f"ours: time = the whole bake (reading the targets, solving, writing keys, then Blender's evaluation of "
+         f"every frame written: {ours['verify_seconds']:.3f} s of it); all converged: {ours['converged']}; "
+         f"largest error the engine reports {_max(ours['engine']):.2e} m"),
+        "Standard: time = evaluating every frame with its IK on (its IK runs in the evaluation)",
+    ]
+    return "\n".join(lines)
+
+
+def _table_metarig(data):
     ours, blender = data["ours"], data["blender"]
     n = data["frames"]
     s = blender["settings"]
@@ -255,19 +546,15 @@ def table(data):
         (f"Blender iTaSC ({s['mode'].lower()}, {s['solver']}, precision {s['precision']:g}, {s['iterations']} it.)",
          statistics(blender["errors"]), blender["seconds"]),
     ]
-    width = max(len(label) for label, _, _ in rows)
     lines = [
         f"Rigify human metarig, Blender {data['blender_version']}: hands and feet on moving targets, {n} frames",
         f"chains of 3 bones: {lengths}",
         "error per frame = the worst of the four tails' distances to their targets, measured by Blender (m)",
-        f"{'solver':{width}}  {'median':>9} {'p99':>9} {'max':>9} {'>1 mm':>6} {'seconds':>8} {'ms/frame':>8}",
+        *_row_lines(rows, n),
+        (f"ours: time = the whole bake (reading targets, solving, writing keys); all converged: "
+         f"{ours['converged']}; largest error the solver reports {_max(ours['reported']):.2e} m"),
+        "Blender: time = evaluating every frame with its iTaSC on (its IK runs in the evaluation)",
     ]
-    for label, st, seconds in rows:
-        lines.append(f"{label:{width}}  {st['median']:9.2e} {st['p99']:9.2e} {st['max']:9.2e} {st['off']:6d} "
-                     f"{seconds:8.3f} {1000 * seconds / n:8.2f}")
-    lines.append(f"ours: time = the whole bake (reading targets, solving, writing keys); all converged: "
-                 f"{ours['converged']}; largest error the solver reports {_max(ours['reported']):.2e} m")
-    lines.append("Blender: time = evaluating every frame with its iTaSC on (its IK runs in the evaluation)")
     return "\n".join(lines)
 
 
@@ -276,18 +563,30 @@ def _max(rows):
 
 
 def plot(data, path):
-    """Error per frame (the worst effector), both solvers, log scale."""
+    """Error per frame (the worst limb), both solvers, log scale; on the generated rig also, per
+    frame and limb, the angle between our bend plane and Standard's and the distance between our
+    knee or elbow and Standard's."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
+    generated = data.get("rig") == "generated"
     frames = np.arange(1, data["frames"] + 1)
     floor = 1e-10                          # exact zeros would vanish from a log axis
-    fig, ax = plt.subplots(figsize=(9, 4.5), dpi=120)
-    for key, label, color in (("blender", "Blender's iTaSC (defaults)", "tab:orange"),
-                              ("ours", "ours (itasc_ik)", "tab:blue")):
+    if generated:
+        fig, (ax, bend, joint) = plt.subplots(3, 1, figsize=(9, 8.5), dpi=120, sharex=True,
+                                              gridspec_kw={"height_ratios": [2.2, 1, 1]})
+        theirs = f"Blender's Standard IK ({data['blender']['solver']})"
+        what = "worst IK tail to its target (m)"
+        title = (f"Rigify's generated rig, all limbs in IK, poles on, controls animated "
+                 f"(Blender {data['blender_version']})")
+    else:
+        fig, ax = plt.subplots(figsize=(9, 4.5), dpi=120)
+        theirs, what = "Blender's iTaSC (defaults)", "worst hand/foot tail to target (m)"
+        title = f"Rigify human metarig, hands and feet on moving targets (Blender {data['blender_version']})"
+    for key, label, color in (("blender", theirs, "tab:orange"), ("ours", "ours (itasc_ik)", "tab:blue")):
         worst = np.maximum(np.max(np.asarray(data[key]["errors"]), axis=1), floor)
         st = statistics(data[key]["errors"])
         ax.plot(frames, worst, color=color, lw=1.4,
@@ -295,35 +594,56 @@ def plot(data, path):
                       f"{st['off']} frames > 1 mm, {data[key]['seconds']:.2f} s")
     ax.axhline(OFF, color="0.4", ls="--", lw=1)
     ax.text(frames[0], OFF * 1.3, "1 mm", color="0.3", fontsize=8)
-    tolerance = 1e-6 * min(data["chain_lengths"])
-    ax.axhline(tolerance, color="0.4", ls=":", lw=1)
-    ax.text(frames[0], tolerance * 1.3, "1e-6 × arm chain length", color="0.3", fontsize=8)
+    if generated:
+        ax.axhline(1e-5, color="0.4", ls=":", lw=1)
+        ax.text(frames[0], 1.3e-5, "1e-5 m", color="0.3", fontsize=8)
+    else:
+        tolerance = 1e-6 * min(data["chain_lengths"])
+        ax.axhline(tolerance, color="0.4", ls=":", lw=1)
+        ax.text(frames[0], tolerance * 1.3, "1e-6 × arm chain length", color="0.3", fontsize=8)
     ax.set_yscale("log")
     ax.set_ylim(bottom=1e-8)
     ax.text(frames[0], 1.6e-8, "Blender measures in float32: about 1e-7 m at these coordinates is its rounding",
             color="0.3", fontsize=8)
     ax.set_xlim(frames[0], frames[-1])
-    ax.set_xlabel("frame")
-    ax.set_ylabel("worst hand/foot tail to target (m)")
-    ax.set_title(f"Rigify human metarig, hands and feet on moving targets (Blender {data['blender_version']})",
-                 fontsize=10)
+    ax.set_ylabel(what)
+    ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="center right", fontsize=8, framealpha=0.9)
+    if generated:
+        degrees = np.asarray(data["plane_degrees"])
+        for limb, column in zip(data["effectors"], degrees.T):
+            bend.plot(frames, column, lw=1.1, label=limb)
+        bend.axhline(1.0, color="0.4", ls="--", lw=1)
+        bend.set_ylabel("bend plane, ours vs\nStandard's (deg)")
+        bend.set_ylim(0.0, max(1.2, 1.1 * float(degrees.max())))
+        bend.grid(True, alpha=0.3)
+        bend.legend(loc="upper right", fontsize=8, ncol=4, framealpha=0.9)
+        distances = 100 * np.asarray(data["joint_distances"])
+        for limb, column in zip(data["effectors"], distances.T):
+            joint.plot(frames, column, lw=1.1, label=limb)
+        joint.set_ylabel("knee/elbow, ours vs\nStandard's (cm)")
+        joint.set_ylim(bottom=0.0, top=max(1.0, 1.15 * float(distances.max())))
+        joint.grid(True, alpha=0.3)
+        joint.legend(loc="lower right", fontsize=8, ncol=4, framealpha=0.9)
+        ax = joint
+    ax.set_xlabel("frame")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return path
 
 
-def run_demo(n_frames=250, out_dir=ROOT / "out", extension_zip=None, python=None):
-    """Run the demo in a fresh bpy process (``python``: an interpreter with bpy; default this one),
-    write ``demo.blend`` and ``demo_error.png`` into `out_dir`; return the data and the table."""
+def run_demo(n_frames=250, out_dir=ROOT / "out", extension_zip=None, python=None, rig="generated"):
+    """Run the demo (`rig`: "generated" or "metarig") in a fresh bpy process (``python``: an
+    interpreter with bpy; default this one), write ``demo.blend`` and ``demo_error.png`` into
+    `out_dir`; return the data and the table."""
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     if extension_zip is None:                  # the sources as they are now, where `make build` puts them
         extension_zip = build_extension.write_zip(ROOT / "dist")
     snippet = (f"from tools.demo_rigify import run_in_scene\n"
-               f"result = run_in_scene({int(n_frames)!r}, {str(out_dir)!r})\n")
+               f"result = run_in_scene({int(n_frames)!r}, {str(out_dir)!r}, {rig!r})\n")
     # exit_at_once: Blender 4.2 crashes on exit after Rigify was enabled (see run_in_blender).
     data = run_in_blender(snippet, extension_zip=extension_zip, python=python, sys_path=[ROOT],
                           exit_at_once=True)
@@ -339,8 +659,10 @@ def main(argv=None):
     parser.add_argument("--zip", type=Path, default=None,
                         help="the extension zip to install (default: build dist/<id>-<version>.zip from the sources)")
     parser.add_argument("--python", default=None, help="interpreter with bpy for the Blender side")
+    parser.add_argument("--rig", choices=("generated", "metarig"), default="generated",
+                        help="the rig Rigify generates (default) or its metarig with IK constraints added")
     args = parser.parse_args(argv)
-    data = run_demo(args.frames, args.out, args.zip, args.python)
+    data = run_demo(args.frames, args.out, args.zip, args.python, args.rig)
     print(data["table"])
     print(f"wrote {data['blend']} and {data['plot']}")
     return data
