@@ -96,10 +96,9 @@ def _clear_scene(bpy):
             data.remove(block)
 
 
-def _build(bpy, n_frames):
-    """The metarig, its four IK constraints and their keyframed targets; returns (scene, rig, targets)."""
-    from mathutils import Quaternion
-
+def _metarig_scene(bpy, n_frames):
+    """An empty scene of frames 1..n_frames at frame 1 holding Rigify's human metarig (the active
+    object, in object mode), Blender's bundled Rigify enabled."""
     _clear_scene(bpy)
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, n_frames
@@ -107,9 +106,17 @@ def _build(bpy, n_frames):
     if bpy.ops.preferences.addon_enable(module="rigify") != {"FINISHED"}:
         raise RuntimeError("could not enable Blender's bundled Rigify add-on")
     bpy.ops.object.armature_human_metarig_add()
+    bpy.ops.object.mode_set(mode="OBJECT")
+    return scene
+
+
+def _build(bpy, n_frames):
+    """The metarig, its four IK constraints and their keyframed targets; returns (scene, rig, targets)."""
+    from mathutils import Quaternion
+
+    scene = _metarig_scene(bpy, n_frames)
     rig = bpy.context.active_object
     rig.name = "metarig"
-    bpy.ops.object.mode_set(mode="OBJECT")
 
     for side in ("L", "R"):
         for bone, angle in READY_POSE.items():
@@ -343,14 +350,7 @@ def build_generated(bpy, n_frames):
     this must end with exit_at_once (Blender 4.2 crashes on exit once Rigify was enabled)."""
     from mathutils import Vector
 
-    _clear_scene(bpy)
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, n_frames
-    scene.frame_set(1)
-    if bpy.ops.preferences.addon_enable(module="rigify") != {"FINISHED"}:
-        raise RuntimeError("could not enable Blender's bundled Rigify add-on")
-    bpy.ops.object.armature_human_metarig_add()
-    bpy.ops.object.mode_set(mode="OBJECT")
+    scene = _metarig_scene(bpy, n_frames)
     if bpy.ops.pose.rigify_generate() != {"FINISHED"}:
         raise RuntimeError("Rigify could not generate its rig")
     rig = bpy.context.view_layer.objects.active
