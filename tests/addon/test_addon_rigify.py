@@ -105,3 +105,5 @@ def test_with_poles_on_every_knee_and_elbow_bends_toward_its_pole_as_blenders_st
     assert max(max(row) for row in r["our_miss"]) <= TOLERANCE
     assert worst_plane <= 1.0, r["plane_degrees"]
     assert np.nanmax(r["pole_error"]) <= 1e-5 and not np.isnan(r["pole_error"]).any()   # measured by Blender
+    # api.solve_frame on one frame: the same, measured on the pose it leaves.
+    assert r["solved_converged"] and max(r["solved_miss"]) <= TOLERANCE and max(r["solved_plane_degrees"]) <= 1.0

@@ -214,6 +214,22 @@ def generated_poles(n_frames=12):
     result = api.bake(rig, 1, n_frames)
     ours, our_miss = bend_normals(scene, rig, frames), tail_errors(scene, rig, frames)
     cosine = np.abs(np.sum(ours * theirs, axis=-1)).clip(0.0, 1.0)
+    # One frame posed (not keyed) by solve_frame on the baked rig, measured where it stands.
+    api.clear_bake(rig)
+    frame = n_frames // 2
+    scene.frame_set(frame)
+    single = api.solve_frame(rig, frame)
+    ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    solved_miss = [(ev.matrix_world @ ev.pose.bones[tip].tail - ev.matrix_world @ ev.pose.bones[target].head).length
+                   for tip, target, _, _ in LIMBS.values()]
+    solved_normal = []
+    for tip, _, _, chain in LIMBS.values():
+        root, lower = ev.pose.bones[chain[-1]], ev.pose.bones[tip]
+        n = np.cross(np.array(root.tail - root.head), np.array(lower.tail - lower.head))
+        solved_normal.append(np.array(ev.matrix_world.to_3x3()) @ n / np.linalg.norm(n))
+    solved_cos = np.abs(np.sum(np.array(solved_normal) * theirs[frame - 1], axis=-1)).clip(0.0, 1.0)
     return {"plane_degrees": np.degrees(np.arccos(cosine)).tolist(), "our_miss": our_miss,
+            "solved_miss": solved_miss, "solved_plane_degrees": np.degrees(np.arccos(solved_cos)).tolist(),
+            "solved_converged": bool(single.converged.all()),
             "their_miss": their_miss, "converged": bool(result.converged.all()), "warnings": result.warnings,
             "constraints": result.constraints, "pole_error": result.pole_error.tolist()}
