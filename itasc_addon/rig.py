@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import solver
+from ..solver.bones import itasc_stretch_weight
 from ..solver.kinematics import segment_motions
 from ..solver.rotations import quaternion_from_matrix
 from . import chain_bones, dependencies
@@ -214,6 +215,7 @@ def engine_bone(obj, name, stretch_allowed):
         limits=tuple(limits),
         stiffness=tuple(min(max(float(getattr(pb, f"ik_stiffness_{a}")), 0.0), 1.0) for a in "xyz"),
         stretch=float(pb.ik_stretch) if stretch_allowed else 0.0,
+        stretch_weight=itasc_stretch_weight(pb.ik_stretch) if stretch_allowed else None,
     )
 
 
@@ -356,7 +358,8 @@ def _model(obj, in_model, stretchy):
         for name in members[root]:
             b = engine_bone(obj, name, name in stretchy)
             if name == root:
-                b = solver.Bone(b.name, b.matrix, b.length, None, b.lock, b.limits, b.stiffness, b.stretch)
+                b = solver.Bone(b.name, b.matrix, b.length, None, b.lock, b.limits, b.stiffness, b.stretch,
+                                b.stretch_weight)
             group.append(b)
         bones_per_group.append(group)
     try:

@@ -6,9 +6,9 @@ A bone's free IK axes (those not locked) pick its rotation joint, in the bone's 
     XZ          swing (phi_x, phi_z)        XYZ  sphere, or swing then RotY when any axis is limited
 
 and a bone with IK stretch gets a translation along its own Y axis after the rotation. Joint
-weights are 1 - stiffness per axis (the stretch's is ik_stretch^2, at least 0.01, as iTaSC sets
-it). A limited swing uses the elliptic limit when both its axes are limited. Bone Y runs along
-the bone; the tail is (0, L, 0).
+weights are 1 - stiffness per axis; the stretch's is `stretch` unless `stretch_weight` is given
+(the add-on gives iTaSC's, `itasc_stretch_weight`). A limited swing uses the elliptic limit when
+both its axes are limited. Bone Y runs along the bone; the tail is (0, L, 0).
 
 `coordinates_from_basis` goes the other way: from the bones' pose (Blender's matrix_basis) to the
 coordinates of those joints.
@@ -39,6 +39,7 @@ class Bone:
     limits: tuple = (None, None, None)
     stiffness: tuple = (0.0, 0.0, 0.0)
     stretch: float = 0.0
+    stretch_weight: float | None = None     # the stretch joint's weight (None: `stretch` itself)
 
 
 def rest_matrix(head, tail, roll: float = 0.0) -> np.ndarray:
@@ -94,14 +95,15 @@ def bone_joints(bone: Bone):
         joints = [sphere(weight=tuple(w), name=f"{bone.name}.sphere")]
     if bone.stretch > 0:
         L = bone.length
-        joints.append(prismatic("Y", lower=(-0.9 * L,), upper=(9.0 * L,), weight=(stretch_weight(bone.stretch),),
+        weight = min(1.0, bone.stretch) if bone.stretch_weight is None else bone.stretch_weight
+        joints.append(prismatic("Y", lower=(-0.9 * L,), upper=(9.0 * L,), weight=(weight,),
                                 name=f"{bone.name}.stretch"))
     return tuple(joints)
 
 
-def stretch_weight(ik_stretch: float) -> float:
-    """The joint weight of a bone's stretch, as Blender's iTaSC sets it: ik_stretch^2, at least
-    0.01 (stretch is the last resort where rotations reach the target)."""
+def itasc_stretch_weight(ik_stretch: float) -> float:
+    """The joint weight Blender's iTaSC gives a bone's stretch: ik_stretch^2, at least 0.01, so that
+    rotations reach first (the add-on's rig reader sets it as Bone.stretch_weight)."""
     return max(min(1.0, float(ik_stretch)) ** 2, 0.01)
 
 

@@ -165,3 +165,15 @@ def test_coordinates_from_basis_refuses_joints_no_bone_has():
     model = Model([Segment("s", joints=(revolute("Z"), revolute("X")))])
     with pytest.raises(ValueError, match="'s'.*bone_joints"):
         coordinates_from_basis(model, np.broadcast_to(np.eye(4), (1, 1, 4, 4)))
+
+
+def test_a_given_stretch_weight_is_the_stretch_joints_weight():
+    """Blender's iTaSC weighs a stretch by 1 - min(1 - ik_stretch^2, 0.99) (intern itasc_plugin); the
+    add-on passes that as Bone.stretch_weight, the engine's own default is ik_stretch itself."""
+    from solver.bones import bone_joints, itasc_stretch_weight
+    bone = straight_chain(1, stretch=0.1)[0]
+    assert bone_joints(bone)[-1].weight == (0.1,)
+    for s in (0.05, 0.1, 0.5, 1.0):
+        assert itasc_stretch_weight(s) == pytest.approx(1.0 - min(1.0 - s * s, 0.99))
+        weighted = Bone(bone.name, bone.matrix, bone.length, stretch=s, stretch_weight=itasc_stretch_weight(s))
+        assert bone_joints(weighted)[-1].weight == (pytest.approx(max(s * s, 0.01)),)
