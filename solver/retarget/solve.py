@@ -80,7 +80,7 @@ def _points(frames: np.ndarray, segments: np.ndarray, local: np.ndarray) -> np.n
     return np.einsum("fkij,kj->fki", T[..., :3, :3], local) + T[..., :3, 3]
 
 
-class _Rows:
+class System:
     """The system of one problem at coordinates q of frames `index`: the soft tasks' normal
     equations H = A_s^T A_s, g = A_s^T b_s, and what the hard rows are made of.
 
@@ -206,7 +206,7 @@ def solve(problem: Problem, q0: np.ndarray, *, max_iterations: int = 40, max_ste
     for _ in range(max_iterations + 1):
         if not active.size:
             break
-        rows = _Rows(problem, q[active], active, rotation_mask)
+        rows = System(problem, q[active], active, rotation_mask)
         floor_active = ~rows.pinned & (rows.height < problem.floor)
         dq = np.zeros((active.size, q.shape[1]))
         redo = np.arange(active.size)

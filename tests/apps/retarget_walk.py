@@ -106,7 +106,7 @@ def walk_source(n_frames: int = 100, arm_drop: float = 0.0) -> Source:
     return Source(rotations=rotations, heads=heads, fps=FPS)
 
 
-KNEE_LIMIT = (-0.05, 2.6)
+KNEE_LIMIT = (0.0, 1.5)
 
 
 def target_bones(arm_drop: float = np.pi / 4, limits: bool = True) -> list:
