@@ -62,7 +62,7 @@ class RetargetSettings:
     max_iterations: int = 40
     max_step: float = 0.5
     hard_tolerance: float = 1e-6
-    step_tolerance: float = 1e-7
+    step_tolerance: float = 1e-6
     damping: float = 1e-6
 
 
