@@ -87,6 +87,10 @@ class RetargetResult:
     iterations        (F,)
     scale             the leg-length ratio k
     seconds           wall time of the whole retarget
+    model             the TargetModel solved (its Model, and where bones and roles are in it)
+    bone_names        target.bones' names (the B axis); point_names the contact points' (the P axis)
+    calibration       the Calibration used
+    frames            (F,) the source frames, 0..F-1
     """
 
     q: np.ndarray
@@ -103,10 +107,11 @@ class RetargetResult:
     iterations: np.ndarray
     scale: float
     seconds: float
-    model: object = None
+    model: TargetModel | None = None
     bone_names: tuple = ()
     point_names: tuple = ()
     calibration: Calibration | None = None
+    frames: np.ndarray | None = None
 
 
 def retarget(source: Source, target: Target, *, contacts="auto", calibration_frame: int = 0,
@@ -144,7 +149,7 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
     origin = hips - (hips @ up) * up
     mapped = {r: origin + k * (h - origin) for r, h in heads.items()}
 
-    points = target.points()
+    points = target.points(up)
     P = len(points)
     local = np.array([p.point for p in points], dtype=float).reshape(P, 3)
     paths = np.stack([mapped[p.role] + desired[p.role] @ local[i] for i, p in enumerate(points)], axis=1) \
@@ -203,6 +208,8 @@ def _check_weights(weights: Weights) -> None:
         value = getattr(weights, name)
         if not (np.isfinite(value) and value >= 0):
             raise ValueError(f"weight {name} = {value} must be finite and >= 0")
+    for role in weights.effectors:
+        check_role(role, "effector role")
     for role, value in weights.roles.items():
         check_role(role, "weighted role")
         if not (np.isfinite(value) and value >= 0):
@@ -354,4 +361,5 @@ def _result(tm, target, problem, solution, desired, spans, pins, names, k, calib
         bone_names=tm.bone_names,
         point_names=tuple(names),
         calibration=calibration,
+        frames=np.arange(q.shape[0]),
     )

@@ -162,9 +162,11 @@ class Target:
         if len(set(point_names)) != len(point_names):
             raise ValueError(f"contact point names repeat: {point_names}")
 
-    def points(self) -> tuple:
-        """The contact points: given, or default_contact_points."""
-        return tuple(self.contact_points) if self.contact_points is not None else default_contact_points(self)
+    def points(self, up=(0.0, 0.0, 1.0)) -> tuple:
+        """The contact points: given, or default_contact_points (on the ground below `up`)."""
+        if self.contact_points is not None:
+            return tuple(self.contact_points)
+        return default_contact_points(self, up)
 
 
 def rest_ground(bones: Sequence[Bone], up=(0.0, 0.0, 1.0)) -> float:
