@@ -11,8 +11,9 @@ The target pose q(t) then solves, in order of priority,
             every other contact point at or above the floor (an inequality, active where it binds);
             the target's joint limits (held exactly: coordinates that would leave are locked on them)
     soft    the calibrated world rotation D_r(t) of every mapped bone (calibration.py), the mapped
-            effectors' heads (hands, head, feet), the hips' mapped head (the root trajectory),
-            weighted by Weights
+            effectors' heads (hands, head, feet), and the root trajectory: the centre of the
+            target's hip joints (the thighs' heads) on the source's, mapped (so legs of other
+            proportions hang from where the source's did), weighted by Weights
 
 each frame the exact minimiser of the soft tasks' weighted squared error among the poses that meet
 the hard ones (solve.py). Contacts come from detect_contacts on the mapped contact point paths,
@@ -172,6 +173,13 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
             pin_targets[span.start:span.end + 1, i] = pin
     blend_targets, blend_on = _blends(spans, names, paths, pins, int(blend_frames))
 
+    # The root: the hip joints' centre on the hips bone, onto the source's, mapped.
+    hips_rest = np.asarray(target.bone("hips").matrix, float)
+    centre_rest = (np.asarray(target.bone("thigh.L").matrix, float)[:3, 3]
+                   + np.asarray(target.bone("thigh.R").matrix, float)[:3, 3]) / 2
+    centre_local = hips_rest[:3, :3].T @ (centre_rest - hips_rest[:3, 3])
+    centre_path = (mapped["thigh.L"] + mapped["thigh.R"]) / 2
+
     roles = list(target.roles)
     effectors = [r for r in weights.effectors if r in target.roles and r != "hips"]
     point_roles = ["hips"] + effectors
@@ -184,8 +192,8 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
         rotations=np.stack([desired[r] for r in roles], axis=1),
         rotation_weight=np.array([float(weights.roles.get(r, weights.rotation)) for r in roles]),
         point_segments=np.array([tm.role_segment[r] for r in point_roles], dtype=int),
-        point_local=np.zeros((len(point_roles), 3)),
-        point_targets=np.stack([mapped[r] for r in point_roles], axis=1),
+        point_local=np.concatenate([centre_local[None], np.zeros((len(effectors), 3))]),
+        point_targets=np.stack([centre_path] + [mapped[r] for r in effectors], axis=1),
         point_weight=point_weight,
         contact_segments=np.array([tm.role_segment[p.role] for p in points], dtype=int),
         contact_local=local,
@@ -196,7 +204,7 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
         floor=floor_height,
         up=up,
     )
-    q0 = initial_coordinates(tm, target, desired, mapped["hips"])
+    q0 = initial_coordinates(tm, target, desired, centre_path - desired["hips"] @ centre_local)
     solution = solve(problem, q0, max_iterations=settings.max_iterations, max_step=settings.max_step,
                      hard_tolerance=settings.hard_tolerance, step_tolerance=settings.step_tolerance,
                      damping=settings.damping)

@@ -14,7 +14,8 @@ from solver.kinematics import forward_kinematics, point_jacobian
 from solver.limits import violation
 from solver.retarget import (ROLES, ContactDetection, ContactPoint, Source, Span, Target, calibrate, detect_contacts,
                              retarget, target_model)
-from solver.retarget.solve import Problem, System, _points
+from solver.retarget.solve import Problem, System, _points, _step
+from solver.scene import Scene
 from solver.rotations import exp_map, log_map
 from tests.apps.retarget_walk import (KNEE_LIMIT, LEFT_OFFSET, RIGHT_OFFSET, walk_source, walk_target, true_spans)
 
@@ -223,6 +224,57 @@ def test_no_contacts_no_pins():
     assert all(not spans for spans in result.contacts.values())
     assert np.isnan(result.pin_error).all()
     assert result.floor_penetration.max() <= HELD
+
+
+def test_floor_is_an_inequality():
+    """Without pins and with the floor at the median height of the feet's paths, the feet press
+    on it: a point the soft tasks pull down rests exactly on the floor, while its partner on the
+    same foot, which the floor would have to pull down to keep there, is let go above it."""
+    target = walk_target()
+    result = retarget(walk_source(F), target, contacts=None, detection=ContactDetection(percentile=50))
+    assert result.converged.all()
+    paths = contact_paths(target, result)
+    height = np.stack([paths[name][:, 2] for name in result.point_names], axis=1) - result.floor
+    assert height.min() > -HELD
+    resting = np.abs(height) < 1e-9
+    left, right = [result.point_names.index(f"{p}.{s}") for p in ("heel", "ball") for s in "L"], \
+        [result.point_names.index(f"{p}.{s}") for p in ("heel", "ball") for s in "R"]
+    for heel, ball in (left, right):
+        one = resting[:, heel] ^ resting[:, ball]
+        assert one.sum() > 5
+        assert height[one][:, [heel, ball]].max() > 1e-3                # the other point is clear of it
+
+
+def test_floor_lets_go_of_a_point_it_would_pull_down():
+    """One step from the rest pose with both points of the left foot 1 mm below the floor, the
+    foot asked to pitch toes down: the ball is held on the floor, the heel, which the floor would
+    have to pull down, is let go above it (linear prediction of the step)."""
+    target = walk_target(limits=False)
+    tm = target_model(target)
+    model, roles = tm.model, list(target.roles)
+    points = target.points()
+    q = np.zeros((1, model.n_coordinates))
+    frames = forward_kinematics(model, q).frames
+    segments = np.array([tm.role_segment[r] for r in roles])
+    rotations = frames[:, segments, :3, :3].copy()
+    foot = roles.index("foot.L")
+    rotations[:, foot] = exp_map(np.array([0.3, 0.0, 0.0])) @ rotations[:, foot]
+    contact_segments = np.array([tm.role_segment[p.role] for p in points])
+    local = np.array([p.point for p in points])
+    floor = _points(frames, contact_segments, local)[0, :, 2].max() + 1e-3
+    problem = Problem(model, segments, rotations, np.full(len(roles), 1.0), np.array([tm.root]), np.zeros((1, 3)),
+                      frames[:, tm.root, :3, 3][:, None], np.full((1, 1), 10.0), contact_segments, local,
+                      np.zeros((1, 4, 3)), np.zeros((1, 4), bool), np.zeros((1, 4, 3)), np.zeros((1, 4)), floor,
+                      np.array([0.0, 0.0, 1.0]))
+    masks = model.moves[:, segments].astype(float)
+    system = System(problem, q, np.arange(1), masks @ masks.T, 1e-6)
+    assert (system.height < floor).all()
+    dq = _step(Scene(model, []), q, system, floor, 4, 0.5, 1e-6)
+    predicted = system.height + np.einsum("fpn,fn->fp", system.up_rows, dq)
+    names = [p.name for p in points]
+    heel, ball = names.index("heel.L"), names.index("ball.L")
+    assert abs(predicted[0, ball] - floor) < 1e-9
+    assert predicted[0, heel] > floor + 1e-3
 
 
 def hysteresis_reference(points, fps, floor, size, detection):
