@@ -35,7 +35,7 @@ from .calibration import Calibration, calibrate
 from .contacts import ContactDetection, Span, detect_contacts, estimate_floor, unit_up
 from .roles import EFFECTOR_ROLES, LEG_ROLES, check_role, mapped_parent
 from .skeletons import Source, Target, TargetModel, leg_length, target_model
-from .solve import Problem, _points, solve
+from .solve import Problem, _points, copied, solve
 
 
 
@@ -118,12 +118,19 @@ class RetargetResult:
 def retarget(source: Source, target: Target, *, contacts="auto", calibration_frame: int = 0,
              floor: float | None = None, up=(0.0, 0.0, 1.0), blend_frames: int = 4,
              weights: Weights = Weights(), detection: ContactDetection = ContactDetection(),
-             settings: RetargetSettings = RetargetSettings()) -> RetargetResult:
+             settings: RetargetSettings = RetargetSettings(), method: str = "ik") -> RetargetResult:
     """Retarget `source` onto `target` (module docstring). `contacts`: "auto" (detect_contacts on
     each contact point's mapped source path), None (no pins), or {contact point name: [Span, ...]}
     (the caller's spans; points not named get none). `floor` None keeps the clip's own floor
     (estimated from the contact points' mapped paths); a number moves it there. Raises ValueError
-    (naming the role, channel, point or span) on bad input."""
+    (naming the role, channel, point or span) on bad input.
+
+    method="copy" is the baseline name-map tools give: each mapped bone takes its calibrated
+    rotation as far as its joints allow and the root its mapped trajectory, with no IK; contacts
+    and pins are found the same way, so its pin_error is its foot slide on the same spans (and
+    `converged` says where the pins happen to hold within settings.hard_tolerance)."""
+    if method not in ("ik", "copy"):
+        raise ValueError(f"method must be 'ik' or 'copy', got {method!r}")
     began = time.perf_counter()
     _check_weights(weights)
     source.check()
@@ -205,9 +212,12 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
         up=up,
     )
     q0 = initial_coordinates(tm, target, desired, centre_path - desired["hips"] @ centre_local)
-    solution = solve(problem, q0, max_iterations=settings.max_iterations, max_step=settings.max_step,
-                     hard_tolerance=settings.hard_tolerance, step_tolerance=settings.step_tolerance,
-                     damping=settings.damping)
+    if method == "copy":
+        solution = copied(problem, q0, settings.hard_tolerance)
+    else:
+        solution = solve(problem, q0, max_iterations=settings.max_iterations, max_step=settings.max_step,
+                         hard_tolerance=settings.hard_tolerance, step_tolerance=settings.step_tolerance,
+                         damping=settings.damping)
     return _result(tm, target, problem, solution, desired, spans, pins, names, k, calibration, began)
 
 

@@ -84,7 +84,8 @@ class Source:
             error = np.abs(np.swapaxes(R, -1, -2) @ R - np.eye(3)).max(axis=(-2, -1))
             bad = np.flatnonzero((error > 1e-4) | (np.linalg.det(R) < 0))
             if bad.size:
-                raise ValueError(f"source rotation of {role!r} is not a rotation in frame(s) {bad[:10].tolist()}")
+                raise ValueError(f"source rotation of {role!r} is not a rotation in frame(s) {bad[:10].tolist()} "
+                                 "(orthonormal, determinant 1: divide out any scale)")
             _check_channel(np.asarray(self.heads[role], float), (F, 3), f"source head of {role!r}")
             if role in self.tails:
                 tail = np.asarray(self.tails[role], float)

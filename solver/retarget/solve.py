@@ -230,6 +230,16 @@ def solve(problem: Problem, q0: np.ndarray, *, max_iterations: int = 40, max_ste
     return Solution(q=q, iterations=iterations, converged=converged)
 
 
+def copied(problem: Problem, q: np.ndarray, hard_tolerance: float) -> Solution:
+    """The start q itself as a solution (no iteration), converged where its hard tasks hold."""
+    scene = Scene(problem.model, [])
+    q = scene.project(np.asarray(q, dtype=float))
+    masks = problem.model.moves[:, problem.rotation_segments].astype(float)
+    rows = System(problem, q, np.arange(q.shape[0]), (masks * problem.rotation_weight) @ masks.T)
+    return Solution(q=q, iterations=np.zeros(q.shape[0], dtype=int),
+                    converged=rows.hard_error(problem.floor) <= hard_tolerance)
+
+
 def _step(scene: Scene, q: np.ndarray, rows: System, floor: float, P: int, max_step: float, damping: float):
     """limited_step with the floor as an inequality, by active sets: a contact point not pinned
     gets a floor row where it lies below the floor or the step would take it there, and loses it

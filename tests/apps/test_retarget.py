@@ -212,6 +212,18 @@ def test_user_edited_spans_are_honoured(walk):
     assert np.ptp(paths["heel.L"][removed.start:removed.end + 1], axis=0).max() > 10 * HELD
 
 
+def test_copy_baseline_copies_rotations_and_slides(walk):
+    """method="copy" (what name-map tools do) gives every free bone its calibrated rotation
+    exactly and holds nothing: its feet slide on the spans the IK holds."""
+    target, ik = walk
+    copy = retarget(walk_source(F), walk_target(limits=False), method="copy")
+    for role in UNPINNED:
+        assert copy.style_difference[role] < 1e-9, role
+    assert copy.contacts == ik.contacts
+    assert np.nanmax(copy.pin_error) > 100 * HELD
+    assert np.all(copy.iterations == 0)
+
+
 def test_given_floor_moves_the_clip_onto_it():
     target = walk_target()
     result = retarget(walk_source(40), target, floor=0.25)
@@ -403,6 +415,7 @@ def test_bad_input_is_named():
         (source, target, {"contacts": {"heel.L": [Span(5, 12)]}}, "runs past the source's last frame 11"),
         (source, target, {"contacts": {"heel.L": [Span(1, 5), Span(4, 8)]}}, "overlap"),
         (source, target, {"calibration_frame": 12}, "calibration frame 12"),
+        (source, target, {"method": "naive"}, "method must be 'ik' or 'copy'"),
         (source, Target(target.bones, target.roles, (ContactPoint("tip", "toe.X", (0, 0, 0)),)), {}, "toe.X"),
     ]
     for bad_source, bad_target, options, message in cases:
