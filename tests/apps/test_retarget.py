@@ -224,6 +224,29 @@ def test_copy_baseline_copies_rotations_and_slides(walk):
     assert np.all(copy.iterations == 0)
 
 
+def test_pins_out_of_reach_are_reported_not_converged():
+    """Legs made rigid (every axis of thighs and shins locked) cannot stand on two pins a stride
+    apart: those frames come back not converged, finite, inside the limits, and every frame that
+    says converged holds its pins and the floor (measured by blender_fk)."""
+    import dataclasses
+    target = walk_target()
+    stiff = [dataclasses.replace(b, lock=(True, True, True), limits=(None, None, None))
+             if b.name.startswith(("thigh", "shin")) else b for b in target.bones]
+    target = Target(stiff, target.roles)
+    result = retarget(walk_source(F), target)
+    assert np.all(np.isfinite(result.q)) and np.all(np.isfinite(result.world))
+    for name in ("thigh.L", "shin.L", "thigh.R", "shin.R"):
+        assert np.abs(result.local_rotations[:, result.bone_names.index(name)] - np.eye(3)).max() == 0.0
+    both = (~np.isnan(result.pin_error)).sum(axis=1) == 4          # both feet pinned
+    assert both.any() and not result.converged[both].any()
+    paths = contact_paths(target, result)
+    for name, spans in result.contacts.items():
+        for span, pin in zip(spans, result.pins[name]):
+            frames = span.frames[result.converged[span.frames]]
+            assert np.linalg.norm(paths[name][frames] - pin, axis=-1).max(initial=0.0) < HELD
+        assert (paths[name][result.converged] @ [0, 0, 1.0]).min() > result.floor - HELD
+
+
 def test_given_floor_moves_the_clip_onto_it():
     target = walk_target()
     result = retarget(walk_source(40), target, floor=0.25)
