@@ -5,19 +5,23 @@ point at the calibration frame (the hips' head with its height along `up` remove
 point p maps to  o + k (p - o) + s up  (s shifts the clip's floor onto `floor` where one is given).
 The target pose q(t) then solves, in order of priority,
 
-    hard    every contact point c on its pin target P_c(t) while a span holds it: one world point
-            per span (the mean of its mapped source path over the span, put on the floor), the
-            target sliding in from the mapped path over `blend_frames` at each edge;
+    hard    every contact point on its pin while a span holds it: one world point per span (the
+            mean of the point's mapped source path over the span, put on the floor; a point
+            rigidly linked to one pinned at the same time, such as the heel and the ball of a
+            foot, is moved to the distance the link fixes, so that both can hold);
             every other contact point at or above the floor (an inequality, active where it binds);
             the target's joint limits (held exactly: coordinates that would leave are locked on them)
     soft    the calibrated world rotation D_r(t) of every mapped bone (calibration.py), the mapped
             effectors' heads (hands, head, feet), and the root trajectory: the centre of the
             target's hip joints (the thighs' heads) on the source's, mapped (so legs of other
-            proportions hang from where the source's did), weighted by Weights
+            proportions hang from where the source's did); within `blend_frames` of a span (by
+            default BLEND_SECONDS of the source), the contact point drawn toward a target sliding
+            from its mapped path to the pin, with a weight rising from 0 (so it reaches and
+            leaves the pin without a jump); all weighted by Weights
 
-each frame the exact minimiser of the soft tasks' weighted squared error among the poses that meet
-the hard ones (solve.py). Contacts come from detect_contacts on the mapped contact point paths,
-or from the caller.
+each frame a minimiser of the soft tasks' weighted squared error among the poses that meet the
+hard ones (solve.py). Contacts come from detect_contacts on the mapped contact point paths, or
+from the caller.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from .roles import EFFECTOR_ROLES, LEG_ROLES, check_role, mapped_parent
 from .skeletons import Source, Target, TargetModel, leg_length, target_model
 from .solve import Problem, _points, copied, solve
 
+BLEND_SECONDS = 0.1       # blend_frames' default, in seconds of the source
+
 
 
 
@@ -49,7 +55,7 @@ class Weights:
     rotation: float = 1.0
     effector: float = 0.3
     root: float = 3.0
-    blend: float = 30.0           # a contact point's pull toward its sliding target at a span's edges
+    blend: float = 1000.0         # a contact point's pull toward its sliding target next to a span
     effectors: tuple = EFFECTOR_ROLES
     roles: dict = field(default_factory=dict)
 
@@ -116,7 +122,7 @@ class RetargetResult:
 
 
 def retarget(source: Source, target: Target, *, contacts="auto", calibration_frame: int = 0,
-             floor: float | None = None, up=(0.0, 0.0, 1.0), blend_frames: int = 4,
+             floor: float | None = None, up=(0.0, 0.0, 1.0), blend_frames: int | None = None,
              weights: Weights = Weights(), detection: ContactDetection = ContactDetection(),
              settings: RetargetSettings = RetargetSettings(), method: str = "ik") -> RetargetResult:
     """Retarget `source` onto `target` (module docstring). `contacts`: "auto" (detect_contacts on
@@ -139,6 +145,8 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
     if unmapped:
         raise ValueError(f"the target maps role(s) {unmapped} that the source does not have: "
                          "map them on the source or leave them out of the target's map")
+    if blend_frames is None:
+        blend_frames = max(1, int(round(BLEND_SECONDS * source.fps)))
     if int(blend_frames) != blend_frames or blend_frames < 0:
         raise ValueError(f"blend_frames {blend_frames} must be a whole number >= 0")
     if floor is not None and not np.isfinite(floor):
@@ -178,7 +186,8 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
         for span, pin in zip(spans[name], pins[name]):
             pinned[span.start:span.end + 1, i] = True
             pin_targets[span.start:span.end + 1, i] = pin
-    blend_targets, blend_on = _blends(spans, names, paths, pins, int(blend_frames))
+
+    blend_targets, blend_share = _blends(spans, names, paths, pins, int(blend_frames))
 
     # The root: the hip joints' centre on the hips bone, onto the source's, mapped.
     hips_rest = np.asarray(target.bone("hips").matrix, float)
@@ -207,7 +216,7 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
         pins=pin_targets,
         pinned=pinned,
         contact_targets=blend_targets,
-        contact_weight=np.where(blend_on, weights.blend * scale2, 0.0),
+        contact_weight=blend_share * weights.blend * scale2,
         floor=floor_height,
         up=up,
     )
@@ -215,9 +224,10 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
     if method == "copy":
         solution = copied(problem, q0, settings.hard_tolerance)
     else:
-        solution = solve(problem, q0, max_iterations=settings.max_iterations, max_step=settings.max_step,
-                         hard_tolerance=settings.hard_tolerance, step_tolerance=settings.step_tolerance,
-                         damping=settings.damping)
+        options = dict(max_iterations=settings.max_iterations, max_step=settings.max_step,
+                       hard_tolerance=settings.hard_tolerance, step_tolerance=settings.step_tolerance,
+                       damping=settings.damping)
+        solution = solve(problem, q0, **options)
     return _result(tm, target, problem, solution, desired, spans, pins, names, k, calibration, began)
 
 
@@ -301,12 +311,18 @@ def _pins(spans, names, paths, rigid, link, up, floor) -> dict:
 
 
 def _blends(spans, names, paths, pins, blend_frames: int):
-    """Soft targets (F, P, 3) and where they act (F, P) at the spans' edges: within blend_frames
-    of a span (before its start or after its end, outside every span of the point), the target
-    slides from the mapped path to the nearest span's pin by a = smoothstep((b + 1 - d) / (b + 1)),
-    d frames away: target = path + a (pin - path)."""
+    """Soft targets (F, P, 3) next to the spans and their share (F, P) of the blend weight:
+    within blend_frames b of a span (outside every span of the point), d frames from its nearest
+    span, the target slides from the point's mapped path to that span's pin and the weight rises
+    with it,
+
+        a = smoothstep((b + 1 - d) / (b + 1)),   target = path + a (pin - path),   share = a^3,
+
+    so the point leaves and reaches its pin without a jump: the weight starts too small to pull
+    the point off where the other tasks put it, and near the span holds it on the target (share
+    0 elsewhere)."""
     F, P = paths.shape[:2]
-    targets, on = paths.copy(), np.zeros((F, P), dtype=bool)
+    targets, share = paths.copy(), np.zeros((F, P))
     t = np.arange(F)
     for i, name in enumerate(names):
         nearest = np.full(F, np.inf)
@@ -317,10 +333,10 @@ def _blends(spans, names, paths, pins, blend_frames: int):
             a = (blend_frames + 1 - d[closer]) / (blend_frames + 1)
             a = a * a * (3 - 2 * a)
             targets[closer, i] = paths[closer, i] + a[:, None] * (pin - paths[closer, i])
-            on[closer, i] = True
+            share[closer, i] = a**3
         for span in spans[name]:
-            on[span.start:span.end + 1, i] = False
-    return targets, on
+            share[span.start:span.end + 1, i] = 0.0
+    return targets, share
 
 
 def initial_coordinates(tm: TargetModel, target: Target, desired: dict, hips_path: np.ndarray) -> np.ndarray:
