@@ -75,9 +75,9 @@ def assert_held(target: Target, result, up=(0.0, 0.0, 1.0)):
     assert result.converged.all()
 
 
-def assert_spans_match_truth(contacts, n_frames=F):
+def assert_spans_match_truth(contacts, n_frames=F, fps=30.0):
     for name, spans in contacts.items():
-        truth = true_spans(n_frames, SIDE[name[-1]])
+        truth = true_spans(n_frames, SIDE[name[-1]], fps)
         assert len(spans) == len(truth), (name, spans, truth)
         for found, true in zip(spans, truth):
             assert abs(found.start - true.start) <= 1 and abs(found.end - true.end) <= 1, (name, found, true)
@@ -245,6 +245,26 @@ def test_pins_out_of_reach_are_reported_not_converged():
             frames = span.frames[result.converged[span.frames]]
             assert np.linalg.norm(paths[name][frames] - pin, axis=-1).max(initial=0.0) < HELD
         assert (paths[name][result.converged] @ [0, 0, 1.0]).min() > result.floor - HELD
+
+
+def test_contact_points_reach_and_leave_their_pins_without_a_jump():
+    """Feet that skate 10 cm/s in the source, at 120 fps: pins hold, and each contact point's
+    largest second difference (its jerkiest frame) stays near that of the copied motion, which
+    follows the source exactly; without blending, the pins make it jump at the spans' edges."""
+    source, target = walk_source(400, fps=120.0, skate=0.1), walk_target()
+
+    def jerk(result, rig):
+        return {name: np.linalg.norm(np.diff(path, 2, axis=0), axis=-1).max()
+                for name, path in contact_paths(rig, result).items()}
+
+    copy = jerk(retarget(source, walk_target(limits=False), method="copy"), target)
+    blended = retarget(source, target)
+    assert_spans_match_truth(blended.contacts, 400, 120.0)
+    assert_held(target, blended)
+    sharp = jerk(retarget(source, target, blend_frames=0), target)
+    for name, smooth in jerk(blended, target).items():
+        assert smooth < 1.3 * copy[name], name
+        assert sharp[name] > 2.0 * copy[name], name
 
 
 def test_given_floor_moves_the_clip_onto_it():
