@@ -311,31 +311,31 @@ def _pins(spans, names, paths, rigid, link, up, floor) -> dict:
 
 
 def _blends(spans, names, paths, pins, blend_frames: int):
-    """Soft targets (F, P, 3) next to the spans and their share (F, P) of the blend weight:
-    within blend_frames b of a span (outside every span of the point), d frames from its nearest
-    span, the target slides from the point's mapped path to that span's pin and the weight rises
-    with it,
+    """Soft targets (F, P, 3) next to the spans and their share (F, P) of the blend weight.
+    Within blend_frames b of a span k (outside every span of the point), d_k frames from it, the
+    span pulls by a_k = smoothstep((b + 1 - d_k) / (b + 1)) toward its pin:
 
-        a = smoothstep((b + 1 - d) / (b + 1)),   target = path + a (pin - path),   share = a^3,
+        target = path + sum_k a_k (pin_k - path) / max(1, sum_k a_k),   share = min(1, sum_k a_k)^3
 
-    so the point leaves and reaches its pin without a jump: the weight starts too small to pull
-    the point off where the other tasks put it, and near the span holds it on the target (share
-    0 elsewhere)."""
+    so in a short gap between two spans the target slides from one pin to the next, and the
+    weight starts too small to pull the point off where the other tasks put it, then holds it on
+    the target near a span: the point reaches and leaves its pins without a jump (share 0
+    elsewhere)."""
     F, P = paths.shape[:2]
     targets, share = paths.copy(), np.zeros((F, P))
     t = np.arange(F)
     for i, name in enumerate(names):
-        nearest = np.full(F, np.inf)
+        total, pull = np.zeros(F), np.zeros((F, 3))
         for span, pin in zip(spans[name], pins[name]):
             d = np.where(t < span.start, span.start - t, t - span.end)
-            closer = (d >= 1) & (d <= blend_frames) & (d < nearest)
-            nearest[closer] = d[closer]
-            a = (blend_frames + 1 - d[closer]) / (blend_frames + 1)
-            a = a * a * (3 - 2 * a)
-            targets[closer, i] = paths[closer, i] + a[:, None] * (pin - paths[closer, i])
-            share[closer, i] = a**3
+            a = np.clip((blend_frames + 1 - d) / (blend_frames + 1), 0.0, 1.0)
+            a = np.where(d >= 1, a * a * (3 - 2 * a), 0.0)
+            total += a
+            pull += a[:, None] * (pin - paths[:, i])
         for span in spans[name]:
-            share[span.start:span.end + 1, i] = 0.0
+            total[span.start:span.end + 1] = 0.0
+        targets[:, i] += pull / np.maximum(1.0, total)[:, None]
+        share[:, i] = np.minimum(1.0, total) ** 3
     return targets, share
 
 
