@@ -21,7 +21,9 @@ gait2354_IK_Tasks.xml, 30 and 29 in frames with one and two markers missing).
 `normalize=False` solves the documented formula instead.
 
 Markers in use, as OpenSim picks them: the markers of the marker file, in its order, that have an
-applied marker task (any weight, 0 included) and exist in the model. A marker missing in a frame
+applied marker task (any weight, 0 included) and exist in the model. A task set that applies no
+marker task (empty, or every one apply=false) tracks every model marker of the file at weight 1,
+as opensim 4.6 does; `MarkerIK.notes` says so and an OpenSimFileWarning is raised. A marker missing in a frame
 (NaN) has weight 0 in that frame.
 
 On the engine. The problem is a Scene over the OpenSim coordinates (`coupling`): one CopyPose
@@ -60,6 +62,7 @@ inDegrees=yes), `<tool name>_ik_marker_errors.sto` and `<tool name>_ik_model_mar
 from __future__ import annotations
 
 import time as _time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,7 +73,7 @@ from ..runtime.blas_threads import one_blas_thread
 from ..tasks import CopyPose, JointValue, on_object, on_segment
 from ..scene import Evaluation, Scene
 from ..settings import Settings
-from .errors import OpenSimFileError
+from .errors import OpenSimFileError, OpenSimFileWarning
 from .gauss_newton import GaussNewton
 from .marker_kinematics import MarkerKinematics
 from .osim import OpenSimModel, load_osim
@@ -290,6 +293,12 @@ class MarkerIK:
 
         applied = {t.name: t.weight for t in tasks.marker_tasks if t.apply}
         model_markers = set(om.markers.names)
+        self.notes = []
+        if not applied:
+            applied = {n: 1.0 for n in markers.names if n in model_markers}
+            self.notes.append(f"the IKTaskSet applies no marker task: tracking all {len(applied)} model markers "
+                              "of the marker file at weight 1, as OpenSim does")
+            warnings.warn(self.notes[-1], OpenSimFileWarning, stacklevel=2)
         self.marker_names = [n for n in markers.names if n in applied and n in model_markers]
         self.ignored_markers = sorted(n for n in applied if n not in self.marker_names)
         self.marker_weights = np.array([applied[n] for n in self.marker_names], dtype=float)
@@ -500,6 +509,7 @@ class IKRun:
     result: IKResult
     files: dict
     ignored_markers: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
 
 
 def output_paths(setup: IKSetup, output_dir=None) -> dict:
@@ -531,7 +541,7 @@ def run_ik_setup(path, output_dir=None, om: OpenSimModel | None = None, **solve_
     for kind, target in files.items():
         target.parent.mkdir(parents=True, exist_ok=True)
         writers[kind](target, result)
-    return IKRun(setup, result, files, list(problem.ignored_markers))
+    return IKRun(setup, result, files, list(problem.ignored_markers), list(problem.notes))
 
 
 # --------------------------------------------------------------------------------- command line
@@ -559,6 +569,7 @@ def summary_lines(run: IKRun) -> list:
     if run.ignored_markers:
         lines.append("ignored marker tasks (marker not in the model or the marker file): "
                      + ", ".join(run.ignored_markers))
+    lines += [f"note: {note}" for note in run.notes]
     lines += [f"wrote {path}" for path in run.files.values()]
     return lines
 
