@@ -70,11 +70,13 @@ import numpy as np
 
 from ..animation import solve_animation
 from ..runtime.blas_threads import one_blas_thread
-from ..tasks import CopyPose, JointValue, on_object, on_segment
+from ..tasks import CoordinateCoupler, CopyPose, JointValue, on_object, on_segment
+from ..tasks.base import Place, Stack, TaskInputs
 from ..scene import Evaluation, Scene
 from ..settings import Settings
 from .errors import OpenSimFileError, OpenSimFileWarning
 from .gauss_newton import GaussNewton
+from .coupling import coupler_tangent, fill_dependents
 from .marker_kinematics import MarkerKinematics
 from .osim import OpenSimModel, load_osim
 from .setup import IKSetup, IKTaskSet, read_ik_setup
@@ -98,7 +100,9 @@ class MarkerScene(Scene):
     position, or NaN where the marker is missing (as for any scene): weight 0 in that frame. With `normalize`
     the marker weights of a frame are divided by their sum over the markers present (OpenSim's
     objective). Coordinates in `frozen` (and locked ones) have weight 0 and no limits: they keep
-    the values they start with.
+    the values they start with. Couplers (coupling.py) with `coupler_weight` Infinity are held
+    exactly (`held`: their dependents frozen, filled from the independents at every evaluation,
+    A taken to the coordinates left); with a finite weight they are CoordinateCoupler rows.
 
     `evaluate` returns y = x_exp - x_model per marker (3 rows) and q_c per coordinate task,
     yd = 0 and the targets, A = dy/dq through the coupling, per-row weights, and per task the
@@ -106,8 +110,12 @@ class MarkerScene(Scene):
     never uses it (the measured markers are data, not moving objects to feed forward)."""
 
     def __init__(self, om: OpenSimModel, marker_names, marker_weights, coordinate_tasks=(), frozen=(),
-                 normalize: bool = True):
+                 normalize: bool = True, couplers=(), coupler_weight: float = 0.0):
         self.om = om
+        couplers = list(couplers)
+        self.held = couplers if np.isinf(coupler_weight) else []
+        self.couplers = couplers if 0 < coupler_weight < np.inf else []
+        self.coupler_weight = float(coupler_weight) if self.couplers else 0.0
         self.normalize = bool(normalize)
         c = om.coupling
         self.marker_names = list(marker_names)
@@ -127,14 +135,19 @@ class MarkerScene(Scene):
                                                                   self.marker_names))]
         constraints += [JointValue(int(i), 0.0, float(w), rotational=bool(c.rotational[i]), name=name)
                         for name, i, w in zip(self.task_names, self.task_coordinates, self.task_weights)]
+        constraints += [CoordinateCoupler(k.dependent, k.independent, k.function, self.coupler_weight,
+                                          rotational=bool(c.rotational[k.dependent]), name=k.name)
+                        for k in self.couplers]
         super().__init__(om.model, constraints, n_objects=M, coupling=c)
         frozen_mask = np.asarray(c.locked, bool).copy()
         frozen_mask[np.asarray(c.index(list(frozen)), dtype=int).reshape(-1)] = True
+        frozen_mask[[k.dependent for k in self.held]] = True
         self.frozen = frozen_mask
         self.joint_weight = np.where(frozen_mask, 0.0, 1.0)
         self.lower = np.where(frozen_mask, -np.inf, self.lower)
         self.upper = np.where(frozen_mask, np.inf, self.upper)
         self._row_weights = np.concatenate([np.repeat(weights, 3), self.task_weights])
+        self._coupler_tasks = constraints[M + len(self.task_names):]
         self._task_rotational = np.asarray(c.rotational, bool)[self.task_coordinates]
         self.kinematics = MarkerKinematics(om.model, c, self.segments, self.locations)
 
@@ -162,8 +175,12 @@ class MarkerScene(Scene):
         out[~np.all(np.isfinite(positions), axis=-1)] = np.nan
         return out
 
+    def fill(self, q) -> np.ndarray:
+        """q with the dependents of the couplers held exactly set from their independent ones."""
+        return fill_dependents(q, self.held) if self.held else np.asarray(q, dtype=float)
+
     def evaluate(self, q, objects=None, bases=None, jacobians: bool = True, values=None) -> Evaluation:
-        q = np.asarray(q, dtype=float)
+        q = self.fill(q)
         F, M, T = q.shape[0], self.n_markers, len(self.task_names)
         if bases is not None:
             raise ValueError("a MarkerScene's model stands in the world: no armature bases")
@@ -194,7 +211,20 @@ class MarkerScene(Scene):
             A = np.zeros((F, 3 * M + T, self.n_coordinates))
             A[:, :3 * M] = -J * np.repeat(present, 3, axis=1)[..., None]
             A[:, 3 * M + np.arange(T), self.task_coordinates] = 1.0
-        B = np.zeros((F, 3 * M + T, 0)) if jacobians else None
+        K = len(self._coupler_tasks)
+        if K:                            # the couplers' rows, on the OpenSim coordinates themselves
+            out = Stack(np.zeros((F, K)), np.zeros((F, K)), np.zeros((F, K)), np.full((F, K), np.nan),
+                        np.full((F, K), np.nan), None if A is None else np.zeros((F, K, self.n_coordinates)), None)
+            for k, task in enumerate(self._coupler_tasks):
+                task.evaluate(Place(k, slice(k, k + 1)), TaskInputs(q, None, None, None, self.n_coordinates), out)
+            y, yd, weight = (np.concatenate([a, b], axis=1) for a, b in ((y, out.y), (yd, out.yd), (weight, out.task_weight)))
+            position_error = np.concatenate([position_error, out.position_error], axis=1)
+            rotation_error = np.concatenate([rotation_error, out.rotation_error], axis=1)
+            if A is not None:
+                A = np.concatenate([A, out.A], axis=1)
+        if A is not None and self.held:
+            A = A @ coupler_tangent(q, self.held)
+        B = np.zeros((F, y.shape[1], 0)) if jacobians else None
         return Evaluation(y, yd, weight, position_error, rotation_error, None, A, B)
 
 
@@ -205,8 +235,9 @@ class IKResult:
     """A solved trial. Coordinates `q` (F, n) in metres and radians, model order; per frame the
     OpenSim error report (see the module docstring) and the worst marker; per marker and frame
     `marker_errors` (F, M) in metres, NaN where the marker is missing; per coordinate task the
-    signed error q - target (F, T). `objective` is the minimised cost, sum_i w_i |e_i|^2 +
-    sum_j w_j (q_j - target_j)^2. `passes` counts warm-start passes, `iterations` sums the
+    signed error q - target (F, T); per coordinate coupler (`constraint_names`) the residual
+    q_dep - s f(q_ind) (F, K), radians or metres. `objective` is the minimised cost, sum_i w_i |e_i|^2 +
+    sum_j w_j (q_j - target_j)^2 (+ w sum_k c_k^2 for couplers held as a penalty of weight w). `passes` counts warm-start passes, `iterations` sums the
     engine's iterations per frame over them."""
 
     time: np.ndarray
@@ -230,6 +261,8 @@ class IKResult:
     converged: np.ndarray | None = None
     passes: int = 1
     seconds: float = 0.0
+    constraint_names: list = field(default_factory=list)
+    constraint_errors: np.ndarray | None = None
 
     @property
     def n_frames(self) -> int:
@@ -281,7 +314,13 @@ class MarkerIK:
     Coordinate tasks on prescribed coordinates are dropped (OpenSim excludes them too)."""
 
     def __init__(self, om: OpenSimModel, markers: MarkerData, tasks: IKTaskSet, coordinate_data: Storage | None = None,
-                 time_range=(-np.inf, np.inf), prescribed: dict | None = None, normalize: bool = True):
+                 time_range=(-np.inf, np.inf), prescribed: dict | None = None, normalize: bool = True,
+                 constraint_weight: float = np.inf):
+        self.source_model = om
+        self.constraint_weight = float(constraint_weight)
+        if not self.constraint_weight >= 0:
+            raise ValueError(f"constraint_weight must be >= 0, got {constraint_weight}")
+        self.enforced = bool(om.couplers) and np.isinf(self.constraint_weight)
         self.om = om
         c = om.coupling
         frames = frame_range(markers.time, *time_range)
@@ -312,6 +351,8 @@ class MarkerIK:
         for name, value in prescribed.items():
             self.q_start[:, int(c.index(name))] = np.broadcast_to(np.asarray(value, dtype=float), (F,))
         self.prescribed = sorted(held, key=c.names.index)
+        dependents = {c.names[k.dependent] for k in om.couplers} if self.enforced else set()
+        self.q_start = om.fill_dependents(self.q_start)
 
         task_list, targets = [], []
         for t in tasks.coordinate_tasks:
@@ -320,6 +361,10 @@ class MarkerIK:
             if t.name not in c.names:
                 raise KeyError(f"IKCoordinateTask {t.name!r}: the model has no coordinate of that name")
             if t.name in held:
+                continue
+            if t.name in dependents:
+                self.notes.append(f"IKCoordinateTask {t.name!r} left out: a CoordinateCouplerConstraint sets that "
+                                  "coordinate from another")
                 continue
             i = int(c.index(t.name))
             if t.value_type == "manual_value":
@@ -331,15 +376,17 @@ class MarkerIK:
             task_list.append((t.name, t.weight))
             targets.append(target)
         self.coordinate_targets = np.stack(targets, axis=1) if targets else np.zeros((F, 0))
-        self.scene = MarkerScene(om, self.marker_names, self.marker_weights, task_list, frozen=sorted(prescribed),
-                                 normalize=normalize)
+        self.scene = MarkerScene(om, self.marker_names, self.marker_weights, task_list,
+                                 frozen=sorted(prescribed), normalize=normalize,
+                                 couplers=om.couplers, coupler_weight=self.constraint_weight)
         self.q_start = self.scene.project(self.q_start)
         self.object_poses = self.scene.objects(self.measured)
         present = np.all(np.isfinite(self.measured), axis=-1)
         self.frame_weights = self.scene.marker_scale(present) * self.marker_weights     # (F, M)
         scene = self.scene
         self.gauss_newton = GaussNewton(scene.kinematics, ~scene.frozen, scene.lower, scene.upper,
-                                        scene.task_coordinates, scene.task_weights)
+                                        scene.task_coordinates, scene.task_weights, couplers=scene.couplers,
+                                        coupler_weight=scene.coupler_weight, held=scene.held)
 
     def _from_file(self, data: Storage | None, name: str, rotational: bool) -> np.ndarray:
         if data is None:
@@ -361,7 +408,7 @@ class MarkerIK:
             raise OpenSimFileError(setup.path, None, "the setup names no marker_file")
         coordinate_data = read_storage(setup.coordinate_file) if setup.coordinate_file is not None else None
         return cls(om, read_trc(setup.marker_file), setup.tasks, coordinate_data, setup.time_range, prescribed,
-                   normalize)
+                   normalize, setup.constraint_weight)
 
     # --------------------------------------------------------------------------------- solve
 
@@ -426,7 +473,7 @@ class MarkerIK:
                 run(rows, begin[rows])
                 solved[rows] = True
                 passes += 1
-        result = self.report(q)
+        result = self.report(self.scene.fill(q))
         result.iterations, result.converged, result.passes = iterations, converged, passes
         result.seconds = _time.perf_counter() - started
         return result
@@ -460,6 +507,8 @@ class MarkerIK:
         coordinate_errors = q[:, cols] - self.coordinate_targets
         marker_term = np.sum(squared * self.scene.marker_scale(~np.isnan(errors)) * self.marker_weights, axis=1)
         objective = marker_term + (coordinate_errors ** 2) @ self.scene.task_weights
+        residuals = self.om.constraint_residuals(q)
+        objective = objective + self.scene.coupler_weight * np.sum(residuals ** 2, axis=1)
         c = self.om.coupling
         return IKResult(time=self.time.copy(), q=q.copy(), coordinate_names=list(c.names),
                         rotational=np.asarray(c.rotational, bool).copy(), marker_names=list(self.marker_names),
@@ -467,7 +516,8 @@ class MarkerIK:
                         model_markers=model_markers, marker_errors=errors, total_squared_error=total,
                         marker_error_rms=rms, marker_error_max=largest, worst_marker=worst_names,
                         weighted_squared_error=weighted, task_names=list(self.scene.task_names),
-                        coordinate_errors=coordinate_errors, objective=objective)
+                        coordinate_errors=coordinate_errors, objective=objective,
+                        constraint_names=[k.name for k in self.om.couplers], constraint_errors=residuals)
 
 
 def solve_marker_ik(om: OpenSimModel, markers: MarkerData, tasks: IKTaskSet, coordinate_data: Storage | None = None,
