@@ -64,7 +64,7 @@ from ..model import Model, Segment, prismatic, revolute
 from . import _xml
 from .coupling import Coupler, Coupling, coupler_order, fill_dependents, scaled
 from .errors import OpenSimFileError
-from .functions import Function, LinearFunction, function_from_xml, function_in
+from .functions import Constant, Function, LinearFunction, function_from_xml, function_in
 
 ROTATION, TRANSLATION = "rotation", "translation"
 _FIXED_AXES = {  # joint type -> ((kind, axis, coordinate index), ...) in application order
@@ -411,6 +411,10 @@ class _Reader:
                 if not found:
                     self.fail(c, f"CoordinateCouplerConstraint {name!r}: no coupled_coordinates_function")
                 function = function_from_xml(found[0], self.path)
+            if isinstance(function, Constant):
+                self.fail(c, f"CoordinateCouplerConstraint {name!r}: a Constant function is not supported: OpenSim 4.6 "
+                             f"does not hold {dependent!r} at the constant but holds {independent[0]!r} there and "
+                             f"{dependent!r} at 0. Use a LinearFunction with slope 0 for a constant dependent")
             scale = _xml.child_float(c, "scale_factor", self.path, 1.0, finite=True)
             out.append(OsimCoupler(name, dependent, independent[0], function, scale, c.line))
         return out
