@@ -51,6 +51,15 @@ seeds again from theirs. Seeding every third frame takes fewer iterations than s
 frame from frame 0's solution first (BENCHMARKS.md, "Measurements behind design choices").
 warm_start='none' solves every frame from the start pose in one call.
 
+Frames the markers do not determine. OpenSim stops at the first frame without markers; here a
+frame whose markers present (and coordinate tasks) fix fewer free coordinates than all the trial's
+markers would (the rank of their Jacobian at the start pose, `MarkerIK.determined`) is solved
+with a weak coordinate task (weight STAY_WEIGHT) on every free coordinate towards its start, the
+previous frame's solution: what the markers fix they fix, the rest stays where the previous frame
+left it, and the frame costs a few iterations. The result says so per frame (`determined`,
+`determined_coordinates`), and a frame without any marker reports NaN errors, not 0. A frame the
+markers determine after one they do not starts afresh from the start pose, as frame 0 does.
+
 Error reports follow OpenSim's marker-error storage: total_squared_error = sum_i |e_i|^2 over the
 markers present in the frame (not weighted), marker_error_RMS = sqrt(total / M) with M the number
 of markers in use (missing ones included, as OpenSim counts them), marker_error_max the largest
@@ -87,6 +96,7 @@ DEFAULT_ACCURACY = 1e-5
 DEFAULT_MAX_ITERATIONS = 1000
 WARM_STARTS = ("previous", "none")
 WARM_STRIDE = 3
+STAY_WEIGHT = 1e-6
 
 
 # ------------------------------------------------------------------------------------- scene
@@ -237,7 +247,10 @@ class IKResult:
     `marker_errors` (F, M) in metres, NaN where the marker is missing; per coordinate task the
     signed error q - target (F, T); per coordinate coupler (`constraint_names`) the residual
     q_dep - s f(q_ind) (F, K), radians or metres. `objective` is the minimised cost, sum_i w_i |e_i|^2 +
-    sum_j w_j (q_j - target_j)^2 (+ w sum_k c_k^2 for couplers held as a penalty of weight w). `passes` counts warm-start passes, `iterations` sums the
+    sum_j w_j (q_j - target_j)^2 (+ w sum_k c_k^2 for couplers held as a penalty of weight w).
+    `determined` (F,) is False in frames whose markers (and coordinate tasks) fix fewer free
+    coordinates than all the trial's markers would, `determined_coordinates` how many they fix;
+    in a frame without any marker the error report is NaN (nothing was measured). `passes` counts warm-start passes, `iterations` sums the
     engine's iterations per frame over them."""
 
     time: np.ndarray
@@ -263,6 +276,8 @@ class IKResult:
     seconds: float = 0.0
     constraint_names: list = field(default_factory=list)
     constraint_errors: np.ndarray | None = None
+    determined: np.ndarray | None = None
+    determined_coordinates: np.ndarray | None = None
 
     @property
     def n_frames(self) -> int:
@@ -384,9 +399,51 @@ class MarkerIK:
         present = np.all(np.isfinite(self.measured), axis=-1)
         self.frame_weights = self.scene.marker_scale(present) * self.marker_weights     # (F, M)
         scene = self.scene
+        self.rank, self.full_rank = self._ranks()
+        self.determined = self.rank >= self.full_rank
+        # Weak coordinate tasks on every free coordinate, given (towards the frame's start: the
+        # previous frame's solution) only in frames the markers do not determine.
+        free = np.flatnonzero(~scene.frozen)
+        self._stay = free
         self.gauss_newton = GaussNewton(scene.kinematics, ~scene.frozen, scene.lower, scene.upper,
-                                        scene.task_coordinates, scene.task_weights, couplers=scene.couplers,
-                                        coupler_weight=scene.coupler_weight, held=scene.held)
+                                        np.concatenate([scene.task_coordinates, free]),
+                                        np.concatenate([scene.task_weights, np.full(free.size, STAY_WEIGHT)]),
+                                        couplers=scene.couplers, coupler_weight=scene.coupler_weight,
+                                        held=scene.held)
+
+    def _ranks(self, chunk: int = 256):
+        """Per frame, how many free coordinates the markers present (weight > 0) and the given
+        coordinate tasks determine: the rank of their stacked Jacobian at the start pose (through
+        the held couplers); and that rank with every marker present (the trial's best case)."""
+        scene = self.scene
+        free = ~scene.frozen
+        F, M = self.time.size, self.n_markers
+        weighted = np.repeat(self.marker_weights > 0, 3)
+        task_rows = np.zeros((len(scene.task_names), scene.n_coordinates))
+        task_rows[np.arange(len(scene.task_names)), scene.task_coordinates] = 1.0
+        task_rows *= (scene.task_weights > 0)[:, None]
+
+        def rank(q, present, given):
+            _, J = scene.kinematics.positions_and_jacobian(q) if M else (None, np.zeros((q.shape[0], 0, q.shape[1])))
+            J = J * (np.repeat(present, 3, axis=1) & weighted)[..., None]
+            A = np.concatenate([J, task_rows * given[..., None]], axis=1)
+            if scene.held:
+                A = A @ coupler_tangent(q, scene.held)
+            A = A[..., free]
+            if not A.size:
+                return np.zeros(q.shape[0], dtype=int)
+            return np.linalg.matrix_rank(A, tol=1e-9 * max(1.0, float(np.abs(A).max())))
+
+        present = np.all(np.isfinite(self.measured), axis=-1)
+        given = np.isfinite(self.coordinate_targets)
+        ranks = np.concatenate([rank(self.q_start[i:i + chunk], present[i:i + chunk], given[i:i + chunk])
+                                for i in range(0, F, chunk)]) if F else np.zeros(0, dtype=int)
+        full = int(rank(self.q_start[:1], np.ones((1, M), bool), np.ones((1, given.shape[1]), bool))[0])
+        return ranks, full
+
+    @property
+    def n_markers(self) -> int:
+        return len(self.marker_names)
 
     def _from_file(self, data: Storage | None, name: str, rotational: bool) -> np.ndarray:
         if data is None:
@@ -439,11 +496,13 @@ class MarkerIK:
         converged = np.zeros(F, dtype=bool)
 
         def run(rows, begin):
+            stay = np.where(self.determined[rows, None], np.nan, begin[:, self._stay])
+            targets = np.concatenate([self.coordinate_targets[rows], stay], axis=1)
             q[rows], its, ok = self.gauss_newton.solve(begin, self.measured[rows], self.frame_weights[rows],
-                                                       self.coordinate_targets[rows], accuracy, max_iterations)
+                                                       targets, accuracy, max_iterations)
             iterations[rows] += its
             converged[rows] = ok
-            rest = rows[~ok & (its < max_iterations)]         # stopped improving: the engine goes on
+            rest = rows[~ok & (its < max_iterations) & self.determined[rows]]   # stopped improving: the engine goes on
             if rest.size:
                 r = solve_animation(self.scene, q[rest], self.object_poses[rest], settings=settings,
                                     values=self.coordinate_targets[rest])
@@ -455,7 +514,9 @@ class MarkerIK:
             run(np.arange(F), start)
             passes = 1
         else:
-            heads = np.arange(0, F, WARM_STRIDE)
+            # A frame the markers determine after one they do not starts afresh, as frame 0 does.
+            restart = self.determined & ~np.concatenate([[True], self.determined[:-1]])
+            heads = np.union1d(np.arange(0, F, WARM_STRIDE), np.flatnonzero(restart))
             run(heads, start[heads])
             begin = start.copy()                         # the start each frame was last solved from
             solved = np.zeros(F, dtype=bool)
@@ -464,6 +525,7 @@ class MarkerIK:
             limit = np.inf if max_passes is None else max_passes
             while passes < limit or not solved.all():
                 new_begin = self._carry(start, np.vstack([q[:1], q[:-1]]))
+                new_begin[restart] = start[restart]
                 ready = np.concatenate([[False], solved[:-1]])       # frame 0 keeps the start pose
                 moved = np.max(np.abs(new_begin - begin), axis=1) > accuracy
                 rows = np.flatnonzero(ready & (moved | ~solved))
@@ -475,6 +537,7 @@ class MarkerIK:
                 passes += 1
         result = self.report(self.scene.fill(q))
         result.iterations, result.converged, result.passes = iterations, converged, passes
+        result.determined, result.determined_coordinates = self.determined.copy(), self.rank.copy()
         result.seconds = _time.perf_counter() - started
         return result
 
@@ -496,11 +559,11 @@ class MarkerIK:
         model_markers = self.scene.kinematics.positions(q) if M else np.zeros((F, 0, 3))
         errors = np.linalg.norm(self.measured - model_markers, axis=-1)         # NaN where missing
         squared = np.where(np.isnan(errors), 0.0, errors ** 2)
-        total = squared.sum(axis=1)
-        rms = np.sqrt(total / M) if M else np.zeros(F)
-        worst = np.argmax(squared, axis=1) if M else np.zeros(F, dtype=int)
-        largest = np.sqrt(squared.max(axis=1, initial=0.0))
         any_present = np.any(~np.isnan(errors), axis=1)
+        total = np.where(any_present, squared.sum(axis=1), np.nan)          # no marker: nothing measured
+        rms = np.sqrt(total / M) if M else np.full(F, np.nan)
+        worst = np.argmax(squared, axis=1) if M else np.zeros(F, dtype=int)
+        largest = np.where(any_present, np.sqrt(squared.max(axis=1, initial=0.0)), np.nan)
         worst_names = [self.marker_names[k] if ok else "" for k, ok in zip(worst, any_present)]
         weighted = squared @ self.marker_weights
         cols = self.scene.task_coordinates
@@ -598,24 +661,38 @@ def run_ik_setup(path, output_dir=None, om: OpenSimModel | None = None, **solve_
 
 def frame_lines(result: IKResult) -> list:
     """One line per frame, as OpenSim's IK tool logs them."""
+    determined = np.ones(result.n_frames, bool) if result.determined is None else result.determined
     return [f"Frame {f} (t = {result.time[f]:g}): total squared error = {result.total_squared_error[f]:.6g}, "
             f"marker error: RMS = {result.marker_error_rms[f]:.6g}, max = {result.marker_error_max[f]:.6g} "
-            f"({result.worst_marker[f] or '-'})" for f in range(result.n_frames)]
+            f"({result.worst_marker[f] or '-'})"
+            + ("" if determined[f] else f" [not determined: the markers fix {result.determined_coordinates[f]} "
+                                        "coordinates; kept near the previous frame]")
+            for f in range(result.n_frames)]
+
+
+def _spans(time, mask) -> str:
+    """'t = a-b s, c s, ...' for the runs of True in mask."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(int), [0]])))
+    return ", ".join(f"{time[a]:g}-{time[b - 1]:g} s" if b - a > 1 else f"{time[a]:g} s"
+                     for a, b in zip(edges[::2], edges[1::2]))
 
 
 def summary_lines(run: IKRun) -> list:
     """What `python -m solver ik` prints after a run."""
     r, setup = run.result, run.setup
     F = r.n_frames
-    worst = int(np.argmax(r.marker_error_max)) if F else 0
+    worst = int(np.nanargmax(r.marker_error_max)) if F and not np.all(np.isnan(r.marker_error_max)) else 0
     lines = [f"{setup.name or setup.path.name}: {F} frames ({r.time[0]:g} to {r.time[-1]:g} s), "
              f"{len(r.marker_names)} markers, {len(r.task_names)} coordinate tasks, "
              f"{len(r.coordinate_names)} coordinates",
              f"solved in {r.seconds:.3f} s ({1e3 * r.seconds / max(F, 1):.2f} ms/frame), "
              f"{r.passes} warm-start pass(es), converged {int(np.sum(r.converged))}/{F}",
-             f"marker error RMS: mean {np.mean(r.marker_error_rms):.3g} m, largest {np.max(r.marker_error_rms):.3g} m; "
+             f"marker error RMS: mean {np.nanmean(r.marker_error_rms):.3g} m, largest {np.nanmax(r.marker_error_rms):.3g} m; "
              f"largest marker error {r.marker_error_max[worst]:.3g} m "
              f"({r.worst_marker[worst] or '-'} at t = {r.time[worst]:g} s)"]
+    if r.determined is not None and not r.determined.all():
+        lines.append(f"{int(np.sum(~r.determined))} frames the markers do not determine (kept near the previous "
+                     f"frame, errors NaN where no marker is present): {_spans(r.time, ~r.determined)}")
     if run.ignored_markers:
         lines.append("ignored marker tasks (marker not in the model or the marker file): "
                      + ", ".join(run.ignored_markers))
