@@ -135,7 +135,8 @@ class GaussNewton:
             d = np.where(given, targets - q[:, self.task_coordinates], 0.0)
             cost += np.sum(w * d * d, axis=1)
             g += (w * d) @ self._task_sum
-            H += np.einsum("ft,ti,tj->fij", w, self._task_sum, self._task_sum)
+            n = H.shape[1]
+            H[:, np.arange(n), np.arange(n)] += w @ self._task_sum             # unit rows: the diagonal
         if self.couplers:
             c, A = self.coupler_rows(q)
             w = self.coupler_weight
