@@ -106,6 +106,31 @@ def test_couplers_are_read_and_other_constraints_refused(tmp_path):
     (tmp_path / "off.osim").write_text(point_on_line.replace(
         "<PointOnLineConstraint name=\"pol\">", "<PointOnLineConstraint name=\"pol\"><isDisabled>true</isDisabled>"))
     assert len(load_osim(tmp_path / "off.osim").couplers) == 8          # disabled: not enforced, not refused
+    (tmp_path / "point.osim").write_text(text.replace(
+        "<CoordinateCouplerConstraint name=\"tib_pat_l_tz_con\">",
+        "<PointConstraint name=\"AC\"><isDisabled>false</isDisabled></PointConstraint>"
+        "<CoordinateCouplerConstraint name=\"tib_pat_l_tz_con\">"))
+    with pytest.raises(OpenSimFileError, match=r"<PointConstraint name='AC'> is not supported"):
+        load_osim(tmp_path / "point.osim")
+    with pytest.raises(OpenSimFileError, match=r"line 962: joint type <ScapulothoracicJoint> is not supported"):
+        load_osim(FOLDER / "ThoracoscapularShoulderModel.osim")
+
+
+@needs_constraint_data
+def test_coupler_function_as_opensim_4_writes_it(tmp_path):
+    """OpenSim 4 names the function (<SimmSpline name="coupled_coordinates_function">, no wrapper)
+    and writes isEnforced: the same couplers as the wrapped spelling of OpenSim 3."""
+    text = re.sub(r'<coupled_coordinates_function>\s*<(\w+) name="">(.*?)</\1>\s*</coupled_coordinates_function>',
+                  lambda m: f'<{m.group(1)} name="coupled_coordinates_function">{m.group(2)}</{m.group(1)}>',
+                  MODEL.read_text(), flags=re.S).replace("<isDisabled> false </isDisabled>", "<isEnforced>true</isEnforced>")
+    assert "<coupled_coordinates_function>" not in text
+    (tmp_path / "v4.osim").write_text(text)
+    v3, v4 = load_osim(MODEL), load_osim(tmp_path / "v4.osim")
+    q = v3.coupling.default_coordinates(3)
+    q[:, [v3.coupling.index("knee_flex_r"), v3.coupling.index("knee_flex_l")]] = [[0.1, 0.4], [1.0, 1.7], [2.5, 0.0]]
+    np.testing.assert_array_equal(v4.fill_dependents(q), v3.fill_dependents(q))
+    (tmp_path / "off.osim").write_text(text.replace("<isEnforced>true</isEnforced>", "<isEnforced>false</isEnforced>", 1))
+    assert len(load_osim(tmp_path / "off.osim").couplers) == 7
 
 
 def _with_function_types(text: str) -> str:
@@ -125,8 +150,7 @@ def _with_function_types(text: str) -> str:
                       r'(</coupled_coordinates_function>)', lambda m: m.group(1) + function + m.group(2), text,
                       count=1, flags=re.S)
     # tib_pat_r_r3_con and tib_pat_l_ty_con keep their NaturalCubicSpline, tib_pat_l_tz_con its
-    # PiecewiseLinearFunction;
-    # one scale factor other than 1
+    # PiecewiseLinearFunction; one scale factor other than 1
     return text.replace("<dependent_coordinate_name> tib_pat_l_ty </dependent_coordinate_name>\n"
                         "\t\t\t\t\t<scale_factor>       1.00000000 </scale_factor>",
                         "<dependent_coordinate_name> tib_pat_l_ty </dependent_coordinate_name>\n"
