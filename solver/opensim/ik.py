@@ -23,8 +23,8 @@ gait2354_IK_Tasks.xml, 30 and 29 in frames with one and two markers missing).
 Markers in use, as OpenSim picks them: the markers of the marker file, in its order, that have an
 applied marker task (any weight, 0 included) and exist in the model. A task set that applies no
 marker task (empty, or every one apply=false) tracks every model marker of the file at weight 1,
-as opensim 4.6 does; `MarkerIK.notes` says so and an OpenSimFileWarning is raised. A marker missing in a frame
-(NaN) has weight 0 in that frame.
+as opensim 4.6 does; `MarkerIK.notes` says so and an OpenSimFileWarning is raised. A marker
+missing in a frame (NaN) has weight 0 in that frame.
 
 On the engine. The problem is a Scene over the OpenSim coordinates (`coupling`): one CopyPose
 position task per marker, from the model marker (`on_segment`) to the measured marker
@@ -38,11 +38,12 @@ rounding, which a test checks) and scales each frame's marker weights: 0 for a m
 built from the marker Jacobian without the scene's generic rows; Newton's second-order term
 once a frame is close): a frame has converged when its full step is below the accuracy, in
 radians or metres (OpenSim's default accuracy 1e-5 and 1000 iterations; a setup's accuracy
-wins). That is not what OpenSim's `accuracy` means: there it is the Simbody assembler's stopping
+wins). A frame that stops improving before that goes on in the engine's `solve_animation`.
+That is not what OpenSim's `accuracy` means: there it is the Simbody assembler's stopping
 tolerance, and at the same value it stops earlier where the objective is flat (forearm pronation
 with few arm markers ends degrees away from the minimum; OpenSim's own solver at accuracy 1e-7
 started at our answer stays there, tests/apps/test_opensim_constraints.py). Ours converges
-further by design. A frame that stops improving before that goes on in the engine's `solve_animation`.
+further by design.
 
 Warm start. OpenSim solves frame 0 from the default pose and frame f from frame f-1's solution.
 warm_start='previous' (the default) reaches that recurrence's result with batched passes: pass 1
@@ -53,10 +54,10 @@ the recurrence) or `max_passes` (which never leaves a frame unsolved). Where sta
 after BATCHED_PASSES passes (a flat objective carries every change down the trial: forearm
 pronation on OpenSim's constraint test trial), one sweep settles the rest frame by frame, each
 frame from its predecessor's final solution, so no frame is solved more than BATCHED_PASSES + 1
-times. The frames of pass 1 are
-seeds: the passes after it fill the frames between them from their predecessors, then solve the
-seeds again from theirs. Seeding every third frame takes fewer iterations than solving every
-frame from frame 0's solution first (BENCHMARKS.md, "Measurements behind design choices").
+times. The frames of pass 1 are seeds: the passes after it fill the frames between them from their
+predecessors, then solve the seeds again from theirs. Seeding every third frame takes fewer
+iterations than solving every frame from frame 0's solution first (BENCHMARKS.md, "Measurements
+behind design choices").
 warm_start='none' solves every frame from the start pose in one call.
 
 Frames the markers do not determine. OpenSim stops at the first frame without markers; here a
@@ -236,7 +237,8 @@ class MarkerScene(Scene):
                         np.full((F, K), np.nan), None if A is None else np.zeros((F, K, self.n_coordinates)), None)
             for k, task in enumerate(self._coupler_tasks):
                 task.evaluate(Place(k, slice(k, k + 1)), TaskInputs(q, None, None, None, self.n_coordinates), out)
-            y, yd, weight = (np.concatenate([a, b], axis=1) for a, b in ((y, out.y), (yd, out.yd), (weight, out.task_weight)))
+            y, yd, weight = (np.concatenate([a, b], axis=1)
+                             for a, b in ((y, out.y), (yd, out.yd), (weight, out.task_weight)))
             position_error = np.concatenate([position_error, out.position_error], axis=1)
             rotation_error = np.concatenate([rotation_error, out.rotation_error], axis=1)
             if A is not None:
@@ -259,8 +261,8 @@ class IKResult:
     sum_j w_j (q_j - target_j)^2 (+ w sum_k c_k^2 for couplers held as a penalty of weight w).
     `determined` (F,) is False in frames whose markers (and coordinate tasks) fix fewer free
     coordinates than all the trial's markers would, `determined_coordinates` how many they fix;
-    in a frame without any marker the error report is NaN (nothing was measured). `passes` counts warm-start passes, `iterations` sums the
-    engine's iterations per frame over them."""
+    in a frame without any marker the error report is NaN (nothing was measured). `passes` counts
+    warm-start passes, `iterations` sums the engine's iterations per frame over them."""
 
     time: np.ndarray
     q: np.ndarray
@@ -512,7 +514,8 @@ class MarkerIK:
                                                        targets, accuracy, max_iterations)
             iterations[rows] += its
             converged[rows] = ok
-            rest = rows[~ok & (its < max_iterations) & self.determined[rows]]   # stopped improving: the engine goes on
+            rest = rows[~ok & (its < max_iterations) & self.determined[rows]]      # stopped improving:
+                                                                                   # the engine goes on
             if rest.size:
                 r = solve_animation(self.scene, q[rest], self.object_poses[rest], settings=settings,
                                     values=self.coordinate_targets[rest])
@@ -709,7 +712,8 @@ def summary_lines(run: IKRun) -> list:
              f"{len(r.coordinate_names)} coordinates",
              f"solved in {r.seconds:.3f} s ({1e3 * r.seconds / max(F, 1):.2f} ms/frame), "
              f"{r.passes} warm-start pass(es), converged {int(np.sum(r.converged))}/{F}",
-             f"marker error RMS: mean {np.nanmean(r.marker_error_rms):.3g} m, largest {np.nanmax(r.marker_error_rms):.3g} m; "
+             f"marker error RMS: mean {np.nanmean(r.marker_error_rms):.3g} m, "
+             f"largest {np.nanmax(r.marker_error_rms):.3g} m; "
              f"largest marker error {r.marker_error_max[worst]:.3g} m "
              f"({r.worst_marker[worst] or '-'} at t = {r.time[worst]:g} s)"]
     if r.accuracy is not None:
@@ -718,8 +722,9 @@ def summary_lines(run: IKRun) -> list:
                      "at the same value it stops earlier, where the objective is flat)")
     if r.constraint_names:
         worst = float(np.max(np.abs(r.constraint_errors))) if r.constraint_errors.size else 0.0
-        lines.append(f"{len(r.constraint_names)} coordinate couplers, largest residual {worst:.3g} "
-                     f"({'held exactly' if np.isinf(run.setup.constraint_weight) else f'constraint_weight {run.setup.constraint_weight:g}'})")
+        weight = run.setup.constraint_weight
+        held = "held exactly" if np.isinf(weight) else f"constraint_weight {weight:g}"
+        lines.append(f"{len(r.constraint_names)} coordinate couplers, largest residual {worst:.3g} ({held})")
     if r.determined is not None and not r.determined.all():
         lines.append(f"{int(np.sum(~r.determined))} frames the markers do not determine (kept near the previous "
                      f"frame, errors NaN where no marker is present): {_spans(r.time, ~r.determined)}")
