@@ -367,6 +367,10 @@ class MarkerIK:
             warnings.warn(self.notes[-1], OpenSimFileWarning, stacklevel=2)
         self.marker_names = [n for n in markers.names if n in applied and n in model_markers]
         self.ignored_markers = sorted(n for n in applied if n not in self.marker_names)
+        if not self.marker_names:
+            raise ValueError(f"no marker of {markers.path or 'the marker data'} is a model marker with an applied "
+                             "IKMarkerTask: nothing to track (OpenSim stops here too: 'Marker data does not "
+                             "correspond to any model markers')")
         self.marker_weights = np.array([applied[n] for n in self.marker_names], dtype=float)
         self.measured = markers.select(self.marker_names)[frames] if self.marker_names else np.zeros((F, 0, 3))
 

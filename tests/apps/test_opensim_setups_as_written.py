@@ -140,3 +140,18 @@ def test_empty_task_set_tracks_every_model_marker_at_weight_one(tmp_path, capsys
     d = load_osim(GAIT).coordinates_from(motion) - ours.q
     assert np.all(np.abs(np.where(ours.rotational, np.degrees(d), 1e3 * d)) < 0.1)
     np.testing.assert_allclose(theirs.column("marker_error_RMS"), ours.marker_error_rms, atol=1e-4)
+
+
+@needs_data
+def test_marker_file_without_model_markers_is_an_error(tmp_path):
+    """OpenSim stops with 'Marker data does not correspond to any model markers'; so do we
+    (before, every frame was 'solved' at the default pose)."""
+    part = _gait_frames(tmp_path)
+    renamed = MarkerData([f"X{n}" for n in part.names], part.time, part.positions, part.frame_numbers,
+                         part.data_rate, part.camera_rate)
+    write_trc(tmp_path / "trial.trc", renamed, units="mm")
+    path = tmp_path / "setup.xml"
+    path.write_text(SETUP.format(model=GAIT, tasks=UNIFORM))
+    with pytest.raises(ValueError, match="no marker of .*trial.trc is a model marker with an applied IKMarkerTask"):
+        run_ik_setup(path)
+    assert cli(path) == 1
