@@ -4,7 +4,10 @@ in the same run.
 Cases, all on OpenSim's gait2354 regression trial (subject01, 73 frames at 60 Hz, 31 markers):
 'uniform' is the upstream setup (every marker weight 1), 'weighted' uses gait2354_IK_Tasks.xml
 (marker weights 0.5 to 10 and four coordinate tasks), 'noisy' is the uniform setup on the markers
-plus 1 cm Gaussian noise (seed 7) with 2 percent of the marker samples missing.
+plus 1 cm Gaussian noise (seed 7) with 2 percent of the marker samples missing. 'couplers' is
+OpenSim's constraint test (../shared/data/opensim_constraints: 58 coordinates, 8 knee/patella
+CoordinateCouplerConstraints, 101 frames at 200 Hz, 42 markers) with its setup as written
+(constraint_weight 10, accuracy 1e-3); fewer repeats there.
 
 Timed per frame, best of the repeats (interleaved: OpenSim, then ours, each repeat):
 
@@ -41,7 +44,10 @@ from solver.opensim import (MarkerData, MarkerIK, OpenSimFileWarning, read_ik_se
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "opensim_gait2354"
 FILES = ("subject01_simbody.osim", "subject01_synthetic_marker_data.trc", "gait2354_IK_Tasks.xml",
          "gait2354_IK_Tasks_uniform.xml", "subject01_Setup_InverseKinematics.xml")
-CASES = ("uniform", "weighted", "noisy")
+CONSTRAINTS = DATA.parent / "opensim_constraints"
+CONSTRAINT_FILES = ("constraintTest_ikOnly.osim", "constraintTest.trc", "constraintTest_setup_ik.xml")
+CASES = ("uniform", "weighted", "noisy", "couplers")
+REPEATS = {"couplers": 2}
 COLUMNS = [("case", "case", "{}"), ("frames", "frames", "{}"),
            ("opensim_tool_ms", "OpenSim tool ms/frame", "{:.2f}"), ("ours_tool_ms", "ours tool ms/frame", "{:.2f}"),
            ("tool_ratio", "tool: OpenSim / ours", "{:.2f}"),
@@ -49,7 +55,9 @@ COLUMNS = [("case", "case", "{}"), ("frames", "frames", "{}"),
            ("solve_ratio", "solve: OpenSim / ours", "{:.2f}"), ("ours_none_ms", "ours 'none' ms/frame", "{:.2f}"),
            ("rms_deg", "worst RMS diff deg", "{:.4f}"), ("rms_mm", "worst RMS diff mm", "{:.4f}"),
            ("objective_mean", "objective ours/OpenSim mean", "{:.3f}"),
-           ("objective_max", "objective ours/OpenSim max", "{:.6f}")]
+           ("objective_max", "objective ours/OpenSim max", "{:.6f}"),
+           ("marker_rms_ours_mm", "marker RMS ours mm", "{:.3f}"),
+           ("marker_rms_opensim_mm", "marker RMS OpenSim mm", "{:.3f}")]
 
 
 @contextlib.contextmanager
@@ -103,7 +111,11 @@ def prepare(folder: Path) -> dict:
                                                markers.data_rate, markers.camera_rate), units="mm")
     template = (folder / "subject01_Setup_InverseKinematics.xml").read_text()
     setups = {}
-    for case in CASES:
+    for name in CONSTRAINT_FILES:
+        shutil.copy(CONSTRAINTS / name, folder / name)
+        (folder / name).chmod(0o644)
+    setups["couplers"] = folder / "constraintTest_setup_ik.xml"
+    for case in CASES[:3]:
         text = template.replace('name="subject01"', f'name="{case}"')
         text = text.replace("subject01_walk1_ik_test.mot", f"{case}_ik.mot")
         text = text.replace("<report_errors> false", "<report_errors> true")
@@ -150,7 +162,7 @@ def _solver_loop(osim, setup_path: Path):
     return time.perf_counter() - start, len(times)
 
 
-def run_case(osim, setup: Path, repeats: int) -> dict:
+def run_case(osim, setup: Path, repeats: int, case: str) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OpenSimFileWarning)
         described = read_ik_setup(setup)
@@ -177,7 +189,7 @@ def run_case(osim, setup: Path, repeats: int) -> dict:
     rms = np.sqrt(np.mean(d ** 2, axis=0))
     ratio = ours.objective / theirs.objective
     best = {k: 1e3 * min(v) / F for k, v in times.items()}
-    return {"case": described.name, "frames": F,
+    return {"case": case, "frames": F,
             "opensim_tool_ms": best["opensim_tool"], "ours_tool_ms": best["ours_tool"],
             "tool_ratio": best["opensim_tool"] / best["ours_tool"],
             "opensim_solve_ms": best["opensim_solve"], "ours_solve_ms": best["ours_solve"],
@@ -185,8 +197,8 @@ def run_case(osim, setup: Path, repeats: int) -> dict:
             "rms_deg": float(rms[ours.rotational].max()), "rms_mm": float(rms[~ours.rotational].max()),
             "worst_coordinate": ours.coordinate_names[int(np.argmax(np.where(ours.rotational, rms, 0.0)))],
             "objective_mean": float(np.mean(ratio)), "objective_max": float(np.max(ratio)),
-            "marker_rms_ours": float(np.mean(ours.marker_error_rms)),
-            "marker_rms_opensim": float(np.mean(theirs.marker_error_rms)),
+            "marker_rms_ours_mm": 1e3 * float(np.nanmean(ours.marker_error_rms)),
+            "marker_rms_opensim_mm": 1e3 * float(np.nanmean(theirs.marker_error_rms)),
             "passes": ours.passes, "converged": int(np.sum(ours.converged))}
 
 
@@ -203,11 +215,11 @@ def run(quick: bool = False, verbose: bool = True) -> dict:
     repeats = 2 if quick else 7
     with tempfile.TemporaryDirectory(prefix="bench_opensim_ik_") as tmp:
         setups = prepare(Path(tmp))
-        rows = [run_case(osim, setups[case], repeats) for case in CASES]
+        rows = [run_case(osim, setups[case], min(repeats, REPEATS.get(case, repeats)), case) for case in CASES]
     result = {"rows": rows, "repeats": repeats, "opensim": osim.GetVersion()}
     if verbose:
-        print("Marker IK, OpenSim's InverseKinematicsTool vs ours (gait2354 trial, 73 frames, best of "
-              f"{repeats}; ratios above 1: ours faster)\n")
+        print("Marker IK, OpenSim's InverseKinematicsTool vs ours (gait2354 trial, 73 frames, and OpenSim's "
+              f"coupler model; best of {repeats}; ratios above 1: ours faster)\n")
         print(markdown(rows))
     return result
 

@@ -226,9 +226,11 @@ class Report:
 
     def summary(self) -> str:
         r = self.result
-        worst = int(np.argmax(r.marker_error_max)) if r.n_frames else 0
+        measured = np.isfinite(r.marker_error_max)                  # NaN: a frame without any marker
+        worst = int(np.argmax(np.where(measured, r.marker_error_max, -np.inf))) if r.n_frames else 0
         converged = int(np.sum(r.converged)) if r.converged is not None else r.n_frames
-        mean_rms, largest = 1e3 * float(np.mean(r.marker_error_rms)), 1e3 * float(r.marker_error_max[worst])
+        mean_rms = 1e3 * float(np.mean(r.marker_error_rms[measured])) if measured.any() else np.nan
+        largest = 1e3 * float(r.marker_error_max[worst])
         return (f"{r.n_frames} frames, {len(r.marker_names)} markers: marker error RMS mean {mean_rms:.3g} mm, "
                 f"max {largest:.3g} mm ({r.worst_marker[worst] or '-'} at frame {self.frames[worst]:g}); "
                 f"converged {converged}/{r.n_frames}; "

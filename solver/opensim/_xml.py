@@ -5,6 +5,11 @@
 XML in one case seen upstream: stray closing tags after the document element (gait2354_IK_Tasks.xml
 ends with an unmatched ``</OpenSimDocument>``). Those are ignored with an OpenSimFileWarning that
 names the file and line; anything else that is not well-formed raises OpenSimFileError.
+
+Older models declare UTF-8 and hold Latin-1 bytes (an author's name, a degree sign in a comment);
+OpenSim reads them. So does `parse`: in a file declared UTF-8 (or declaring nothing), each byte
+that is not part of valid UTF-8 is read as the Latin-1 character it spells, with an
+OpenSimFileWarning naming the first such line.
 """
 
 from __future__ import annotations
@@ -45,7 +50,32 @@ def parse(path, skip=()) -> Element:
     return parse_bytes(data, path, skip)
 
 
+_DECLARED_ENCODING = re.compile(rb"""^\s*<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
+
+
+def _latin1_bytes_as_text(data: bytes, path) -> bytes:
+    """`data` re-encoded as UTF-8 with bytes that are not valid UTF-8 read as Latin-1 (module
+    docstring); `data` itself when it is valid UTF-8 or declares another encoding."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return data
+    declared = _DECLARED_ENCODING.match(data)
+    if declared and declared.group(1).lower().replace(b"_", b"-") not in (b"utf-8", b"utf8"):
+        return data
+    try:
+        data.decode("utf-8")
+        return data
+    except UnicodeDecodeError as exc:
+        first = exc.start
+    text = data.decode("utf-8", errors="surrogateescape")
+    fixed = "".join(chr(ord(c) - 0xDC00) if "\udc80" <= c <= "\udcff" else c for c in text)
+    line = len(_LINE_BREAK.findall(data, 0, first)) + 1
+    warnings.warn(f"{path}, line {line}: bytes that are not UTF-8 (as the file declares) read as Latin-1",
+                  OpenSimFileWarning, stacklevel=4)
+    return fixed.encode("utf-8")
+
+
 def parse_bytes(data: bytes, path=None, skip=()) -> Element:
+    data = _latin1_bytes_as_text(data, path)
     parser = expat.ParserCreate()
     stack: list[Element] = []
     state = {"root": None, "root_end": None, "last": None, "depth": 0}

@@ -12,13 +12,26 @@ A coordinate may drive several axes (the knee angle drives a rotation and two tr
 gait2354's tibia through splines). Affine f_k (Constant, LinearFunction, multiples of them) are
 evaluated for all frames and axes at once; other functions once per distinct function (both
 knees share theirs), each batched over frames and the axes it drives, value and slope together.
+
+CoordinateCouplerConstraints (`Coupler`): OpenSim's equality
+
+    c(q) = q_dep - s f(q_ind) = 0
+
+between a dependent and an independent coordinate. Held exactly (`constraint_weight` Infinity),
+the dependent coordinates are eliminated: a solve moves only the others (z), and every pose it
+reaches is q = fill_dependents(z), which sets q_dep = s f(q_ind) (chains in order), with tangent
+dq = T(q) dz (`coupler_tangent`); the engine's Jacobians J become J T. Held as a penalty (a finite
+weight), c(q) is an output row like any other (the engine task CoordinateCoupler; gauss_newton.py
+adds its rows).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from .functions import Function
+from .functions import Function, MultiplierFunction
 
 
 class Coupling:
@@ -108,3 +121,67 @@ class Coupling:
         driven = np.flatnonzero(self.dof_coordinate >= 0)
         J[:, driven, self.dof_coordinate[driven]] = slopes[:, driven]
         return J
+
+
+@dataclass(frozen=True)
+class Coupler:
+    """A CoordinateCouplerConstraint: q[dependent] = function(q[independent]) (the file's scale
+    factor folded into `function`)."""
+
+    name: str
+    dependent: int
+    independent: int
+    function: Function
+
+    def residual_and_slope(self, q):
+        """c = q_dep - f(q_ind) (F,) and f'(q_ind) (F,)."""
+        value, slope = self.function.value_and_derivative(q[:, self.independent])
+        return q[:, self.dependent] - value, slope
+
+
+def scaled(function: Function, scale: float) -> Function:
+    return function if scale == 1.0 else MultiplierFunction(function, scale)
+
+
+def coupler_order(couplers) -> list:
+    """The couplers in an order where a coupler whose independent coordinate is another's
+    dependent comes after that one; ValueError on a loop or on two couplers of one dependent."""
+    by_dependent = {}
+    for c in couplers:
+        if c.dependent in by_dependent:
+            raise ValueError(f"coordinate {c.dependent} is the dependent of two couplers "
+                             f"({by_dependent[c.dependent].name!r} and {c.name!r})")
+        by_dependent[c.dependent] = c
+    order, placed = [], set()
+    for c in couplers:
+        chain, at = [], c
+        while at is not None and at.dependent not in placed:
+            if at in chain:
+                raise ValueError(f"coordinate couplers form a loop through {at.name!r}")
+            chain.append(at)
+            at = by_dependent.get(at.independent)
+        for link in reversed(chain):
+            order.append(link)
+            placed.add(link.dependent)
+    return order
+
+
+def fill_dependents(q, couplers) -> np.ndarray:
+    """q (F, n) with every coupler's dependent coordinate set from its independent one."""
+    q = np.array(q, dtype=float)
+    for c in coupler_order(couplers):
+        q[:, c.dependent] = c.function.value(q[:, c.independent])
+    return q
+
+
+def coupler_tangent(q, couplers) -> np.ndarray:
+    """T (F, n, n) with dq = T dz for steps dz of the coordinates no coupler sets, at q (F, n)
+    where every coupler holds: identity on those, dq_dep = f'(q_ind) dq_ind on each dependent
+    (chains multiply their slopes), and zero columns for the dependents."""
+    q = np.asarray(q, dtype=float)
+    F, n = q.shape
+    T = np.broadcast_to(np.eye(n), (F, n, n)).copy()
+    for c in coupler_order(couplers):
+        slope = c.function.derivative(q[:, c.independent])
+        T[:, c.dependent, :] = slope[:, None] * T[:, c.independent, :]
+    return T

@@ -11,7 +11,15 @@ target t_j, left out where the target is NaN):
     H    = sum_m W_m J_m^T J_m + sum_j w_j e_cj e_cj^T,     J_m = dx_m/dq
     g    = sum_m W_m J_m^T r_m + sum_j w_j (t_j - q_cj) e_cj
 
-and the step solves H dq = g on the free coordinates (the pseudo-inverse step of the weighted
+Coordinate couplers held as a penalty of weight w (OpenSim's finite constraint_weight) add
+w sum_k c_k^2 to the cost, c_k = q_dep - f_k(q_ind), with rows a_k = dc_k/dq: w a_k a_k^T to H and
+-w c_k a_k to g (coupling.py).
+
+Couplers held exactly (`held`, OpenSim's constraint_weight Infinity) eliminate their dependent
+coordinates (coupling.py): H, g and S are taken to the coordinates left, T^T H T, T^T g, T^T S T,
+and every trial pose has its dependents filled in, so each one holds the couplers to rounding.
+
+The step solves H dq = g on the free coordinates (the pseudo-inverse step of the weighted
 system; a relative 1e-12 on the diagonal keeps coordinates no task sees at rest, as the
 pseudo-inverse does). The step is update.weighted_step's: a free coordinate the step would carry past
 its limit is put on the limit and locked, and the rest solved again; the free part of the step is
@@ -41,6 +49,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..update import weighted_step
+from .coupling import coupler_tangent, fill_dependents
 from .marker_kinematics import CROSS, MarkerKinematics
 
 _MAX_HALVINGS = 30
@@ -52,7 +61,8 @@ class GaussNewton:
     limits, coordinate tasks (index and weight per task)."""
 
     def __init__(self, kinematics: MarkerKinematics, free, lower, upper, task_coordinates, task_weights,
-                 max_step: float = 0.5, newton_below: float = 0.03):
+                 max_step: float = 0.5, newton_below: float = 0.03, couplers=(), coupler_weight: float = 0.0,
+                 held=()):
         self.kinematics = kinematics
         self.free = np.asarray(free, bool)
         self.lower, self.upper = np.asarray(lower, float), np.asarray(upper, float)
@@ -64,6 +74,27 @@ class GaussNewton:
         self._task_sum = np.zeros((self.task_coordinates.size, n))      # task j -> its coordinate
         self._task_sum[np.arange(self.task_coordinates.size), self.task_coordinates] = 1.0
         self._jacobian = np.empty((0, 3 * kinematics.segments.size, n))  # scratch, grown as needed
+        self.couplers = list(couplers) if coupler_weight > 0 else []
+        self.coupler_weight = float(coupler_weight)
+        self.held = list(held)              # couplers held exactly: their dependents are eliminated
+        if self.held:
+            self.free = self.free.copy()
+            self.free[[c.dependent for c in self.held]] = False
+            self._box = _Box(self.free, self.lower, self.upper)
+
+    def fill(self, q):
+        """q with the held couplers' dependent coordinates set from their independent ones."""
+        return fill_dependents(q, self.held) if self.held else q
+
+    def coupler_rows(self, q):
+        """The couplers' residuals c = q_dep - f(q_ind) (F, K) and their rows dc/dq (F, K, n)."""
+        F, K = q.shape[0], len(self.couplers)
+        c, A = np.empty((F, K)), np.zeros((F, K, q.shape[1]))
+        for k, coupler in enumerate(self.couplers):
+            c[:, k], slope = coupler.residual_and_slope(q)
+            A[:, k, coupler.dependent] += 1.0
+            A[:, k, coupler.independent] -= slope
+        return c, A
 
     def cost(self, q, measured, weights, targets):
         """The cost (F,) alone (normal_equations)."""
@@ -73,6 +104,8 @@ class GaussNewton:
             given = np.isfinite(targets)
             d = np.where(given, targets - q[:, self.task_coordinates], 0.0)
             cost += np.sum(np.where(given, self.task_weights, 0.0) * d * d, axis=1)
+        if self.couplers:
+            cost += self.coupler_weight * np.sum(self.coupler_rows(q)[0] ** 2, axis=1)
         return cost
 
     def normal_equations(self, q, measured, weights, targets):
@@ -102,7 +135,19 @@ class GaussNewton:
             d = np.where(given, targets - q[:, self.task_coordinates], 0.0)
             cost += np.sum(w * d * d, axis=1)
             g += (w * d) @ self._task_sum
-            H += np.einsum("ft,ti,tj->fij", w, self._task_sum, self._task_sum)
+            n = H.shape[1]
+            H[:, np.arange(n), np.arange(n)] += w @ self._task_sum             # unit rows: the diagonal
+        if self.couplers:
+            c, A = self.coupler_rows(q)
+            w = self.coupler_weight
+            cost += w * np.sum(c * c, axis=1)
+            g -= w * (np.swapaxes(A, 1, 2) @ c[..., None])[..., 0]
+            H += w * np.swapaxes(A, 1, 2) @ A
+        if self.held:                                  # in the coordinates left: J T for J
+            T = coupler_tangent(q, self.held)
+            Tt = np.swapaxes(T, 1, 2)
+            H, S = Tt @ H @ T, Tt @ S @ T
+            g = (Tt @ g[..., None])[..., 0]
         return cost, H, g, S
 
     def step(self, q, H, g):
@@ -113,7 +158,7 @@ class GaussNewton:
 
     def solve(self, q0, measured, weights, targets, accuracy: float, max_iterations: int):
         """Iterate every frame of q0 (F, n) to convergence: (q, iterations, converged)."""
-        q = np.clip(np.array(q0, dtype=float), self.lower, self.upper)
+        q = self.fill(np.clip(np.array(q0, dtype=float), self.lower, self.upper))
         F = q.shape[0]
         measured = np.where(weights[..., None] > 0, measured, 0.0)
         iterations = np.zeros(F, dtype=int)
@@ -134,7 +179,7 @@ class GaussNewton:
             last = np.flatnonzero(finished)
             if last.size:
                 rows = active[last]
-                trial = np.clip(q_a[last] + dq[last], self.lower, self.upper)
+                trial = self.fill(np.clip(q_a[last] + dq[last], self.lower, self.upper))
                 better = self.cost(trial, measured[rows], weights[rows], targets[rows]) <= cost[last]
                 q[rows[better]] = trial[better]
                 converged[rows] = True
@@ -145,7 +190,7 @@ class GaussNewton:
                 if not pending.size:
                     break
                 rows = active[going[pending]]
-                trial = np.clip(q_a[going[pending]] + alpha * dq[going[pending]], self.lower, self.upper)
+                trial = self.fill(np.clip(q_a[going[pending]] + alpha * dq[going[pending]], self.lower, self.upper))
                 at_trial = self.normal_equations(trial, measured[rows], weights[rows], targets[rows])
                 better = at_trial[0] < state[0][pending]
                 q[rows[better]] = trial[better]

@@ -21,8 +21,10 @@ gait2354_IK_Tasks.xml, 30 and 29 in frames with one and two markers missing).
 `normalize=False` solves the documented formula instead.
 
 Markers in use, as OpenSim picks them: the markers of the marker file, in its order, that have an
-applied marker task (any weight, 0 included) and exist in the model. A marker missing in a frame
-(NaN) has weight 0 in that frame.
+applied marker task (any weight, 0 included) and exist in the model. A task set that applies no
+marker task (empty, or every one apply=false) tracks every model marker of the file at weight 1,
+as opensim 4.6 does; `MarkerIK.notes` says so and an OpenSimFileWarning is raised. A marker
+missing in a frame (NaN) has weight 0 in that frame.
 
 On the engine. The problem is a Scene over the OpenSim coordinates (`coupling`): one CopyPose
 position task per marker, from the model marker (`on_segment`) to the measured marker
@@ -37,17 +39,35 @@ built from the marker Jacobian without the scene's generic rows; Newton's second
 once a frame is close): a frame has converged when its full step is below the accuracy, in
 radians or metres (OpenSim's default accuracy 1e-5 and 1000 iterations; a setup's accuracy
 wins). A frame that stops improving before that goes on in the engine's `solve_animation`.
+That is not what OpenSim's `accuracy` means: there it is the Simbody assembler's stopping
+tolerance, and at the same value it stops earlier where the objective is flat (forearm pronation
+with few arm markers ends degrees away from the minimum; OpenSim's own solver at accuracy 1e-7
+started at our answer stays there, tests/apps/test_opensim_constraints.py). Ours converges
+further by design.
 
 Warm start. OpenSim solves frame 0 from the default pose and frame f from frame f-1's solution.
 warm_start='previous' (the default) reaches that recurrence's result with batched passes: pass 1
 solves frame 0 and every third frame (WARM_STRIDE) from the start pose; each further pass solves,
 from the last solution of frame f-1, every frame f whose predecessor has a solution and that has
 none yet or whose start moved by more than the accuracy, until no start moves (a fixed point of
-the recurrence) or `max_passes` (which never leaves a frame unsolved). The frames of pass 1 are
-seeds: the passes after it fill the frames between them from their predecessors, then solve the
-seeds again from theirs. Seeding every third frame takes fewer iterations than solving every
-frame from frame 0's solution first (BENCHMARKS.md, "Measurements behind design choices").
+the recurrence) or `max_passes` (which never leaves a frame unsolved). Where starts still move
+after BATCHED_PASSES passes (a flat objective carries every change down the trial: forearm
+pronation on OpenSim's constraint test trial), one sweep settles the rest frame by frame, each
+frame from its predecessor's final solution, so no frame is solved more than BATCHED_PASSES + 1
+times. The frames of pass 1 are seeds: the passes after it fill the frames between them from their
+predecessors, then solve the seeds again from theirs. Seeding every third frame takes fewer
+iterations than solving every frame from frame 0's solution first (BENCHMARKS.md, "Measurements
+behind design choices").
 warm_start='none' solves every frame from the start pose in one call.
+
+Frames the markers do not determine. OpenSim stops at the first frame without markers; here a
+frame whose markers present (and coordinate tasks) fix fewer free coordinates than all the trial's
+markers would (the rank of their Jacobian at the start pose, `MarkerIK.determined`) is solved
+with a weak coordinate task (weight STAY_WEIGHT) on every free coordinate towards its start, the
+previous frame's solution: what the markers fix they fix, the rest stays where the previous frame
+left it, and the frame costs a few iterations. The result says so per frame (`determined`,
+`determined_coordinates`), and a frame without any marker reports NaN errors, not 0. A frame the
+markers determine after one they do not starts afresh from the start pose, as frame 0 does.
 
 Error reports follow OpenSim's marker-error storage: total_squared_error = sum_i |e_i|^2 over the
 markers present in the frame (not weighted), marker_error_RMS = sqrt(total / M) with M the number
@@ -60,6 +80,7 @@ inDegrees=yes), `<tool name>_ik_marker_errors.sto` and `<tool name>_ik_model_mar
 from __future__ import annotations
 
 import time as _time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,11 +88,13 @@ import numpy as np
 
 from ..animation import solve_animation
 from ..runtime.blas_threads import one_blas_thread
-from ..tasks import CopyPose, JointValue, on_object, on_segment
+from ..tasks import CoordinateCoupler, CopyPose, JointValue, on_object, on_segment
+from ..tasks.base import Place, Stack, TaskInputs
 from ..scene import Evaluation, Scene
 from ..settings import Settings
-from .errors import OpenSimFileError
+from .errors import OpenSimFileError, OpenSimFileWarning
 from .gauss_newton import GaussNewton
+from .coupling import coupler_tangent, fill_dependents
 from .marker_kinematics import MarkerKinematics
 from .osim import OpenSimModel, load_osim
 from .setup import IKSetup, IKTaskSet, read_ik_setup
@@ -82,6 +105,8 @@ DEFAULT_ACCURACY = 1e-5
 DEFAULT_MAX_ITERATIONS = 1000
 WARM_STARTS = ("previous", "none")
 WARM_STRIDE = 3
+BATCHED_PASSES = 8
+STAY_WEIGHT = 1e-6
 
 
 # ------------------------------------------------------------------------------------- scene
@@ -95,7 +120,9 @@ class MarkerScene(Scene):
     position, or NaN where the marker is missing (as for any scene): weight 0 in that frame. With `normalize`
     the marker weights of a frame are divided by their sum over the markers present (OpenSim's
     objective). Coordinates in `frozen` (and locked ones) have weight 0 and no limits: they keep
-    the values they start with.
+    the values they start with. Couplers (coupling.py) with `coupler_weight` Infinity are held
+    exactly (`held`: their dependents frozen, filled from the independents at every evaluation,
+    A taken to the coordinates left); with a finite weight they are CoordinateCoupler rows.
 
     `evaluate` returns y = x_exp - x_model per marker (3 rows) and q_c per coordinate task,
     yd = 0 and the targets, A = dy/dq through the coupling, per-row weights, and per task the
@@ -103,8 +130,12 @@ class MarkerScene(Scene):
     never uses it (the measured markers are data, not moving objects to feed forward)."""
 
     def __init__(self, om: OpenSimModel, marker_names, marker_weights, coordinate_tasks=(), frozen=(),
-                 normalize: bool = True):
+                 normalize: bool = True, couplers=(), coupler_weight: float = 0.0):
         self.om = om
+        couplers = list(couplers)
+        self.held = couplers if np.isinf(coupler_weight) else []
+        self.couplers = couplers if 0 < coupler_weight < np.inf else []
+        self.coupler_weight = float(coupler_weight) if self.couplers else 0.0
         self.normalize = bool(normalize)
         c = om.coupling
         self.marker_names = list(marker_names)
@@ -124,14 +155,19 @@ class MarkerScene(Scene):
                                                                   self.marker_names))]
         constraints += [JointValue(int(i), 0.0, float(w), rotational=bool(c.rotational[i]), name=name)
                         for name, i, w in zip(self.task_names, self.task_coordinates, self.task_weights)]
+        constraints += [CoordinateCoupler(k.dependent, k.independent, k.function, self.coupler_weight,
+                                          rotational=bool(c.rotational[k.dependent]), name=k.name)
+                        for k in self.couplers]
         super().__init__(om.model, constraints, n_objects=M, coupling=c)
         frozen_mask = np.asarray(c.locked, bool).copy()
         frozen_mask[np.asarray(c.index(list(frozen)), dtype=int).reshape(-1)] = True
+        frozen_mask[[k.dependent for k in self.held]] = True
         self.frozen = frozen_mask
         self.joint_weight = np.where(frozen_mask, 0.0, 1.0)
         self.lower = np.where(frozen_mask, -np.inf, self.lower)
         self.upper = np.where(frozen_mask, np.inf, self.upper)
         self._row_weights = np.concatenate([np.repeat(weights, 3), self.task_weights])
+        self._coupler_tasks = constraints[M + len(self.task_names):]
         self._task_rotational = np.asarray(c.rotational, bool)[self.task_coordinates]
         self.kinematics = MarkerKinematics(om.model, c, self.segments, self.locations)
 
@@ -159,8 +195,12 @@ class MarkerScene(Scene):
         out[~np.all(np.isfinite(positions), axis=-1)] = np.nan
         return out
 
+    def fill(self, q) -> np.ndarray:
+        """q with the dependents of the couplers held exactly set from their independent ones."""
+        return fill_dependents(q, self.held) if self.held else np.asarray(q, dtype=float)
+
     def evaluate(self, q, objects=None, bases=None, jacobians: bool = True, values=None) -> Evaluation:
-        q = np.asarray(q, dtype=float)
+        q = self.fill(q)
         F, M, T = q.shape[0], self.n_markers, len(self.task_names)
         if bases is not None:
             raise ValueError("a MarkerScene's model stands in the world: no armature bases")
@@ -191,7 +231,21 @@ class MarkerScene(Scene):
             A = np.zeros((F, 3 * M + T, self.n_coordinates))
             A[:, :3 * M] = -J * np.repeat(present, 3, axis=1)[..., None]
             A[:, 3 * M + np.arange(T), self.task_coordinates] = 1.0
-        B = np.zeros((F, 3 * M + T, 0)) if jacobians else None
+        K = len(self._coupler_tasks)
+        if K:                            # the couplers' rows, on the OpenSim coordinates themselves
+            out = Stack(np.zeros((F, K)), np.zeros((F, K)), np.zeros((F, K)), np.full((F, K), np.nan),
+                        np.full((F, K), np.nan), None if A is None else np.zeros((F, K, self.n_coordinates)), None)
+            for k, task in enumerate(self._coupler_tasks):
+                task.evaluate(Place(k, slice(k, k + 1)), TaskInputs(q, None, None, None, self.n_coordinates), out)
+            y, yd, weight = (np.concatenate([a, b], axis=1)
+                             for a, b in ((y, out.y), (yd, out.yd), (weight, out.task_weight)))
+            position_error = np.concatenate([position_error, out.position_error], axis=1)
+            rotation_error = np.concatenate([rotation_error, out.rotation_error], axis=1)
+            if A is not None:
+                A = np.concatenate([A, out.A], axis=1)
+        if A is not None and self.held:
+            A = A @ coupler_tangent(q, self.held)
+        B = np.zeros((F, y.shape[1], 0)) if jacobians else None
         return Evaluation(y, yd, weight, position_error, rotation_error, None, A, B)
 
 
@@ -202,9 +256,13 @@ class IKResult:
     """A solved trial. Coordinates `q` (F, n) in metres and radians, model order; per frame the
     OpenSim error report (see the module docstring) and the worst marker; per marker and frame
     `marker_errors` (F, M) in metres, NaN where the marker is missing; per coordinate task the
-    signed error q - target (F, T). `objective` is the minimised cost, sum_i w_i |e_i|^2 +
-    sum_j w_j (q_j - target_j)^2. `passes` counts warm-start passes, `iterations` sums the
-    engine's iterations per frame over them."""
+    signed error q - target (F, T); per coordinate coupler (`constraint_names`) the residual
+    q_dep - s f(q_ind) (F, K), radians or metres. `objective` is the minimised cost, sum_i w_i |e_i|^2 +
+    sum_j w_j (q_j - target_j)^2 (+ w sum_k c_k^2 for couplers held as a penalty of weight w).
+    `determined` (F,) is False in frames whose markers (and coordinate tasks) fix fewer free
+    coordinates than all the trial's markers would, `determined_coordinates` how many they fix;
+    in a frame without any marker the error report is NaN (nothing was measured). `passes` counts
+    warm-start passes, `iterations` sums the engine's iterations per frame over them."""
 
     time: np.ndarray
     q: np.ndarray
@@ -227,6 +285,11 @@ class IKResult:
     converged: np.ndarray | None = None
     passes: int = 1
     seconds: float = 0.0
+    constraint_names: list = field(default_factory=list)
+    constraint_errors: np.ndarray | None = None
+    determined: np.ndarray | None = None
+    determined_coordinates: np.ndarray | None = None
+    accuracy: float | None = None
 
     @property
     def n_frames(self) -> int:
@@ -278,7 +341,13 @@ class MarkerIK:
     Coordinate tasks on prescribed coordinates are dropped (OpenSim excludes them too)."""
 
     def __init__(self, om: OpenSimModel, markers: MarkerData, tasks: IKTaskSet, coordinate_data: Storage | None = None,
-                 time_range=(-np.inf, np.inf), prescribed: dict | None = None, normalize: bool = True):
+                 time_range=(-np.inf, np.inf), prescribed: dict | None = None, normalize: bool = True,
+                 constraint_weight: float = np.inf):
+        self.source_model = om
+        self.constraint_weight = float(constraint_weight)
+        if not self.constraint_weight >= 0:
+            raise ValueError(f"constraint_weight must be >= 0, got {constraint_weight}")
+        self.enforced = bool(om.couplers) and np.isinf(self.constraint_weight)
         self.om = om
         c = om.coupling
         frames = frame_range(markers.time, *time_range)
@@ -290,8 +359,18 @@ class MarkerIK:
 
         applied = {t.name: t.weight for t in tasks.marker_tasks if t.apply}
         model_markers = set(om.markers.names)
+        self.notes = []
+        if not applied:
+            applied = {n: 1.0 for n in markers.names if n in model_markers}
+            self.notes.append(f"the IKTaskSet applies no marker task: tracking all {len(applied)} model markers "
+                              "of the marker file at weight 1, as OpenSim does")
+            warnings.warn(self.notes[-1], OpenSimFileWarning, stacklevel=2)
         self.marker_names = [n for n in markers.names if n in applied and n in model_markers]
         self.ignored_markers = sorted(n for n in applied if n not in self.marker_names)
+        if not self.marker_names:
+            raise ValueError(f"no marker of {markers.path or 'the marker data'} is a model marker with an applied "
+                             "IKMarkerTask: nothing to track (OpenSim stops here too: 'Marker data does not "
+                             "correspond to any model markers')")
         self.marker_weights = np.array([applied[n] for n in self.marker_names], dtype=float)
         self.measured = markers.select(self.marker_names)[frames] if self.marker_names else np.zeros((F, 0, 3))
 
@@ -303,6 +382,8 @@ class MarkerIK:
         for name, value in prescribed.items():
             self.q_start[:, int(c.index(name))] = np.broadcast_to(np.asarray(value, dtype=float), (F,))
         self.prescribed = sorted(held, key=c.names.index)
+        dependents = {c.names[k.dependent] for k in om.couplers} if self.enforced else set()
+        self.q_start = om.fill_dependents(self.q_start)
 
         task_list, targets = [], []
         for t in tasks.coordinate_tasks:
@@ -311,6 +392,10 @@ class MarkerIK:
             if t.name not in c.names:
                 raise KeyError(f"IKCoordinateTask {t.name!r}: the model has no coordinate of that name")
             if t.name in held:
+                continue
+            if t.name in dependents:
+                self.notes.append(f"IKCoordinateTask {t.name!r} left out: a CoordinateCouplerConstraint sets that "
+                                  "coordinate from another")
                 continue
             i = int(c.index(t.name))
             if t.value_type == "manual_value":
@@ -322,15 +407,59 @@ class MarkerIK:
             task_list.append((t.name, t.weight))
             targets.append(target)
         self.coordinate_targets = np.stack(targets, axis=1) if targets else np.zeros((F, 0))
-        self.scene = MarkerScene(om, self.marker_names, self.marker_weights, task_list, frozen=sorted(prescribed),
-                                 normalize=normalize)
+        self.scene = MarkerScene(om, self.marker_names, self.marker_weights, task_list,
+                                 frozen=sorted(prescribed), normalize=normalize,
+                                 couplers=om.couplers, coupler_weight=self.constraint_weight)
         self.q_start = self.scene.project(self.q_start)
         self.object_poses = self.scene.objects(self.measured)
         present = np.all(np.isfinite(self.measured), axis=-1)
         self.frame_weights = self.scene.marker_scale(present) * self.marker_weights     # (F, M)
         scene = self.scene
+        self.rank, self.full_rank = self._ranks()
+        self.determined = self.rank >= self.full_rank
+        # Weak coordinate tasks on every free coordinate, given (towards the frame's start: the
+        # previous frame's solution) only in frames the markers do not determine.
+        free = np.flatnonzero(~scene.frozen)
+        self._stay = free
         self.gauss_newton = GaussNewton(scene.kinematics, ~scene.frozen, scene.lower, scene.upper,
-                                        scene.task_coordinates, scene.task_weights)
+                                        np.concatenate([scene.task_coordinates, free]),
+                                        np.concatenate([scene.task_weights, np.full(free.size, STAY_WEIGHT)]),
+                                        couplers=scene.couplers, coupler_weight=scene.coupler_weight,
+                                        held=scene.held)
+
+    def _ranks(self, chunk: int = 256):
+        """Per frame, how many free coordinates the markers present (weight > 0) and the given
+        coordinate tasks determine: the rank of their stacked Jacobian at the start pose (through
+        the held couplers); and that rank with every marker present (the trial's best case)."""
+        scene = self.scene
+        free = ~scene.frozen
+        F, M = self.time.size, self.n_markers
+        weighted = np.repeat(self.marker_weights > 0, 3)
+        task_rows = np.zeros((len(scene.task_names), scene.n_coordinates))
+        task_rows[np.arange(len(scene.task_names)), scene.task_coordinates] = 1.0
+        task_rows *= (scene.task_weights > 0)[:, None]
+
+        def rank(q, present, given):
+            _, J = scene.kinematics.positions_and_jacobian(q) if M else (None, np.zeros((q.shape[0], 0, q.shape[1])))
+            J = J * (np.repeat(present, 3, axis=1) & weighted)[..., None]
+            A = np.concatenate([J, task_rows * given[..., None]], axis=1)
+            if scene.held:
+                A = A @ coupler_tangent(q, scene.held)
+            A = A[..., free]
+            if not A.size:
+                return np.zeros(q.shape[0], dtype=int)
+            return np.linalg.matrix_rank(A, tol=1e-9 * max(1.0, float(np.abs(A).max())))
+
+        present = np.all(np.isfinite(self.measured), axis=-1)
+        given = np.isfinite(self.coordinate_targets)
+        ranks = np.concatenate([rank(self.q_start[i:i + chunk], present[i:i + chunk], given[i:i + chunk])
+                                for i in range(0, F, chunk)]) if F else np.zeros(0, dtype=int)
+        full = int(rank(self.q_start[:1], np.ones((1, M), bool), np.ones((1, given.shape[1]), bool))[0])
+        return ranks, full
+
+    @property
+    def n_markers(self) -> int:
+        return len(self.marker_names)
 
     def _from_file(self, data: Storage | None, name: str, rotational: bool) -> np.ndarray:
         if data is None:
@@ -352,7 +481,7 @@ class MarkerIK:
             raise OpenSimFileError(setup.path, None, "the setup names no marker_file")
         coordinate_data = read_storage(setup.coordinate_file) if setup.coordinate_file is not None else None
         return cls(om, read_trc(setup.marker_file), setup.tasks, coordinate_data, setup.time_range, prescribed,
-                   normalize)
+                   normalize, setup.constraint_weight)
 
     # --------------------------------------------------------------------------------- solve
 
@@ -383,11 +512,14 @@ class MarkerIK:
         converged = np.zeros(F, dtype=bool)
 
         def run(rows, begin):
+            stay = np.where(self.determined[rows, None], np.nan, begin[:, self._stay])
+            targets = np.concatenate([self.coordinate_targets[rows], stay], axis=1)
             q[rows], its, ok = self.gauss_newton.solve(begin, self.measured[rows], self.frame_weights[rows],
-                                                       self.coordinate_targets[rows], accuracy, max_iterations)
+                                                       targets, accuracy, max_iterations)
             iterations[rows] += its
             converged[rows] = ok
-            rest = rows[~ok & (its < max_iterations)]         # stopped improving: the engine goes on
+            rest = rows[~ok & (its < max_iterations) & self.determined[rows]]      # stopped improving:
+                                                                                   # the engine goes on
             if rest.size:
                 r = solve_animation(self.scene, q[rest], self.object_poses[rest], settings=settings,
                                     values=self.coordinate_targets[rest])
@@ -399,7 +531,9 @@ class MarkerIK:
             run(np.arange(F), start)
             passes = 1
         else:
-            heads = np.arange(0, F, WARM_STRIDE)
+            # A frame the markers determine after one they do not starts afresh, as frame 0 does.
+            restart = self.determined & ~np.concatenate([[True], self.determined[:-1]])
+            heads = np.union1d(np.arange(0, F, WARM_STRIDE), np.flatnonzero(restart))
             run(heads, start[heads])
             begin = start.copy()                         # the start each frame was last solved from
             solved = np.zeros(F, dtype=bool)
@@ -408,17 +542,31 @@ class MarkerIK:
             limit = np.inf if max_passes is None else max_passes
             while passes < limit or not solved.all():
                 new_begin = self._carry(start, np.vstack([q[:1], q[:-1]]))
+                new_begin[restart] = start[restart]
                 ready = np.concatenate([[False], solved[:-1]])       # frame 0 keeps the start pose
                 moved = np.max(np.abs(new_begin - begin), axis=1) > accuracy
                 rows = np.flatnonzero(ready & (moved | ~solved))
                 if not rows.size:
                     break
+                if passes >= BATCHED_PASSES and max_passes is None:
+                    # still moving: settle the rest in one sweep, frame f from frame f-1's solution
+                    for f in range(int(rows[0]), F):
+                        carried = start[f] if restart[f] else self._carry(start[f:f + 1], q[f - 1:f])[0]
+                        if solved[f] and np.max(np.abs(carried - begin[f])) <= accuracy:
+                            continue
+                        begin[f] = carried
+                        run(np.array([f]), begin[f:f + 1])
+                        solved[f] = True
+                    passes += 1
+                    break
                 begin[rows] = new_begin[rows]
                 run(rows, begin[rows])
                 solved[rows] = True
                 passes += 1
-        result = self.report(q)
+        result = self.report(self.scene.fill(q))
         result.iterations, result.converged, result.passes = iterations, converged, passes
+        result.determined, result.determined_coordinates = self.determined.copy(), self.rank.copy()
+        result.accuracy = float(accuracy)
         result.seconds = _time.perf_counter() - started
         return result
 
@@ -440,17 +588,19 @@ class MarkerIK:
         model_markers = self.scene.kinematics.positions(q) if M else np.zeros((F, 0, 3))
         errors = np.linalg.norm(self.measured - model_markers, axis=-1)         # NaN where missing
         squared = np.where(np.isnan(errors), 0.0, errors ** 2)
-        total = squared.sum(axis=1)
-        rms = np.sqrt(total / M) if M else np.zeros(F)
-        worst = np.argmax(squared, axis=1) if M else np.zeros(F, dtype=int)
-        largest = np.sqrt(squared.max(axis=1, initial=0.0))
         any_present = np.any(~np.isnan(errors), axis=1)
+        total = np.where(any_present, squared.sum(axis=1), np.nan)          # no marker: nothing measured
+        rms = np.sqrt(total / M) if M else np.full(F, np.nan)
+        worst = np.argmax(squared, axis=1) if M else np.zeros(F, dtype=int)
+        largest = np.where(any_present, np.sqrt(squared.max(axis=1, initial=0.0)), np.nan)
         worst_names = [self.marker_names[k] if ok else "" for k, ok in zip(worst, any_present)]
         weighted = squared @ self.marker_weights
         cols = self.scene.task_coordinates
         coordinate_errors = q[:, cols] - self.coordinate_targets
         marker_term = np.sum(squared * self.scene.marker_scale(~np.isnan(errors)) * self.marker_weights, axis=1)
         objective = marker_term + (coordinate_errors ** 2) @ self.scene.task_weights
+        residuals = self.om.constraint_residuals(q)
+        objective = objective + self.scene.coupler_weight * np.sum(residuals ** 2, axis=1)
         c = self.om.coupling
         return IKResult(time=self.time.copy(), q=q.copy(), coordinate_names=list(c.names),
                         rotational=np.asarray(c.rotational, bool).copy(), marker_names=list(self.marker_names),
@@ -458,7 +608,8 @@ class MarkerIK:
                         model_markers=model_markers, marker_errors=errors, total_squared_error=total,
                         marker_error_rms=rms, marker_error_max=largest, worst_marker=worst_names,
                         weighted_squared_error=weighted, task_names=list(self.scene.task_names),
-                        coordinate_errors=coordinate_errors, objective=objective)
+                        coordinate_errors=coordinate_errors, objective=objective,
+                        constraint_names=[k.name for k in self.om.couplers], constraint_errors=residuals)
 
 
 def solve_marker_ik(om: OpenSimModel, markers: MarkerData, tasks: IKTaskSet, coordinate_data: Storage | None = None,
@@ -500,6 +651,7 @@ class IKRun:
     result: IKResult
     files: dict
     ignored_markers: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
 
 
 def output_paths(setup: IKSetup, output_dir=None) -> dict:
@@ -531,34 +683,59 @@ def run_ik_setup(path, output_dir=None, om: OpenSimModel | None = None, **solve_
     for kind, target in files.items():
         target.parent.mkdir(parents=True, exist_ok=True)
         writers[kind](target, result)
-    return IKRun(setup, result, files, list(problem.ignored_markers))
+    return IKRun(setup, result, files, list(problem.ignored_markers), list(problem.notes))
 
 
 # --------------------------------------------------------------------------------- command line
 
 def frame_lines(result: IKResult) -> list:
     """One line per frame, as OpenSim's IK tool logs them."""
+    determined = np.ones(result.n_frames, bool) if result.determined is None else result.determined
     return [f"Frame {f} (t = {result.time[f]:g}): total squared error = {result.total_squared_error[f]:.6g}, "
             f"marker error: RMS = {result.marker_error_rms[f]:.6g}, max = {result.marker_error_max[f]:.6g} "
-            f"({result.worst_marker[f] or '-'})" for f in range(result.n_frames)]
+            f"({result.worst_marker[f] or '-'})"
+            + ("" if determined[f] else f" [not determined: the markers fix {result.determined_coordinates[f]} "
+                                        "coordinates; kept near the previous frame]")
+            for f in range(result.n_frames)]
+
+
+def _spans(time, mask) -> str:
+    """'t = a-b s, c s, ...' for the runs of True in mask."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(int), [0]])))
+    return ", ".join(f"{time[a]:g}-{time[b - 1]:g} s" if b - a > 1 else f"{time[a]:g} s"
+                     for a, b in zip(edges[::2], edges[1::2]))
 
 
 def summary_lines(run: IKRun) -> list:
     """What `python -m solver ik` prints after a run."""
     r, setup = run.result, run.setup
     F = r.n_frames
-    worst = int(np.argmax(r.marker_error_max)) if F else 0
+    worst = int(np.nanargmax(r.marker_error_max)) if F and not np.all(np.isnan(r.marker_error_max)) else 0
     lines = [f"{setup.name or setup.path.name}: {F} frames ({r.time[0]:g} to {r.time[-1]:g} s), "
              f"{len(r.marker_names)} markers, {len(r.task_names)} coordinate tasks, "
              f"{len(r.coordinate_names)} coordinates",
              f"solved in {r.seconds:.3f} s ({1e3 * r.seconds / max(F, 1):.2f} ms/frame), "
              f"{r.passes} warm-start pass(es), converged {int(np.sum(r.converged))}/{F}",
-             f"marker error RMS: mean {np.mean(r.marker_error_rms):.3g} m, largest {np.max(r.marker_error_rms):.3g} m; "
+             f"marker error RMS: mean {np.nanmean(r.marker_error_rms):.3g} m, "
+             f"largest {np.nanmax(r.marker_error_rms):.3g} m; "
              f"largest marker error {r.marker_error_max[worst]:.3g} m "
              f"({r.worst_marker[worst] or '-'} at t = {r.time[worst]:g} s)"]
+    if r.accuracy is not None:
+        lines.append(f"accuracy {r.accuracy:g}: a frame has converged when its last full step moved no coordinate by "
+                     f"more than {r.accuracy:g} rad or m (OpenSim's accuracy is its assembler's stopping tolerance: "
+                     "at the same value it stops earlier, where the objective is flat)")
+    if r.constraint_names:
+        worst = float(np.max(np.abs(r.constraint_errors))) if r.constraint_errors.size else 0.0
+        weight = run.setup.constraint_weight
+        held = "held exactly" if np.isinf(weight) else f"constraint_weight {weight:g}"
+        lines.append(f"{len(r.constraint_names)} coordinate couplers, largest residual {worst:.3g} ({held})")
+    if r.determined is not None and not r.determined.all():
+        lines.append(f"{int(np.sum(~r.determined))} frames the markers do not determine (kept near the previous "
+                     f"frame, errors NaN where no marker is present): {_spans(r.time, ~r.determined)}")
     if run.ignored_markers:
         lines.append("ignored marker tasks (marker not in the model or the marker file): "
                      + ", ".join(run.ignored_markers))
+    lines += [f"note: {note}" for note in run.notes]
     lines += [f"wrote {path}" for path in run.files.values()]
     return lines
 

@@ -62,9 +62,9 @@ import numpy as np
 
 from ..model import Model, Segment, prismatic, revolute
 from . import _xml
-from .coupling import Coupling
+from .coupling import Coupler, Coupling, coupler_order, fill_dependents, scaled
 from .errors import OpenSimFileError
-from .functions import Function, LinearFunction, function_in
+from .functions import Constant, Function, LinearFunction, function_from_xml, function_in
 
 ROTATION, TRANSLATION = "rotation", "translation"
 _FIXED_AXES = {  # joint type -> ((kind, axis, coordinate index), ...) in application order
@@ -145,8 +145,21 @@ class OsimMarker:
 
 
 @dataclass
+class OsimCoupler:
+    """A CoordinateCouplerConstraint: `dependent` = scale_factor * function(`independent`)."""
+
+    name: str
+    dependent: str
+    independent: str
+    function: Function
+    scale_factor: float = 1.0
+    line: int | None = None
+
+
+@dataclass
 class OsimModel:
-    """The parsed model: bodies (ground first), joints, coordinates in model order, markers."""
+    """The parsed model: bodies (ground first), joints, coordinates in model order, markers, and
+    the enabled coordinate couplers."""
 
     name: str
     bodies: list
@@ -155,6 +168,7 @@ class OsimModel:
     version: int | None = None
     length_units: str = "meters"
     path: Path | None = None
+    couplers: list = field(default_factory=list)
 
     @property
     def coordinates(self) -> list:
@@ -238,7 +252,7 @@ def read_osim(path) -> OsimModel:
         raise OpenSimFileError(path, _xml.child(model, "length_units").line,
                                f"length_units {units!r} are not supported (only meters)")
     osim = OsimModel(name=model.get("name", ""), bodies=bodies, joints=joints, markers=markers,
-                     version=version, length_units=units, path=path)
+                     version=version, length_units=units, path=path, couplers=reader.constraints())
     _check(osim, path)
     return osim
 
@@ -366,6 +380,44 @@ class _Reader:
     def marker(self, elem, body: str, location_in_body: np.ndarray) -> OsimMarker:
         return OsimMarker(elem.get("name", ""), body, location_in_body,
                           _xml.child_bool(elem, "fixed", self.path, False), elem.line)
+
+    def constraints(self) -> list:
+        """The enabled constraints of the ConstraintSet: CoordinateCouplerConstraints (of one
+        independent coordinate) are read; any other enabled constraint is refused by name, since
+        OpenSim's IK enforces it and a solve without it would be silently wrong."""
+        out = []
+        for c in self.objects(_xml.child(self.model, "ConstraintSet")):
+            name = c.get("name", "")
+            if _xml.child_bool(c, "isDisabled", self.path, False) or not _xml.child_bool(c, "isEnforced", self.path, True):
+                continue
+            if c.tag != "CoordinateCouplerConstraint":
+                self.fail(c, f"<{c.tag} name={name!r}> is not supported (of OpenSim's constraints only "
+                             "CoordinateCouplerConstraint is); OpenSim's IK enforces it, so solving without it "
+                             "would give wrong coordinates. Disable it (isEnforced false) to solve without it")
+            independent = (_xml.child_text(c, "independent_coordinate_names") or "").split()
+            dependent = _xml.child_text(c, "dependent_coordinate_name")
+            if len(independent) != 1 or dependent is None:
+                self.fail(c, f"CoordinateCouplerConstraint {name!r}: needs one dependent coordinate and one independent "
+                             f"coordinate (functions of {len(independent)} coordinates are not supported)")
+            wrapper = _xml.child(c, "coupled_coordinates_function")
+            if wrapper is not None:
+                inner = list(wrapper)
+                if len(inner) != 1:
+                    self.fail(wrapper, f"CoordinateCouplerConstraint {name!r}: <coupled_coordinates_function> "
+                                       f"must hold one function, holds {len(inner)}")
+                function = function_from_xml(inner[0], self.path)
+            else:
+                found = [e for e in c if e.get("name") == "coupled_coordinates_function"]
+                if not found:
+                    self.fail(c, f"CoordinateCouplerConstraint {name!r}: no coupled_coordinates_function")
+                function = function_from_xml(found[0], self.path)
+            if isinstance(function, Constant):
+                self.fail(c, f"CoordinateCouplerConstraint {name!r}: a Constant function is not supported: OpenSim 4.6 "
+                             f"does not hold {dependent!r} at the constant but holds {independent[0]!r} there and "
+                             f"{dependent!r} at 0. Use a LinearFunction with slope 0 for a constant dependent")
+            scale = _xml.child_float(c, "scale_factor", self.path, 1.0, finite=True)
+            out.append(OsimCoupler(name, dependent, independent[0], function, scale, c.line))
+        return out
 
     # ------------------------------------------------------------------------------ OpenSim 3
 
@@ -538,6 +590,12 @@ def _check(osim: OsimModel, path):
                 raise OpenSimFileError(path, b.line, f"body {b.name!r} has no joint connecting it to {ground!r}")
             name = child_of[name].parent
     _unique(osim.coordinates, "coordinate", path)
+    coordinate_names = {c.name for c in osim.coordinates}
+    for k in osim.couplers:
+        for role, name in (("dependent", k.dependent), ("independent", k.independent)):
+            if name not in coordinate_names:
+                raise OpenSimFileError(path, k.line, f"CoordinateCouplerConstraint {k.name!r}: no coordinate called "
+                                                     f"{name!r} ({role})")
     marker_names = [m.name for m in osim.markers]
     for m in osim.markers:
         if m.body not in names:
@@ -573,10 +631,21 @@ class OpenSimModel:
     and Jacobians."""
 
     def __init__(self, source: OsimModel, model: Model, coupling: Coupling, markers: MarkerSet,
-                 body_transform: np.ndarray | None = None):
+                 body_transform: np.ndarray | None = None, couplers=()):
         self.source, self.model, self.coupling, self.markers = source, model, coupling, markers
         S = len(model.segments)
         self.body_transform = np.broadcast_to(np.eye(4), (S, 4, 4)).copy() if body_transform is None else body_transform
+        self.couplers = list(couplers)
+
+    def fill_dependents(self, q) -> np.ndarray:
+        """q (F, n_q) with the couplers' dependent coordinates set from their independent ones."""
+        return fill_dependents(q, self.couplers)
+
+    def constraint_residuals(self, q) -> np.ndarray:
+        """q_dep - s f(q_ind) (F, couplers), radians or metres: how far q breaks each coupler."""
+        q = np.atleast_2d(np.asarray(q, dtype=float))
+        return np.stack([k.residual_and_slope(q)[0] for k in self.couplers], axis=1) if self.couplers \
+            else np.zeros((q.shape[0], 0))
 
     @property
     def coordinate_names(self) -> list:
@@ -668,7 +737,13 @@ def build_model(osim: OsimModel) -> OpenSimModel:
                         segments=np.array([index[m.body] for m in osim.markers], dtype=int),
                         locations=np.array(locations, dtype=float).reshape(-1, 3))
     body_transform = np.stack([segment_from_body[name] for name in order])
-    om = OpenSimModel(osim, model, coupling, markers, body_transform)
+    couplers = [Coupler(k.name, coord_index[k.dependent], coord_index[k.independent], scaled(k.function, k.scale_factor))
+                for k in osim.couplers]
+    om = OpenSimModel(osim, model, coupling, markers, body_transform, couplers)
+    try:
+        coupler_order(couplers)                              # two couplers of one dependent, loops
+    except ValueError as exc:
+        raise OpenSimFileError(osim.path, None, str(exc)) from None
     _check_default_pose(om, dof_axis, [child_of.get(name) for name in order])
     return om
 

@@ -9,7 +9,11 @@ coordinate weights w_j (with q_j^exp: the model default, a manual value, or a co
 coordinate file) from IKCoordinateTasks. A task with apply=false takes no part.
 
 `read_ik_setup` reads the tool's XML (root `InverseKinematicsTool`, or the misspelled
-`InverseKinemtaticsTool` of older setups, either alone or inside `OpenSimDocument`). Its task set
+`InverseKinemtaticsTool` of older setups, either alone or inside `OpenSimDocument`; or the `IKTool`
+of OpenSim 1.x/2.x setups, whose trial fields (marker_file, coordinate_file, time_range,
+output_motion_file) sit in the first `IKTrial` of its `IKTrialSet`). `Unassigned`, the value
+OpenSim writes for an empty property, reads as empty (a constraint_weight left Unassigned is
+Infinity, as OpenSim's documentation says). Its task set
 is inline or in another file (`<IKTaskSet file="tasks.xml"/>`); file names are resolved relative
 to the setup file's folder, as OpenSim does. Where an element repeats, the first one counts (as in
 OpenSim). Defaults are OpenSim 4.6's: accuracy 1e-5, constraint_weight inf, time_range all time,
@@ -20,14 +24,17 @@ weight 0 for a task that gives none.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from . import _xml
-from .errors import OpenSimFileError
+from .errors import OpenSimFileError, OpenSimFileWarning
 
-TOOL_TAGS = ("InverseKinematicsTool", "InverseKinemtaticsTool")
+TOOL_TAGS = ("InverseKinematicsTool", "InverseKinemtaticsTool", "IKTool")
+TRIAL_FIELDS = ("marker_file", "coordinate_file", "time_range", "output_motion_file")
+UNASSIGNED = "Unassigned"
 VALUE_TYPES = ("default_value", "manual_value", "from_file")
 
 
@@ -153,10 +160,18 @@ def read_ik_setup(path) -> IKSetup:
     tool = _find(root, TOOL_TAGS)
     if tool is None:
         raise OpenSimFileError(path, root.line, f"expected <InverseKinematicsTool>, found <{root.tag}>")
+    _clear_unassigned(tool)
     folder = path.parent
+    trial = _first_trial(tool, path)
+
+    def field_of(tag):
+        """The trial's element for a trial field (OpenSim 1.x/2.x), else the tool's."""
+        if trial is not None and tag in TRIAL_FIELDS and _xml.child_text(trial, tag) is not None:
+            return trial
+        return tool
 
     def file(tag):
-        text = _xml.child_text(tool, tag)
+        text = _xml.child_text(field_of(tag), tag)
         return None if text is None else (folder / text).resolve()
 
     setup = IKSetup(name=tool.get("name", ""), path=path)
@@ -165,10 +180,10 @@ def read_ik_setup(path) -> IKSetup:
     setup.coordinate_file = file("coordinate_file")
     setup.output_motion_file = file("output_motion_file")
     setup.results_directory = file("results_directory") or folder
-    time_range = _xml.child_floats(tool, "time_range", path, 2)
+    time_range = _xml.child_floats(field_of("time_range"), "time_range", path, 2)
     if time_range is not None:
         if not time_range[0] <= time_range[1]:
-            raise OpenSimFileError(path, _xml.child(tool, "time_range").line,
+            raise OpenSimFileError(path, _xml.child(field_of("time_range"), "time_range").line,
                                    f"time_range starts after it ends: {time_range[0]} > {time_range[1]}")
         setup.time_range = (float(time_range[0]), float(time_range[1]))
     setup.accuracy = _xml.child_float(tool, "accuracy", path, 1e-5, finite=True)
@@ -184,7 +199,7 @@ def read_ik_setup(path) -> IKSetup:
     task_elem = _xml.child(tool, "IKTaskSet")
     if task_elem is not None:
         ref = (task_elem.get("file") or "").strip()
-        if ref:
+        if ref and ref != UNASSIGNED:
             task_path = (folder / ref).resolve()
             try:
                 found = task_path.is_file()
@@ -196,3 +211,27 @@ def read_ik_setup(path) -> IKSetup:
         else:
             setup.tasks = _task_set_from_element(task_elem, path)
     return setup
+
+
+def _clear_unassigned(elem):
+    """Empty every element whose text is OpenSim's `Unassigned` (its spelling of an empty value)."""
+    for e in elem.iter():
+        if e.text is not None and e.text.strip() == UNASSIGNED:
+            e.text = ""
+
+
+def _first_trial(tool, path):
+    """The first IKTrial of an OpenSim 1.x/2.x IKTool's IKTrialSet (None for other tools); a
+    warning names the trials after it, which are not run."""
+    trial_set = _xml.child(tool, "IKTrialSet")
+    if trial_set is None:
+        return None
+    objects = _xml.child(trial_set, "objects")
+    trials = [t for t in ([] if objects is None else objects) if t.tag == "IKTrial"]
+    if not trials:
+        raise OpenSimFileError(path, trial_set.line, "the IKTrialSet holds no <IKTrial>")
+    if len(trials) > 1:
+        names = ", ".join(repr(t.get("name", "")) for t in trials[1:])
+        warnings.warn(f"{path}, line {trials[1].line}: the IKTrialSet holds {len(trials)} trials; only the first "
+                      f"({trials[0].get('name', '')!r}) runs, not {names}", OpenSimFileWarning, stacklevel=3)
+    return trials[0]

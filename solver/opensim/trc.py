@@ -13,6 +13,10 @@ Positions are converted to metres: p_m = s * p_file with s = 1e-3 (mm), 1e-2 (cm
 A missing marker is an empty cell (or a row that ends early): it reads as NaN, and a marker with
 any of x, y, z missing is NaN in all three. Trailing tabs and Windows line ends are tolerated.
 Infinite coordinates, non-finite times and rates that are not positive are errors.
+
+Header quirks real files carry, read as OpenSim 4.6 reads them: empty cells between header keys
+or values (doubled tabs) are skipped when that lines the values up with the keys; a NumFrames that
+differs from the data rows present gives the rows present, with an OpenSimFileWarning.
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import warnings
+
 import numpy as np
 
-from .errors import OpenSimFileError
+from .errors import OpenSimFileError, OpenSimFileWarning
 from .storage import text_lines
 
 UNIT_SCALE = {"mm": 1e-3, "millimeters": 1e-3, "millimetres": 1e-3,
@@ -85,6 +91,17 @@ def _cells(line: str) -> list:
     return cells
 
 
+def _header_cells(key_line: str, value_line: str):
+    """Header keys and values (lines 2 and 3). Empty cells (doubled tabs) are dropped from both
+    lines when the values left then match the keys one to one; otherwise the cells are kept where
+    they stand (an empty value then reads as empty)."""
+    keys, values = _cells(key_line), _cells(value_line)
+    filled_keys, filled_values = [k for k in keys if k], [v for v in values if v]
+    if len(filled_values) == len(filled_keys):
+        return filled_keys, filled_values
+    return keys, values
+
+
 def read_trc(path) -> MarkerData:
     """Read a .trc file into MarkerData (metres). Raises OpenSimFileError on malformed input."""
     path = Path(path)
@@ -94,7 +111,7 @@ def read_trc(path) -> MarkerData:
     if not lines[0].strip().startswith("PathFileType"):
         raise OpenSimFileError(path, 1, "a .trc file starts with 'PathFileType'")
 
-    keys, values = _cells(lines[1]), _cells(lines[2])
+    keys, values = _header_cells(lines[1], lines[2])
     if len(values) < len(keys):
         raise OpenSimFileError(path, 3, f"{len(keys)} header keys on line 2 but {len(values)} values here")
     header = dict(zip(keys, values))
@@ -161,8 +178,9 @@ def read_trc(path) -> MarkerData:
         rows.append(row + [np.nan] * (width - 2 - len(row)))
         row_lines.append(number_)
     if len(rows) != n_frames:
-        raise OpenSimFileError(path, row_lines[-1] if rows else len(lines),
-                               f"NumFrames is {n_frames} but the file has {len(rows)} data rows")
+        warnings.warn(f"{path}, line {row_lines[-1] if rows else len(lines)}: NumFrames is {n_frames} but the file "
+                      f"has {len(rows)} data rows; read the {len(rows)} rows (as OpenSim does)",
+                      OpenSimFileWarning, stacklevel=2)
 
     positions = np.array(rows, dtype=float).reshape(len(rows), n_markers, 3) * scale
     if np.any(np.isinf(positions)):

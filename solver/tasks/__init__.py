@@ -2,10 +2,11 @@
 (base.py); a scene stacks whatever implements it. To add one, see ARCHITECTURE.md."""
 
 from .base import Endpoint, LoopTask, Place, Stack, Task, TaskInputs, on_object, on_segment, relative_pose
+from .coordinate_coupler import CoordinateCoupler
 from .copy_pose import CopyPose
 from .distance import Distance
 from .joint_value import JointValue
 from .pole import Pole
 
 __all__ = ["Endpoint", "LoopTask", "Place", "Stack", "Task", "TaskInputs", "on_object", "on_segment",
-           "relative_pose", "CopyPose", "Distance", "JointValue", "Pole"]
+           "relative_pose", "CoordinateCoupler", "CopyPose", "Distance", "JointValue", "Pole"]

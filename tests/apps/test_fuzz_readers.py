@@ -984,8 +984,8 @@ FOUND = [
     ("trc", "a.trc", SMALL_TRC.format(**{**TRC_OK, "z": "1e999"}), 6, "infinite coordinate"),
     ("trc", "a.trc", SMALL_TRC.format(**{**TRC_OK, "rate": "0"}), 3, "DataRate must be a positive number"),
     # wrong line numbers: str.splitlines also breaks at U+2028, U+0085, form feeds ...
-    ("trc", "a.trc", SMALL_TRC.format(**{**TRC_OK, "frames": "2"}).replace("small", "sm\u2028all"), 6,
-     "NumFrames is 2 but the file has 1 data rows"),
+    ("trc", "a.trc", SMALL_TRC.format(**{**TRC_OK, "time": "nan"}).replace("small", "sm\u2028all"), 6,
+     "time 'nan' is not a finite number"),
     ("trc", "a.trc", b"\xc2\x85\x00", 1, "too short"),
     # OverflowError: int(float("inf"))
     ("sto", "a.sto", "x\nnRows=inf\nendheader\ntime\ta\n0\t1\n", 2, "nRows must be a whole number"),

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from solver import tasks as task_kinds
-from solver.tasks import CopyPose, Distance, JointValue, Pole, Task, on_object, on_segment
+from solver.tasks import CoordinateCoupler, CopyPose, Distance, JointValue, Pole, Task, on_object, on_segment
 from solver.finite_differences import numerical_jacobian, relative_difference
 from solver.scene import Scene
 from solver.simulation import advance
@@ -72,6 +72,19 @@ def _joint_value_scene(rng):
     return Scene(model, [JointValue(int(rng.integers(model.n_coordinates)), value=0.2, weight=2.0)])
 
 
+def _coordinate_coupler_scene(rng):
+    model = random_tree(rng, 6)
+    while model.n_coordinates < 2:
+        model = random_tree(rng, 6)
+    dependent, independent = rng.choice(model.n_coordinates, size=2, replace=False)
+
+    class Cubic:
+        def value_and_derivative(self, x):
+            return 0.3 * x ** 3 - x + 0.2, 0.9 * x ** 2 - 1.0
+
+    return Scene(model, [CoordinateCoupler(int(dependent), int(independent), Cubic(), weight=3.0)])
+
+
 def _pole_scene(rng):
     model = random_tree(rng, 6)
     task = Pole(on_segment(2, rng.normal(size=3)), on_segment(5, rng.normal(size=3)), on_object(0), on_object(1),
@@ -81,7 +94,7 @@ def _pole_scene(rng):
 
 # Every task kind and a scene that uses it: a new kind of task adds one line here.
 CASES = [(CopyPose, _copy_pose_scene), (CopyPose, _clamped_copy_pose_scene), (Distance, _distance_scene),
-         (JointValue, _joint_value_scene), (Pole, _pole_scene)]
+         (JointValue, _joint_value_scene), (Pole, _pole_scene), (CoordinateCoupler, _coordinate_coupler_scene)]
 
 
 @pytest.mark.parametrize("seed", range(3))
