@@ -117,3 +117,35 @@ def test_a_bake_during_live_preview_starts_from_the_users_own_pose_not_live_prev
     assert r["still_on"]
     assert r["live_moved"] > 0.05                 # live preview's pose is not the user's
     np.testing.assert_allclose(r["baked"]["True"], r["baked"]["False"], rtol=0, atol=1e-12)
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("kind", ["chain", "featured", "metarig"])
+def test_live_preview_in_animation_mode_shows_the_bakes_pose(extension_zip, kind):
+    """Animation mode (the armature's iTaSC default): every frame live preview shows, played,
+    jumped to or scrubbed back to (and, on the chains, after a target dragged by hand), has the
+    bake's joint values within 1e-9 rad, and Blender shows every chain bone's tail where it shows
+    the baked one within 1e-6 of the chain's length up to that tail. On the 6-bone chain; on one with influence
+    0.7, a pole and a bone under IK rotation control; on Rigify's metarig."""
+    import numpy as np
+
+    kwargs = {"sys_path": [ROOT], "exit_at_once": True} if kind == "metarig" else {}
+    r = call_in_blender("live:live_equals_bake", extension_zip=extension_zip, kind=kind, **kwargs)
+    assert r["mode"] == "ANIMATION" and r["on"] == ["FINISHED"] and r["off"] == ["FINISHED"]
+    assert r["message"] == ""
+    assert all(r["converged"])
+    live_q, bake_q = np.asarray(r["live_q"]), np.asarray(r["bake_q"])
+    tails = np.abs(np.asarray(r["live_tails"]) - np.asarray(r["bake_tails"]))
+    print(f"\n{kind}: live - bake joint values {np.abs(live_q - bake_q).max():.3g} rad, tails {tails.max():.3g} m"
+          + (f"; after a drag {np.abs(np.subtract(r['drag_q'], r['drag_bake_q'])).max():.3g} rad" if kind != "metarig"
+             else ""))
+    assert np.abs(live_q - live_q[0]).max() > 0.05                 # the frames ask different poses
+    np.testing.assert_allclose(live_q, bake_q, rtol=0, atol=1e-9)
+    reach = 1e-6 * np.asarray(r["lengths"])[None, :, None]
+    assert (np.abs(np.asarray(r["live_tails"]) - np.asarray(r["bake_tails"])) <= reach).all()
+    if kind != "metarig":
+        assert r["drag_moved"] > 0.05                               # the drag moved the chain
+        np.testing.assert_allclose(r["drag_q"], r["drag_bake_q"], rtol=0, atol=1e-9)
+        assert (np.abs(np.asarray(r["drag_tails"]) - np.asarray(r["drag_bake_tails"])) <= reach[0]).all()

@@ -312,3 +312,104 @@ def bake_during_live_preview():
         rigs[False].pose.bones[i].rotation_quaternion).angle) for i in range(6))
     baked = {str(on): api.bake(rig, 1, 12).q.tolist() for on, rig in rigs.items()}
     return {"baked": baked, "live_moved": live_moved, "still_on": rigs[True].itasc.live_preview}
+
+
+# ---- animation mode: live preview shows the bake's pose ------------------------------------------
+
+def _featured_rig(n_frames):
+    """chain_rig with a constraint at influence 0.7, a pole target (pole_angle 30 degrees) and
+    bone02 under IK rotation control (weight 0.5) with its own rotation animated."""
+    scene, rig, target, held = held_chain_rig(n_frames)
+    held.ik_rotation_weight = 0.5
+    ik = rig.pose.bones[-1].constraints[0]
+    ik.influence = 0.7
+    ik.pole_target, ik.pole_angle = _empty("pole", (3.0, -2.0, 2.0)), math.radians(30.0)
+    return scene, rig, target
+
+
+def _build_for_equality(kind, n_frames):
+    """(scene, rig, the target to drag or None) of a kind: 'chain', 'featured' or 'metarig'."""
+    if kind == "metarig":
+        from tools import demo_rigify
+
+        scene, rig, _ = demo_rigify._build(bpy, n_frames)
+        return scene, rig, None
+    clear_scene()
+    if kind == "featured":
+        return _featured_rig(n_frames)
+    return chain_rig(6, n_frames)
+
+
+def _chain_tails(rig, names):
+    """World tails of the named bones as Blender evaluates them now, and the chains' reach."""
+    re = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return [list(re.matrix_world @ re.pose.bones[n].tail) for n in names]
+
+
+def _reach(rig, name, names):
+    """The length of the chain from its root (among `names`) to the tail of bone `name`."""
+    bone, total = rig.data.bones[name], 0.0
+    while bone is not None and bone.name in names:
+        total, bone = total + bone.length, bone.parent
+    return total
+
+
+def _live_q(rig):
+    return addon("live")._state[rig.as_pointer()].q[0].tolist()
+
+
+def _baked_tails(scene, rig, names, frames):
+    out = {}
+    for f in sorted(set(frames)):
+        scene.frame_set(f)
+        out[f] = _chain_tails(rig, names)
+    return out
+
+
+def live_equals_bake(kind, visits=(1, 2, 3, 4, 5, 6, 7, 8, 30, 29, 28, 27, 26, 5, 6), drag_frame=20):
+    """Live preview in animation mode over frames played, jumped to and scrubbed back (`visits`),
+    then a bake of the same frames: per visit the joint values and the chain bones' tails Blender
+    shows, live and baked. With a target to drag (not on the metarig, whose targets are keyed):
+    at `drag_frame` the target is moved by hand in steps (depsgraph updates re-solve), then that
+    frame is baked with the target where it was left."""
+    live = addon("live")
+    n_frames = max(max(visits), drag_frame)
+    scene, rig, target = _build_for_equality(kind, n_frames)
+    scene.frame_set(1)
+    live._rigs.clear()
+    out = {"mode": rig.pose.ik_param.mode if rig.pose.ik_solver == "ITASC" else "LEGACY", "on": _toggle(rig)}
+    names = list(live._rigs[rig.as_pointer()].rig.bones)
+    lengths = [_reach(rig, n, names) for n in names]
+    live_q, live_tails = [], []
+    for f in visits:
+        scene.frame_set(f)
+        live_q.append(_live_q(rig))
+        live_tails.append(_chain_tails(rig, names))
+    out["off"] = _toggle(rig)
+    res = api.bake(rig, 1, n_frames)
+    baked = _baked_tails(scene, rig, names, visits)
+    api.clear_bake(rig)
+    out.update(names=names, lengths=lengths, visits=list(visits), live_q=live_q, live_tails=live_tails,
+               bake_q=[res.q[f - 1].tolist() for f in visits], bake_tails=[baked[f] for f in visits],
+               converged=[bool(res.converged[f - 1]) for f in visits], message=rig.itasc.result_message)
+    if target is None:
+        return out
+    # A dragged target: at drag_frame, the target's own animation (its Follow Path) muted and its
+    # location set step by step, each step evaluated (the depsgraph handler solves).
+    scene.frame_set(drag_frame)
+    _toggle(rig)
+    scene.frame_set(drag_frame)
+    target.constraints[0].mute = True
+    drag_q, drag_tails = [], []
+    for frac in (0.25, 0.5, 0.75, 1.0):
+        target.location = (1.0 + frac, 1.5 - frac, 2.5 + 0.5 * frac)
+        bpy.context.view_layer.update()
+        drag_q.append(_live_q(rig))
+        drag_tails.append(_chain_tails(rig, names))
+    _toggle(rig)
+    res = api.bake(rig, drag_frame, drag_frame)
+    scene.frame_set(drag_frame)
+    out.update(drag_q=drag_q[-1], drag_tails=drag_tails[-1], drag_bake_q=res.q[0].tolist(),
+               drag_bake_tails=_chain_tails(rig, names), drag_moved=max(abs(a - b) for a, b in zip(drag_q[0], drag_q[-1])))
+    api.clear_bake(rig)
+    return out
