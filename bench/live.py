@@ -151,13 +151,15 @@ def in_blender(rig, n_frames, repeats):
     return out
 
 
-def profile_in_blender(rig, n_frames, top=30):
+def profile_in_blender(rig, n_frames, top=30, mode="SIMULATION"):
     """cProfile of our live preview over n_frames (after the warm-up), by cumulative and own time."""
     import cProfile
 
     import bpy
 
-    scene, obj = _build(bpy, rig, WARMUP + n_frames, mode="SIMULATION")
+    scene, obj = _build(bpy, rig, WARMUP + n_frames, mode=mode)
+    if obj.pose.ik_solver != "ITASC":
+        obj.itasc.mode = mode
     pose = _pose(obj)
     _set_side(bpy, obj, SIDES[0], pose)
     _play(scene, range(1, WARMUP + 1))
@@ -244,6 +246,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="cProfile of our live preview inside Blender")
     parser.add_argument("--profile", default="6", help="6, rigify (the metarig) or generated")
     parser.add_argument("--frames", type=int, default=250)
+    parser.add_argument("--mode", default="ANIMATION", choices=("ANIMATION", "SIMULATION"))
     args = parser.parse_args()
     rig = args.profile if args.profile in RIGIFY else int(args.profile)
-    print(_session(f"profile_in_blender({rig!r}, {args.frames})", rig))
+    print(_session(f"profile_in_blender({rig!r}, {args.frames}, mode={args.mode!r})", rig))
