@@ -479,9 +479,10 @@ def _name(ob):
     return None if ob is None else ob.name
 
 
-def _target_signature(obj, target):
-    """What `_target` and `_cycle` read of a target: the object, its parents and their constraints;
-    and whether it hangs from the armature (then the cycle test reads the armature's bone hierarchy)."""
+def _target_signature(obj, target, subtargets=()):
+    """What `_target` and `_cycle` read of a target: the object, its parents and their constraints,
+    whether the bones `subtargets` (names) are in it; and whether it hangs from the armature (then
+    the cycle test reads the armature's bone hierarchy)."""
     items, seen, hangs = [], set(), False
     ob = target
     while ob is not None and (name := ob.name) not in seen:
@@ -493,7 +494,8 @@ def _target_signature(obj, target):
         hangs = hangs or parent == obj or any(on == obj for _, on, _, _ in cons)
         ob = parent
     if target is not None and target.type == "ARMATURE" and target.pose is not None:
-        items.append(tuple(pb.name for pb in target.pose.bones))
+        bones = target.pose.bones
+        items.append(tuple(sub in bones for sub in subtargets if sub))       # whether the named bones exist
     return tuple(items), hangs
 
 
@@ -512,7 +514,8 @@ def rig_signature(obj, drives=None):
     items = [obj.name, rest.tobytes(), length.tobytes()]
     in_chains, hanging = {}, False
     for pb, con in ik_constraints(obj):
-        target, hangs = _target_signature(obj, con.target)
+        target, hangs = _target_signature(obj, con.target, (con.subtarget, con.pole_subtarget
+                                                            if con.pole_target == con.target else ""))
         hanging = hanging or hangs
         items.append((pb.name, con.name, bool(drives(pb, con)), _name(con.pole_target), _CONSTRAINT_FIELDS(con),
                       target))
