@@ -10,7 +10,7 @@ import bpy
 from mathutils import Vector
 
 from . import addon
-from .scenes import api, chain_rig, clear_scene, held_chain_rig, keys_module
+from .scenes import api, chain_rig, clear_scene, held_chain_rig, keys_module, tip_errors
 
 
 def _tail(rig):
@@ -44,10 +44,11 @@ def _shown_differs(rig):
 
 
 def scrub_and_move_target():
-    """Live preview on a 6-bone chain: scrub 48 frames (tip error and whether Blender shows the
+    """Live preview on a 6-bone chain in simulation mode: scrub 48 frames (tip error and whether Blender shows the
     written pose, per frame), then move the unanimated target by hand at a fixed frame."""
     clear_scene()
     scene, rig, target = chain_rig(6, 48, rotation_modes=["QUATERNION", "XYZ", "QUATERNION", "AXIS_ANGLE"])
+    rig.pose.ik_param.mode = "SIMULATION"
     started = _toggle(rig)
     on = rig.itasc.live_preview
     muted = rig.pose.bones[-1].constraints[0].mute
@@ -234,7 +235,8 @@ def users_pose_given_back():
 
 
 def influence_blends_with_users_pose():
-    """A constraint at influence 0.5 on a chain with a posed and an animated bone: where Blender
+    """A constraint at influence 0.5 on a chain with a posed and an animated bone, in simulation
+    mode: where Blender
     puts the tail with the IK muted, half way to the target ("expected"), and where live preview
     puts it ("shown"), at frame 30 (a jump) and 40 (after simulated frames)."""
     clear_scene()
@@ -247,6 +249,7 @@ def influence_blends_with_users_pose():
         bones[3].keyframe_insert("rotation_quaternion", frame=frame)
     ik = bones[-1].constraints[0]
     ik.influence = 0.5
+    rig.pose.ik_param.mode = "SIMULATION"
 
     # Blender's own evaluation with the IK muted: where the user's pose puts the tail at each frame.
     ik.mute = True
@@ -269,10 +272,11 @@ def influence_blends_with_users_pose():
 
 
 def rotation_control_held_to_users_pose():
-    """held_chain_rig under live preview: the held bone's rotation as written and as animated,
+    """held_chain_rig under live preview in simulation mode: the held bone's rotation as written and as animated,
     and the tail's error, at frame 30 (a jump) and 40 (after simulated frames)."""
     clear_scene()
     scene, rig, target, held = held_chain_rig(48)           # bone02's own rotation is animated
+    rig.pose.ik_param.mode = "SIMULATION"
     curves = keys_module.Channels(rig)
 
     def state(f):
@@ -413,3 +417,20 @@ def live_equals_bake(kind, visits=(1, 2, 3, 4, 5, 6, 7, 8, 30, 29, 28, 27, 26, 5
                drag_bake_tails=_chain_tails(rig, names), drag_moved=max(abs(a - b) for a, b in zip(drag_q[0], drag_q[-1])))
     api.clear_bake(rig)
     return out
+
+
+def simulation_against_itasc(n_frames=96):
+    """chain_rig in simulation mode at Blender's default settings, played frame by frame from frame
+    1: the tip's distance from the target at every frame as Blender shows it, under Blender's own
+    iTaSC and under our live preview."""
+    clear_scene()
+    scene, rig, target = chain_rig(6, n_frames)
+    rig.pose.ik_param.mode = "SIMULATION"
+    scene.frame_set(1)
+    theirs = tip_errors(scene, rig, target, range(1, n_frames + 1))
+    scene.frame_set(1)
+    on = _toggle(rig)
+    ours = tip_errors(scene, rig, target, range(1, n_frames + 1))
+    settings = {k: getattr(rig.pose.ik_param, k) for k in ("mode", "solver", "feedback", "velocity_max",
+                                                          "use_auto_step", "step_min", "step_max")}
+    return {"on": on, "theirs": theirs, "ours": ours, "settings": settings, "message": rig.itasc.result_message}
