@@ -1,15 +1,25 @@
 """Live preview: while an armature's ``itasc.live_preview`` is on, solve whenever the frame changes
 or one of its targets moves, and pose the bones (no keys).
 
-Each armature keeps its last solution (joint values, frame, targets) here, in memory. A frame one
-to a few frames after the last one advances the simulation mode from there (one time step per
+In animation mode (the armature's iTaSC mode; ours by default) every frame is solved to
+convergence as a bake solves it: the same start (the user's own pose at that frame, the kept
+channels and the action's F-curves, `own_pose.animated_channels`), the same targets (blended by
+influence), the same joint-control values and the same solver (the two-bone closed form where the
+bake takes it, else the engine), through the functions the bake calls (`solving.frame_inputs`,
+`solving.solve_frames`). A frame's answer depends on its inputs alone, so what live preview shows
+is what the bake writes there, on playback, scrubbing, jumps and a dragged target alike. A frame
+asked again with the same inputs (playback looping, scrubbing back) takes the answer it had.
+
+In simulation mode each armature keeps its last solution (joint values, frame, targets). A frame
+one to a few frames after the last one advances the simulation from there (one time step per
 frame); any other frame (a jump, going back) and a target moved by hand within the same frame are
 solved to convergence from the last solution, so the rig stays continuous and lands on the target
-when the user lets go. Our own pose writes do not trigger a solve: only a change of the targets'
-or bases' matrices does. Live preview stands aside while a bake runs and while Blender renders.
+when the user lets go.
 
-The user's own pose of the bones it poses is kept and given back by `own_pose`; the hand-over
-(muting Blender's IK) is `handover`'s; when to stand aside is `guard`'s.
+Our own pose writes do not trigger a solve: only a change of the targets', bases' or start pose's
+values does. Live preview stands aside while a bake runs and while Blender renders. The user's own
+pose of the bones it poses is kept and given back by `own_pose`; the hand-over (muting Blender's
+IK) is `handover`'s; when to stand aside is `guard`'s.
 """
 
 from __future__ import annotations
