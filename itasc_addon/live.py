@@ -136,13 +136,12 @@ def _solve(obj, force):
     scale = float(samples.scale[0])
     mode, settings = solving.settings_for(obj, fps=fps, scale=scale, rig=rig)
     sampled = samples.objects
-    inputs = solving.frame_inputs(rig, reader.scene, samples)
-    samples.objects = inputs[1]              # targets blended by influence: what the solve aims at
-    rotations = None
+    rotations = evaluation = None
     if mode == "ANIMATION":
-        q, rotations = _animation_frame(reader, samples, inputs, settings)
-        evaluation = None
+        q, rotations, samples.objects = _animation_frame(reader, samples, settings)
     else:
+        inputs = _simulation_inputs(reader, samples, state)
+        samples.objects = inputs[1]          # targets blended by influence: what the solve aims at
         q, evaluation = _simulation_frame(obj, reader, state, samples, inputs, same_inputs, fresh, fps)
     if not np.isfinite(q).all():
         raise RigError("the solver returned non-finite joint values; the pose was left as it was")
@@ -159,29 +158,39 @@ def _solve(obj, force):
     return q
 
 
-def _animation_frame(reader, samples, inputs, settings):
-    """(q (1, n), pose rotations (1, S, 3, 3) or None) of this frame solved to convergence as a
-    bake solves it (`solving.frame_inputs`, `solving.solve_frames`: the same start, targets and
-    solver, so the same answer). A frame asked again with the same inputs (playback looping,
-    scrubbing back) takes the answer it had."""
+def _animation_frame(reader, samples, settings):
+    """(q (1, n), pose rotations (1, S, 3, 3) or None, the targets aimed at) of this frame solved to
+    convergence as a bake solves it (`solving.frame_inputs`, `solving.solve_frames`: the same
+    start, targets and solver, so the same answer). A frame asked again with the same samples
+    (playback looping, scrubbing back) takes the answer it had: the samples, the settings and the
+    rig (a new reader for a new signature) determine it."""
     rig = reader.rig
-    q0, objects, values = inputs
+    poles = getattr(reader.sampler, "poles", None)
+    key = (samples.basis.tobytes(), samples.objects.tobytes(), samples.bases.tobytes(),
+           None if poles is None else poles.tobytes(), settings)
+    frame = float(samples.frames[0])
+    known = reader.solved.get(frame)
+    if known is not None and known[0] == key:
+        return known[1:]
+    q0, objects, values = solving.frame_inputs(rig, reader.scene, samples)
     plan = reader.plan
     if plan is not None and two_bone.pose_reason(samples.basis, rig.bones):
         plan = None
-    poles = getattr(reader.sampler, "poles", None)
-    inputs = (q0.tobytes(), objects.tobytes(), samples.bases.tobytes(),
-              None if values is None else values.tobytes(), None if poles is None else poles.tobytes(),
-              settings, plan is not None)
-    frame = float(samples.frames[0])
-    known = reader.solved.get(frame)
-    if known is not None and known[0] == inputs:
-        return known[1], known[2]
     result, rotations = solving.solve_frames(rig, reader.scene, plan, samples, q0, objects, values, settings, poles)
     if len(reader.solved) >= MAX_REMEMBERED:
         reader.solved.clear()
-    reader.solved[frame] = (inputs, result.q, rotations)
-    return result.q, rotations
+    reader.solved[frame] = (key, result.q, rotations, objects)
+    return result.q, rotations, objects
+
+
+def _simulation_inputs(reader, samples, state):
+    """`solving.frame_inputs`, worked out where a simulation frame uses it: the start when there is
+    no last solution, targets blended by influence, joint-control values; else (None, the
+    targets as sampled, None)."""
+    rig = reader.rig
+    if state is None or reader.scene.value_tasks or any(d.influence < 1.0 for d in rig.driven):
+        return solving.frame_inputs(rig, reader.scene, samples)
+    return None, samples.objects, None
 
 
 def _simulation_frame(obj, reader, state, samples, inputs, same_inputs, fresh, fps):
