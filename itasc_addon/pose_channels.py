@@ -1,8 +1,8 @@
 """Pose bones' own channels (location, rotation in its mode, scale) and the matrix_basis they make,
 worked out in double precision from the channels' float32 values.
 
-Blender composes a bone's matrix_basis in float32 as T(location) R S(scale), with R from the
-rotation mode: the normalised quaternion; the axis (normalised; a zero axis is no rotation) and
+Blender composes a bone's matrix_basis in float32 as T(location) R S(scale) (no location for a
+bone connected to its parent), with R from the rotation mode: the normalised quaternion; the axis (normalised; a zero axis is no rotation) and
 angle; or the Euler angles applied in the order the mode names (XYZ: X first, R = Rz Ry Rx).
 `basis` composes the same in float64. Both the bake and live preview take their start pose from
 it: the channels are the same float32 numbers however they were read (Blender's evaluation of
@@ -90,11 +90,13 @@ def rotations(modes, values):
     return R
 
 
-def basis(modes, values):
-    """matrix_basis (..., 4, 4) float64 from channel rows: T(location) R diag(scale)."""
+def basis(modes, values, connected=False):
+    """matrix_basis (..., 4, 4) float64 from channel rows: T(location) R diag(scale); `connected`
+    (broadcast over the rows' bones): bones connected to their parent, whose location Blender
+    leaves out."""
     v = np.asarray(values, np.float64)
     M = np.zeros(v.shape[:-1] + (4, 4))
     M[..., :3, :3] = rotations(modes, values) * v[..., None, SCALE]
-    M[..., :3, 3] = v[..., LOCATION]
+    M[..., :3, 3] = np.where(np.asarray(connected)[..., None], 0.0, v[..., LOCATION])
     M[..., 3, 3] = 1.0
     return M

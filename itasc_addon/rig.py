@@ -646,6 +646,7 @@ class Sampler:
         self._stretches = np.array([n in rig.stretch_coordinate for n in rig.bones], dtype=bool)
         self._scale_parents = (rig.scale_parents if rig.scale_parents is not None
                                else np.full(len(rig.bones), -1, dtype=int))
+        self._connected = np.array([obj.pose.bones[int(i)].bone.use_connect for i in self._read_basis], dtype=bool)
         self._modes = np.zeros((F, len(self._read_basis)), dtype=np.int32)
         self._values = np.zeros((F, len(self._read_basis), pose_channels.WIDTH), dtype=np.float32)
         self._raw_matrix = np.zeros((F, len(self._read_matrix), 16), dtype=np.float32)
@@ -752,12 +753,12 @@ class Sampler:
 
     def samples(self) -> Samples:
         scale, world_inverse = self._remembered("world", self.world.tobytes(), self._world_part)
-        pose_basis = pose_channels.basis(self._modes, self._values)
+        pose_basis = pose_channels.basis(self._modes, self._values, self._connected)
         # A root's rotation cancels in its base: while the roots stay where they are and the bones
         # they hang from do not move, the base is the same (up to float32 rounding). (A change of
         # how a root inherits its parent's motion changes the rig's signature: live preview then
         # reads the rig again, with a new sampler.)
-        roots_at = self._values[:, self._root_index, pose_channels.LOCATION]
+        roots_at = pose_basis[:, self._root_index, :3, 3]
         bases = self._remembered("bases", roots_at.tobytes() + self._raw_parent.tobytes(),
                                  lambda: self._bases(pose_basis[:, self._root_index]))
         self.basis = pose_basis[:, self._index]

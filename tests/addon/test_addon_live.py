@@ -162,3 +162,14 @@ def test_live_preview_in_simulation_mode_tracks_as_closely_as_blenders_itasc(ext
     ours, theirs = np.asarray(r["ours"][1:]), np.asarray(r["theirs"][1:])     # frame 1 converges on both
     print(f"\nsimulation, median tip error: ours {np.median(ours):.3g} m, Blender's iTaSC {np.median(theirs):.3g} m")
     assert np.median(ours) <= np.median(theirs)
+
+
+def test_the_start_pose_composed_from_the_channels_is_blenders_matrix_basis(extension_zip):
+    """pose_channels composes each bone's matrix_basis from its channels as Blender does, in every
+    rotation mode (quaternions normalised, a zero axis-angle axis no rotation): within float32
+    rounding of Blender's own matrix_basis."""
+    import numpy as np
+
+    r = call_in_blender("live:channels_against_matrix_basis", extension_zip=extension_zip)
+    assert len(set(r["modes"])) == 8
+    np.testing.assert_allclose(r["composed"], r["blender"], rtol=0, atol=2e-6)

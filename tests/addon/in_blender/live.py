@@ -7,6 +7,7 @@ import os
 import tempfile
 
 import bpy
+import numpy as np
 from mathutils import Vector
 
 from . import addon
@@ -434,3 +435,28 @@ def simulation_against_itasc(n_frames=96):
     settings = {k: getattr(rig.pose.ik_param, k) for k in ("mode", "solver", "feedback", "velocity_max",
                                                           "use_auto_step", "step_min", "step_max")}
     return {"on": on, "theirs": theirs, "ours": ours, "settings": settings, "message": rig.itasc.result_message}
+
+
+def channels_against_matrix_basis():
+    """A chain's bones in every rotation mode, with locations (left out on the connected ones),
+    scales and odd rotations (an unnormalised quaternion, a zero axis-angle axis): per bone the
+    matrix_basis Blender evaluates and the one pose_channels composes from the channels."""
+    pose_channels = addon("pose_channels")
+    clear_scene()
+    modes = ["QUATERNION", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX", "AXIS_ANGLE", "QUATERNION", "AXIS_ANGLE"]
+    scene, rig, target = chain_rig(len(modes), 4, rotation_modes=modes)
+    for i, pb in enumerate(rig.pose.bones):
+        pb.location = (0.1 * i, -0.2, 0.05 * i)
+        pb.scale = (1.0 + 0.1 * i, 0.9, 1.2)
+        pb.rotation_quaternion = (0.3 + 0.1 * i, -0.5, 0.2, 0.7 * (i + 1))        # not normalised
+        pb.rotation_euler = (0.4 * i - 1.0, 2.5 - 0.3 * i, 0.1 * i)
+        pb.rotation_axis_angle = (2.0 - 0.2 * i, 0.3, -0.4, 0.5) if i < 8 else (1.0, 0.0, 0.0, 0.0)
+    bpy.context.view_layer.update()
+    bones = rig.pose.bones
+    modes_read = np.zeros(len(bones), np.int32)
+    values = np.zeros((len(bones), pose_channels.WIDTH), np.float32)
+    pose_channels.read(bones, np.arange(len(bones)), modes_read, values)
+    composed = pose_channels.basis(modes_read, values, [pb.bone.use_connect for pb in bones])
+    ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    blender = [[list(row) for row in pb.matrix_basis] for pb in ev.pose.bones]
+    return {"composed": composed.tolist(), "blender": blender, "modes": [pb.rotation_mode for pb in bones]}
