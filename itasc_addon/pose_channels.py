@@ -2,8 +2,9 @@
 worked out in double precision from the channels' float32 values.
 
 Blender composes a bone's matrix_basis in float32 as T(location) R S(scale) (no location for a
-bone connected to its parent), with R from the rotation mode: the normalised quaternion; the axis (normalised; a zero axis is no rotation) and
-angle; or the Euler angles applied in the order the mode names (XYZ: X first, R = Rz Ry Rx).
+bone connected to its parent), with R from the rotation mode: the normalised quaternion; the
+axis (normalised; a zero axis is no rotation) and angle; or the Euler angles applied in the order
+the mode names (XYZ: X first, R = Rz Ry Rx).
 `basis` composes the same in float64. Both the bake and live preview take their start pose from
 it: the channels are the same float32 numbers however they were read (Blender's evaluation of
 the pose bones in a bake, the kept channels and F-curves in live preview, `own_pose`), so the
