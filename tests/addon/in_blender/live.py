@@ -415,7 +415,8 @@ def live_equals_bake(kind, visits=(1, 2, 3, 4, 5, 6, 7, 8, 30, 29, 28, 27, 26, 5
     res = api.bake(rig, drag_frame, drag_frame)
     scene.frame_set(drag_frame)
     out.update(drag_q=drag_q[-1], drag_tails=drag_tails[-1], drag_bake_q=res.q[0].tolist(),
-               drag_bake_tails=_chain_tails(rig, names), drag_moved=max(abs(a - b) for a, b in zip(drag_q[0], drag_q[-1])))
+               drag_bake_tails=_chain_tails(rig, names),
+               drag_moved=max(abs(a - b) for a, b in zip(drag_q[0], drag_q[-1])))
     api.clear_bake(rig)
     return out
 
