@@ -87,6 +87,7 @@ def _reader(obj):
     plan, _ = two_bone.plan_for(rig, obj, "ANIMATION")
     sampler = (two_bone.Sampler(rig, obj, [0.0], plan) if plan is not None
                else rig_module.Sampler(rig, obj, [0.0]))
+    sampler.read_channels = False          # the start pose is the user's own, given by `_sample`
     reader = _rigs[obj.as_pointer()] = Reader(signature, rig, sampler, scene, plan)
     return reader, True
 

@@ -647,6 +647,7 @@ class Sampler:
         self._scale_parents = (rig.scale_parents if rig.scale_parents is not None
                                else np.full(len(rig.bones), -1, dtype=int))
         self._connected = np.array([obj.pose.bones[int(i)].bone.use_connect for i in self._read_basis], dtype=bool)
+        self.read_channels = True       # False: the caller gives them (`put_channels`)
         self._modes = np.zeros((F, len(self._read_basis)), dtype=np.int32)
         self._values = np.zeros((F, len(self._read_basis), pose_channels.WIDTH), dtype=np.float32)
         self._raw_matrix = np.zeros((F, len(self._read_matrix), 16), dtype=np.float32)
@@ -678,7 +679,8 @@ class Sampler:
             self._read_target(t, names[k], depsgraph, i, self.target_world[i, k], self.target_bone[i, k])
         for p, (c, t) in enumerate(self._poles):
             self._read_target(t, names[c], depsgraph, i, self._pole_world[i, p], self._pole_bone[i, p])
-        pose_channels.read(ob.pose.bones, self._read_basis, self._modes[i], self._values[i])
+        if self.read_channels:
+            pose_channels.read(ob.pose.bones, self._read_basis, self._modes[i], self._values[i])
         if self._hanging:
             ob.pose.bones.foreach_get("matrix", self._all.ravel())
             self._raw_matrix[i] = self._all[self._read_matrix]
