@@ -1,5 +1,5 @@
-"""Live preview: frame changes and target moves pose the rig in simulation mode, without keys,
-and it stands aside during a bake."""
+"""Live preview: frame changes and target moves pose the rig without keys (in animation mode the
+bake's pose, in simulation mode one time step per frame), and it stands aside during a bake."""
 
 import pytest
 

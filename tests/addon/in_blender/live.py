@@ -1,6 +1,7 @@
 """Live preview inside Blender: scrubbing and moving the target pose the rig without keys, the rig
 is read again after the user's edits, remembered bases follow a moving parent, the user's own pose
-comes back when it stops, and a bake during live preview starts from the user's pose."""
+comes back when it stops, a bake during live preview starts from the user's pose; in animation
+mode it shows the bake's pose, in simulation mode it tracks as Blender's iTaSC does."""
 
 import math
 import os
