@@ -11,9 +11,9 @@ ours vs OpenSim's InverseKinematicsTool on its gait2354 trial; needs the opensim
 of the chains and Rigify's metarig, our add-on vs Blender's nla.bake under its iTaSC / Standard IK), long_bake (peak memory and time of a Rigify bake
 against frames: 1,000 to 20,000), random_poses (6-D pose IK of the 7-DOF Franka Panda on random
 reachable poses: ours with random restarts, IKPy, TRAC-IK's published figures), random_poses_iterations
-(the same poses' solve rate against iterations allowed per pose, one start at a time), live (live preview, one
-simulation step per frame on the 6-bone chain and Rigify's metarig, ours vs Blender's iTaSC in simulation
-mode, per frame). --markdown rewrites
+(the same poses' solve rate against iterations allowed per pose, one start at a time), live (live preview per
+frame in animation and in simulation mode on the 6-bone chain, Rigify's metarig and the generated rig, ours
+vs Blender's iTaSC in the same mode or the generated rig's Standard IK). --markdown rewrites
 the part of that file between the bench markers with the tables, the command, date and machine
 (tables it did not run stay as they were).
 """

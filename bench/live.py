@@ -1,4 +1,4 @@
-"""Live preview, one simulation step per frame: our add-on against Blender's iTaSC in simulation
+"""Live preview in animation and in simulation mode: our add-on against Blender's iTaSC in the same
 mode, on the same rig in the same bpy session.
 
 One fresh bpy process per rig, the extension installed from the built zip (tools.blender_session):
@@ -10,12 +10,13 @@ tools.demo_rigify.build_generated). Each side plays the same frames one after th
 changed it: a ``view_layer.update()`` after it finds our written pose evaluated already), after a
 few untimed warm-up frames:
 
-- theirs: ``pose.ik_solver = 'ITASC'``, ``ik_param.mode = 'SIMULATION'``, its other settings
+- theirs: ``pose.ik_solver = 'ITASC'``, ``ik_param.mode`` the mode measured, its other settings
   Blender's defaults; the simulation restarts for every pass (solver switched away and back). On
   the generated rig: its own Standard IK as Rigify set it up (Blender's evaluation of every frame,
   which is what an animator scrubbing that rig waits for);
 - ours: ``itasc.live_preview = True`` (Blender's IK constraints muted, our frame_change_post
-  handler advances one simulation step per frame with the add-on's defaults); restarts too;
+  handler solves the frame to convergence in animation mode, advances one simulation step in
+  simulation mode, with the add-on's defaults); restarts too;
 - muted: every IK constraint muted (and the drivers of its mute), no live preview: plain scene
   evaluation, the floor both sides pay.
 
@@ -23,7 +24,7 @@ Passes alternate between the three; each frame counts with its best of REPEATS p
 untimed pass of each IK side over the same frames from the same start: after each frame the
 evaluated tail of every IK bone is measured against its evaluated target in world space.
 
-    .venv/bin/python -m bench.live --profile 6      # cProfile of our live preview inside Blender
+    .venv/bin/python -m bench.live --profile 6 --mode ANIMATION     # cProfile of our live preview in Blender
 """
 
 from __future__ import annotations
@@ -38,8 +39,12 @@ from .common import ERRORS, Column, Table, blender_session, error_stats, plot, p
 RIGS = (("6-bone chain", 6), ("Rigify metarig", "rigify"), ("Rigify generated", "generated"))  # (label, what to build)
 REPEATS = 7
 WARMUP = 5                 # untimed frames played before the timed ones
-SIDES = ("ours (live preview)", "Blender iTaSC simulation", "IK muted")
+SIDES = ("ours (live preview)", "Blender iTaSC", "IK muted")
 STANDARD = "Blender Standard IK"     # theirs on the generated rig: its own solver
+MODES = ("ANIMATION", "SIMULATION")
+ITASC_PARAMS = ("mode", "reiteration_method", "solver", "feedback", "velocity_max", "use_auto_step", "step_count",
+                "step_min", "step_max", "precision", "iterations", "damping_max", "damping_epsilon",
+                "translate_root_bones")
 
 
 def sides(rig):
@@ -67,14 +72,26 @@ def _set_side(bpy, obj, side, pose):
     settings.live_preview = False
     _reset(bpy, api, obj, pose)                  # Blender's IK constraints as they were, the pose put back
     if obj.pose.ik_solver == "ITASC":
-        obj.pose.ik_solver = "LEGACY"            # drops Blender's iTaSC scene: its simulation restarts
+        # Switching the solver away and back drops Blender's iTaSC scene (its simulation restarts)
+        # and gives ik_param Blender's defaults again (mode ANIMATION among them): set them back.
+        params = {name: getattr(obj.pose.ik_param, name) for name in ITASC_PARAMS}
+        obj.pose.ik_solver = "LEGACY"
         bpy.context.view_layer.update()
         obj.pose.ik_solver = "ITASC"
+        for name, value in params.items():
+            setattr(obj.pose.ik_param, name, value)
     if side == SIDES[2]:
         mute_ik(obj)                             # _reset gives every mute back
     if side == SIDES[0]:
         settings.live_preview = True             # hands over: our drive mutes Blender's IK
     bpy.context.view_layer.update()
+
+
+def _check_mode(obj, mode):
+    """Refuse a pass in another mode than the one measured (Blender's iTaSC, and ours, which follows it)."""
+    shown = obj.pose.ik_param.mode if obj.pose.ik_solver == "ITASC" else obj.itasc.mode
+    if shown != mode:
+        raise RuntimeError(f"the rig is in {shown} mode, not {mode}")
 
 
 def _play(scene, frames, measure=None):
@@ -105,11 +122,14 @@ def _tail_errors(bpy, obj, iks, out):
     return measure
 
 
-def in_blender(rig, n_frames, repeats):
-    """Build the rig, play it each way; JSON-able per-frame times and errors per side."""
+def in_blender(rig, n_frames, repeats, mode="SIMULATION"):
+    """Build the rig with Blender's iTaSC (and our live preview) in `mode`, play it each way;
+    JSON-able per-frame times and errors per side."""
     import bpy
 
-    scene, obj = _build(bpy, rig, WARMUP + n_frames, mode="SIMULATION")
+    scene, obj = _build(bpy, rig, WARMUP + n_frames, mode=mode)
+    if obj.pose.ik_solver != "ITASC":
+        obj.itasc.mode = mode                    # ours in that mode (an override: Standard IK has none)
     pose = _pose(obj)
     iks = _iks(obj)
     labels = sides(rig)
@@ -122,6 +142,7 @@ def in_blender(rig, n_frames, repeats):
     warm, timed = range(1, WARMUP + 1), range(WARMUP + 1, WARMUP + n_frames + 1)
     params = obj.pose.ik_param if obj.pose.ik_solver == "ITASC" else None
     out = {"blender": bpy.app.version_string, "lengths": lengths, "sides": labels, "solver": obj.pose.ik_solver,
+           "mode": mode,
            "bones": len(obj.pose.bones),
            "settings": {} if params is None else {
                p: getattr(params, p) for p in ("mode", "reiteration_method", "solver", "feedback",
@@ -130,6 +151,7 @@ def in_blender(rig, n_frames, repeats):
     for _ in range(repeats):
         for side in labels:
             _set_side(bpy, obj, side, pose)
+            _check_mode(obj, mode)
             _play(scene, warm)
             runs[side].append(_play(scene, timed))
             ends[side].append(_tails(bpy, obj, iks))
@@ -139,6 +161,7 @@ def in_blender(rig, n_frames, repeats):
         errors = []
         if side != SIDES[2]:
             _set_side(bpy, obj, side, pose)
+            _check_mode(obj, mode)
             _play(scene, warm)
             _play(scene, timed, _tail_errors(bpy, obj, iks, errors))
             ends[side].append(_tails(bpy, obj, iks))
@@ -151,13 +174,15 @@ def in_blender(rig, n_frames, repeats):
     return out
 
 
-def profile_in_blender(rig, n_frames, top=30):
+def profile_in_blender(rig, n_frames, top=30, mode="SIMULATION"):
     """cProfile of our live preview over n_frames (after the warm-up), by cumulative and own time."""
     import cProfile
 
     import bpy
 
-    scene, obj = _build(bpy, rig, WARMUP + n_frames, mode="SIMULATION")
+    scene, obj = _build(bpy, rig, WARMUP + n_frames, mode=mode)
+    if obj.pose.ik_solver != "ITASC":
+        obj.itasc.mode = mode
     pose = _pose(obj)
     _set_side(bpy, obj, SIDES[0], pose)
     _play(scene, range(1, WARMUP + 1))
@@ -179,23 +204,26 @@ def run(quick: bool = False, n_frames: int = 250) -> Table:
     n_frames = 50 if quick else n_frames
     repeats = 1 if quick else REPEATS
     table = Table(
-        "live", "Live preview, one simulation step per frame: our add-on and Blender's iTaSC (simulation mode) "
+        "live", "Live preview in animation and simulation mode: our add-on and Blender's iTaSC in the same mode "
         "or Standard IK",
-        f"{n_frames} consecutive frames played in one bpy session per rig (extension installed from its zip), "
+        f"{n_frames} consecutive frames played in one bpy session per rig and mode (extension installed from its zip), "
         f"each frame one `scene.frame_set(f)` (which evaluates again the pose our frame_change_post handler "
-        f"wrote), after {WARMUP} untimed warm-up frames. ours: `itasc.live_preview = True`, the "
-        f"add-on's defaults (one simulation step per frame). Blender: `ik_param.mode = 'SIMULATION'`, its "
+        f"wrote), after {WARMUP} untimed warm-up frames. ours: `itasc.live_preview = True`, the add-on's "
+        f"defaults: in animation mode every frame solved to convergence from the action's pose, as a bake solves "
+        f"it; in simulation mode one simulation step per frame. Blender: `ik_param.mode` the same mode, its "
         f"other settings default ({{settings}}). Rigify generated: the rig Rigify generates ({{generated_bones}} bones; "
         f"`make demo`'s scene, tools.demo_rigify.build_generated: all four limbs in IK, poles on, the hand, foot "
         f"and pole controls keyed on every frame); theirs is its own Standard IK, as generated (Blender "
-        f"evaluating every frame with it). IK muted: every IK constraint muted (and the drivers of its mute), no "
-        f"live preview (scene evaluation alone); above muted: ms / frame minus the muted one. Each side's simulation restarts "
-        f"at every pass; passes alternate; each frame's time is its best of {repeats} passes (other people's load on this machine only adds), ms / frame their mean, median frame their median; best pass: the fastest whole pass. ours / theirs: below 1, ours is faster. "
-        f"Errors: one more untimed pass of each side over the same frames, after each frame every IK bone's "
-        f"evaluated tail measured against its target (m, float32); per frame the worst tail; > 1e-6 L with L "
-        f"the shortest IK chain (6 m; the metarig's arms, {{rigify_l}}; the generated rig's arms, {{generated_l}}); a "
-        f"target bone's head for a bone target. Simulation lags a moving target by design.",
-        [Column("rig", "rig", text=True), Column("side", "solver", text=True),
+        f"evaluating every frame with it; it has no modes), ours in the mode by our panel's override. IK muted: "
+        f"every IK constraint muted (and the drivers of its mute), no live preview (scene evaluation alone); above "
+        f"muted: ms / frame minus the muted one. Each side's simulation restarts at every pass; passes alternate; "
+        f"each frame's time is its best of {repeats} passes (other people's load on this machine only adds), ms / "
+        f"frame their mean, median frame their median; best pass: the fastest whole pass. ours / theirs: below 1, "
+        f"ours is faster. Errors: one more untimed pass of each side over the same frames, after each frame every "
+        f"IK bone's evaluated tail measured against its target (m, float32); per frame the worst tail; > 1e-6 L "
+        f"with L the shortest IK chain (6 m; the metarig's arms, {{rigify_l}}; the generated rig's arms, "
+        f"{{generated_l}}); a target bone's head for a bone target. Simulation lags a moving target by design.",
+        [Column("rig", "rig", text=True), Column("mode", "mode", text=True), Column("side", "solver", text=True),
          Column("ms_per_frame", "ms / frame", "{:.3f}"), Column("median_ms", "median frame ms", "{:.3f}"),
          Column("best_pass_ms", "best pass, ms / frame", "{:.3f}"),
          Column("above_muted", "above muted, ms", "{:.3f}"), Column("vs_theirs", "ours / theirs", "{:.2f}"),
@@ -203,39 +231,47 @@ def run(quick: bool = False, n_frames: int = 250) -> Table:
     version, settings = None, ""
     filled = {"rigify_l": "—", "generated_l": "—", "generated_bones": "—"}
     for label, rig in RIGS:
-        data = _session(f"in_blender({rig!r}, {n_frames}, {repeats})", rig)
-        version, length = data["blender"], min(data["lengths"])
-        if data["settings"]:
-            settings = ", ".join(f"{k} {v}" for k, v in data["settings"].items() if k != "mode")
-        if rig in RIGIFY:
-            filled[f"{rig}_l"] = f"{length:.3f} m"
-        if rig == "generated":
-            filled["generated_bones"] = str(data["bones"])
-        ours, theirs, muted = labels = data["sides"]
-        ms = {side: 1e3 * float(np.mean(data[side]["best_frames"])) for side in labels}
-        above = {side: ms[side] - ms[muted] for side in labels}
-        for side in labels:
-            d = data[side]
-            row = {"rig": label, "side": side, "ms_per_frame": ms[side], "totals": d["totals"],
-                   "median_ms": 1e3 * float(np.median(d["best_frames"])), "best_pass_ms": 1e3 * min(d["totals"]) / n_frames,
-                   "above_muted": above[side] if side != muted else None}
-            if side == ours:
-                row["vs_theirs"] = ratio(ms[side], ms[theirs])
-                row["vs_theirs_above"] = ratio(above[side], above[theirs])
-            if d["errors"]:
-                worst = np.max(np.asarray(d["errors"], dtype=float), axis=1)
-                row.update(error_stats(worst, length))
-                row["errors"] = worst.tolist()
-            table.rows.append(row)
+        for mode in MODES:
+            data = _session(f"in_blender({rig!r}, {n_frames}, {repeats}, {mode!r})", rig)
+            version, length = data["blender"], min(data["lengths"])
+            if data["settings"]:
+                settings = ", ".join(f"{k} {v}" for k, v in data["settings"].items() if k != "mode")
+            if rig in RIGIFY:
+                filled[f"{rig}_l"] = f"{length:.3f} m"
+            if rig == "generated":
+                filled["generated_bones"] = str(data["bones"])
+            table.rows += _rows(label, mode.lower(), data, n_frames, length)
     table.title += f" (Blender {version})"
     for key, value in {**filled, "settings": settings}.items():
         table.caption = table.caption.replace("{" + key + "}", value)
     return table
 
 
+def _rows(label, mode, data, n_frames, length):
+    """The table's rows of one rig in one mode."""
+    ours, theirs, muted = labels = data["sides"]
+    ms = {side: 1e3 * float(np.mean(data[side]["best_frames"])) for side in labels}
+    above = {side: ms[side] - ms[muted] for side in labels}
+    rows = []
+    for side in labels:
+        d = data[side]
+        row = {"rig": label, "mode": mode, "side": side, "ms_per_frame": ms[side], "totals": d["totals"],
+               "median_ms": 1e3 * float(np.median(d["best_frames"])), "best_pass_ms": 1e3 * min(d["totals"]) / n_frames,
+               "above_muted": above[side] if side != muted else None}
+        if side == ours:
+            row["vs_theirs"] = ratio(ms[side], ms[theirs])
+            row["vs_theirs_above"] = ratio(above[side], above[theirs])
+        if d["errors"]:
+            worst = np.max(np.asarray(d["errors"], dtype=float), axis=1)
+            row.update(error_stats(worst, length))
+            row["errors"] = worst.tolist()
+        rows.append(row)
+    return rows
+
+
 def draw(table: Table, path) -> None:
     plot(path, "Live preview: time per frame", "ms per frame (log)",
-         {f"{r['rig']}: {r['side']}": r["ms_per_frame"] for r in table.rows})
+         {f"{r['rig']}, {r['mode']}: {r['side']}": r["ms_per_frame"] for r in table.rows})
 
 
 if __name__ == "__main__":
@@ -244,6 +280,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="cProfile of our live preview inside Blender")
     parser.add_argument("--profile", default="6", help="6, rigify (the metarig) or generated")
     parser.add_argument("--frames", type=int, default=250)
+    parser.add_argument("--mode", default="ANIMATION", choices=("ANIMATION", "SIMULATION"))
     args = parser.parse_args()
     rig = args.profile if args.profile in RIGIFY else int(args.profile)
-    print(_session(f"profile_in_blender({rig!r}, {args.frames})", rig))
+    print(_session(f"profile_in_blender({rig!r}, {args.frames}, mode={args.mode!r})", rig))

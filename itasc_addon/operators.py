@@ -131,7 +131,7 @@ class ITASC_OT_clear_bake(bpy.types.Operator):
 
 
 class ITASC_OT_live_preview(bpy.types.Operator):
-    """Switch live preview on or off: solve in simulation mode when the frame changes or a target moves"""
+    """Switch live preview on or off: solve when the frame changes or a target moves (animation mode: as a bake)"""
 
     bl_idname = "itasc.live_preview"
     bl_label = "Live Preview"

@@ -15,9 +15,8 @@ import contextlib
 
 import bpy
 import numpy as np
-from mathutils import Euler, Matrix, Quaternion, Vector
 
-from . import keys
+from . import keys, pose_channels
 
 KEPT_CHANNELS = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle", "scale")
 
@@ -87,24 +86,17 @@ def give_back(obj):
     obj.update_tag(refresh={"OBJECT"})
 
 
-def animated_basis(obj, bones, frame):
-    """matrix_basis (1, S, 4, 4) of `bones` in the user's own pose at `frame` (module docstring):
-    their locations as they are (live preview never writes them), rotations and scales from
-    `_own_channels`."""
+def animated_channels(obj, bones, frame):
+    """The rotation modes (S,) and channel rows (S, pose_channels.WIDTH) of `bones` in the user's
+    own pose at `frame` (module docstring): locations as they are (live preview never writes
+    them), rotations and scales from `_own_channels`."""
     kept = {item.bone: item for item in obj.itasc.kept_pose}
     curves = keys.Channels(obj)
-    out = np.empty((1, len(bones), 4, 4))
+    modes = np.empty(len(bones), np.int32)
+    values = np.empty((len(bones), pose_channels.WIDTH), np.float32)
     for s, name in enumerate(bones):
         pb = obj.pose.bones[name]
         own = _own_channels(pb, kept.get(name), curves, frame)
-        mode = pb.rotation_mode
-        if mode == "QUATERNION":
-            rotation = Quaternion(own["rotation_quaternion"]).normalized()
-        elif mode == "AXIS_ANGLE":
-            angle, *axis = own["rotation_axis_angle"]
-            axis = Vector(axis)
-            rotation = Quaternion(axis.normalized(), angle) if axis.length > 0.0 else Quaternion()
-        else:
-            rotation = Euler(own["rotation_euler"], mode)
-        out[0, s] = Matrix.LocRotScale(pb.location, rotation, Vector(own["scale"]))
-    return out
+        own["location"] = pb.location
+        modes[s], values[s] = pose_channels.from_bone(own, pb.rotation_mode)
+    return modes, values

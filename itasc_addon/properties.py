@@ -132,8 +132,9 @@ class ITASC_PG_settings(bpy.types.PropertyGroup):
                     "Blender's own IK (their mute state is restored when this is switched off)")
     live_preview: BoolProperty(
         name="Live Preview", default=False, update=_live_update,
-        description="Solve in simulation mode whenever the frame changes or a target moves; the chain "
-                    "bones' own pose comes back when it is switched off")
+        description="Solve whenever the frame changes or a target moves: in animation mode the pose the "
+                    "bake writes, in simulation mode one time step per frame; the chain bones' own pose "
+                    "comes back when it is switched off")
     kept_pose: CollectionProperty(type=ITASC_PG_kept_bone)
     # The solver's settings: used where their override is on (`ik_settings`), else the armature's.
     mode: EnumProperty(

@@ -31,7 +31,7 @@ from .. import solver
 from ..solver.bones import itasc_stretch_weight
 from ..solver.kinematics import segment_motions
 from ..solver.rotations import quaternion_from_matrix
-from . import chain_bones, dependencies
+from . import chain_bones, dependencies, pose_channels
 
 # Blender's IK follows a pole only on a chain that shares no bone with another IK constraint's, and
 # (Standard IK) with Use Location on and weight > 0; where it does not, neither does ours.
@@ -479,9 +479,10 @@ def _name(ob):
     return None if ob is None else ob.name
 
 
-def _target_signature(obj, target):
-    """What `_target` and `_cycle` read of a target: the object, its parents and their constraints;
-    and whether it hangs from the armature (then the cycle test reads the armature's bone hierarchy)."""
+def _target_signature(obj, target, subtargets=()):
+    """What `_target` and `_cycle` read of a target: the object, its parents and their constraints,
+    whether the bones `subtargets` (names) are in it; and whether it hangs from the armature (then
+    the cycle test reads the armature's bone hierarchy)."""
     items, seen, hangs = [], set(), False
     ob = target
     while ob is not None and (name := ob.name) not in seen:
@@ -493,7 +494,8 @@ def _target_signature(obj, target):
         hangs = hangs or parent == obj or any(on == obj for _, on, _, _ in cons)
         ob = parent
     if target is not None and target.type == "ARMATURE" and target.pose is not None:
-        items.append(tuple(pb.name for pb in target.pose.bones))
+        bones = target.pose.bones
+        items.append(tuple(sub in bones for sub in subtargets if sub))       # whether the named bones exist
     return tuple(items), hangs
 
 
@@ -512,7 +514,8 @@ def rig_signature(obj, drives=None):
     items = [obj.name, rest.tobytes(), length.tobytes()]
     in_chains, hanging = {}, False
     for pb, con in ik_constraints(obj):
-        target, hangs = _target_signature(obj, con.target)
+        target, hangs = _target_signature(obj, con.target, (con.subtarget, con.pole_subtarget
+                                                            if con.pole_target == con.target else ""))
         hanging = hanging or hangs
         items.append((pb.name, con.name, bool(drives(pb, con)), _name(con.pole_target), _CONSTRAINT_FIELDS(con),
                       target))
@@ -594,6 +597,15 @@ def orthonormalize(M):
 _IDENTITY4 = np.eye(4)
 
 
+def _inherits_fully(pb):
+    """Whether a bone's pose matrix is its parent's pose matrix times the rest offset and its own
+    matrix_basis: it inherits rotation and scale fully and no constraint of its own acts on it (IK
+    constraints are the hand-over's, muted while ours drives)."""
+    bone = pb.bone
+    return (bone.use_inherit_rotation and bone.inherit_scale == "FULL" and bone.use_local_location
+            and not any(c.type != "IK" and not c.mute and c.influence > 0.0 for c in pb.constraints))
+
+
 def _matrices(raw):
     """(F, n, 4, 4) float matrices from foreach_get's rows (F, n, 16) of column-major float32."""
     return np.swapaxes(raw.reshape(raw.shape[:2] + (4, 4)), -1, -2).astype(float)
@@ -621,9 +633,9 @@ class Sampler:
         index = np.array([bone_order[n] for n in rig.bones])
         root_index = np.array([bone_order[root] for root, _ in rig.groups])
         self._hanging = [a for a, (_, parent) in enumerate(rig.groups) if parent is not None]
-        # Per frame, the matrix_basis of the chains' bones and roots (and the pose matrix of
-        # roots that hang from a bone) as Blender hands them over: float32, column-major, one row
-        # of 16 per bone; `samples()` converts all frames at once.
+        # Per frame, the rotation modes and channels (pose_channels) of the chains' bones (the roots
+        # among them), and the pose matrix of roots that hang from a bone, as Blender hands them
+        # over (float32); `samples()` converts all frames at once.
         self._read_basis, where = np.unique(np.concatenate([index, root_index]), return_inverse=True)
         self._index, self._root_index = where[:len(index)], where[len(index):]
         self._read_matrix = root_index[self._hanging]
@@ -634,9 +646,21 @@ class Sampler:
         self._stretches = np.array([n in rig.stretch_coordinate for n in rig.bones], dtype=bool)
         self._scale_parents = (rig.scale_parents if rig.scale_parents is not None
                                else np.full(len(rig.bones), -1, dtype=int))
-        self._raw_basis = np.zeros((F, len(self._read_basis), 16), dtype=np.float32)
+        self._connected = np.array([obj.pose.bones[int(i)].bone.use_connect for i in self._read_basis], dtype=bool)
+        self.read_channels = True       # False: the caller gives them (`put_channels`)
+        self._modes = np.zeros((F, len(self._read_basis)), dtype=np.int32)
+        self._values = np.zeros((F, len(self._read_basis), pose_channels.WIDTH), dtype=np.float32)
         self._raw_matrix = np.zeros((F, len(self._read_matrix), 16), dtype=np.float32)
         self._raw_parent = np.zeros((F, len(self._read_parent), 16), dtype=np.float32)
+        # Hanging roots whose pose matrix is their parent's carried by the rest offset and their own
+        # basis (full inheritance, no constraint of their own): their base follows from the
+        # parent's pose matrix alone, whatever rotation the root is shown with.
+        bones = obj.data.bones
+        self._from_parent = np.array([_inherits_fully(obj.pose.bones[rig.groups[a][0]]) for a in self._hanging],
+                                     dtype=bool)
+        self._parent_offset = np.array([np.linalg.inv(np.array(bones[rig.groups[a][1]].matrix_local, float))
+                                        @ np.array(bones[rig.groups[a][0]].matrix_local, float)
+                                        for a in self._hanging]).reshape(-1, 4, 4)
         self._memo = {}
         self._rest = np.stack([np.array(obj.data.bones[root].matrix_local, float) for root, _ in rig.groups])
         self._rest_inverse = np.linalg.inv(self._rest)
@@ -655,12 +679,19 @@ class Sampler:
             self._read_target(t, names[k], depsgraph, i, self.target_world[i, k], self.target_bone[i, k])
         for p, (c, t) in enumerate(self._poles):
             self._read_target(t, names[c], depsgraph, i, self._pole_world[i, p], self._pole_bone[i, p])
-        ob.pose.bones.foreach_get("matrix_basis", self._all.ravel())
-        self._raw_basis[i] = self._all[self._read_basis]
+        if self.read_channels:
+            pose_channels.read(ob.pose.bones, self._read_basis, self._modes[i], self._values[i])
         if self._hanging:
             ob.pose.bones.foreach_get("matrix", self._all.ravel())
             self._raw_matrix[i] = self._all[self._read_matrix]
             self._raw_parent[i] = self._all[self._read_parent]
+
+    def put_channels(self, i, modes, values):
+        """Frame i's channels of the model's bones given from outside (live preview: the user's own
+        pose, `own_pose.animated_channels`): modes (S,) and values (S, pose_channels.WIDTH), in
+        the rig's bone order, in place of those `read` took from the evaluated pose."""
+        self._modes[i, self._index] = modes
+        self._values[i, self._index] = values
 
     def _read_target(self, t, constraint, depsgraph, i, world, bone):
         """Into `world` and `bone`: the evaluated world matrix of a Target's object and, for a bone,
@@ -696,6 +727,9 @@ class Sampler:
         if hanging:
             root_matrix = _matrices(self._raw_matrix)
             parent_frame = root_matrix @ np.linalg.inv(root_basis[:, hanging])
+            if self._from_parent.any():
+                carried = _matrices(self._raw_parent) @ self._parent_offset
+                parent_frame[:, self._from_parent] = carried[:, self._from_parent]
             bases[:, hanging] = parent_frame @ loc[:, hanging] @ rest_inverse[hanging]
         bad = ~np.isfinite(bases).all(axis=(1, 2, 3))
         if bad.any():
@@ -721,12 +755,12 @@ class Sampler:
 
     def samples(self) -> Samples:
         scale, world_inverse = self._remembered("world", self.world.tobytes(), self._world_part)
-        pose_basis = _matrices(self._raw_basis)
+        pose_basis = pose_channels.basis(self._modes, self._values, self._connected)
         # A root's rotation cancels in its base: while the roots stay where they are and the bones
         # they hang from do not move, the base is the same (up to float32 rounding). (A change of
         # how a root inherits its parent's motion changes the rig's signature: live preview then
         # reads the rig again, with a new sampler.)
-        roots_at = self._raw_basis[:, self._root_index, 12:15]              # column-major: the location
+        roots_at = pose_basis[:, self._root_index, :3, 3]
         bases = self._remembered("bases", roots_at.tobytes() + self._raw_parent.tobytes(),
                                  lambda: self._bases(pose_basis[:, self._root_index]))
         self.basis = pose_basis[:, self._index]

@@ -163,6 +163,27 @@ def blend_targets(rig, q0, samples, objects):
     return objects
 
 
+def frame_inputs(rig, engine_scene, samples):
+    """(start q0 (F, n), targets (F, K, 4, 4), joint-control values or None) of an animation-mode
+    solve of the frames sampled: the start is the animated pose (the user's own channels,
+    `pose_channels`), targets of constraints with influence below 1 are blended with it, and the
+    IK rotation / linear control tasks hold to it. The bake and live preview both start here."""
+    q0 = coordinates_from_basis(rig.model, samples.basis)
+    objects = blend_targets(rig, q0, samples, samples.objects)
+    return q0, objects, rig_module.control_values(engine_scene, q0)
+
+
+def solve_frames(rig, engine_scene, plan, samples, q0, objects, values, settings, poles=None, bases=None):
+    """(engine Result, pose rotations (F, S, 3, 3) or None) of an animation-mode solve of the
+    frames from `frame_inputs`: the two-bone closed form where `plan` is given (its rotations are
+    what is written), else the engine from q0. Each frame's answer depends on its own inputs
+    alone, so one frame solved alone (live preview) equals that frame of a bake."""
+    if plan is not None:
+        return two_bone.solve(rig, plan, samples, q0, objects, poles, engine_scene, settings)
+    bases = samples.bases if bases is None else bases
+    return solver.solve_animation(engine_scene, q0, objects, bases, settings, values), None
+
+
 class Job:
     """Solve `obj` at `frames` and write the result: keys (`bake=True`) or the pose of one frame."""
 
@@ -250,8 +271,8 @@ class Job:
                 self.phase = "solve"
             return True
         if self.phase == "solve" and self.plan is not None:      # all frames in one closed-form batch
-            piece, self.rotations = two_bone.solve(self.rig, self.plan, self.samples, self.q0, self.objects,
-                                                   self.sampler.poles, self.engine_scene, self.settings)
+            piece, self.rotations = solve_frames(self.rig, self.engine_scene, self.plan, self.samples, self.q0,
+                                                 self.objects, self.values, self.settings, self.sampler.poles)
             self.pieces.append(piece)
             self.phase = "write"
             return True
@@ -298,9 +319,7 @@ class Job:
         targets blended by influence, the joint-control tasks' values; whether the fast path's
         chain stays connected in that pose."""
         self.samples = self.sampler.samples()
-        self.q0 = coordinates_from_basis(self.rig.model, self.samples.basis)
-        self.objects = blend_targets(self.rig, self.q0, self.samples, self.samples.objects)
-        self.values = rig_module.control_values(self.engine_scene, self.q0)
+        self.q0, self.objects, self.values = frame_inputs(self.rig, self.engine_scene, self.samples)
         if self.plan is not None:
             reason = two_bone.pose_reason(self.samples.basis, self.rig.bones)
             if reason:
@@ -320,8 +339,8 @@ class Job:
     def _solve(self, a, b):
         scene, s, values = self.engine_scene, self.samples, self._control_values
         if self.mode == "ANIMATION":
-            return solver.solve_animation(scene, self.q0[a:b], self.objects[a:b], s.bases[a:b], self.settings,
-                                          values(a, b))
+            return solve_frames(self.rig, scene, None, s, self.q0[a:b], self.objects[a:b], values(a, b),
+                                self.settings, bases=s.bases[a:b])[0]
         if a == 0:
             return solver.solve_simulation(scene, self.q0[0], self.objects[:b], s.bases[:b], self.settings,
                                            values(0, b))

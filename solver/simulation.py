@@ -3,9 +3,19 @@
 Within a frame the update law (update.py) q' = A# (y' + B Xu') with y' = K (yd - y) is integrated in
 sub-steps, while every object and armature base moves at the constant twist that carries it from
 its pose at the previous frame to its pose at this one; that twist is Xu', so B Xu' moves the
-joints along with a moving target instead of lagging behind it. Sub-steps are fixed, or chosen
-so that no coordinate changes by more than `substep_angle` in one and the feedback stays stable
-(K h <= 1); joint speed is bounded by `max_velocity`. This is what live preview runs.
+joints along with a moving target instead of lagging behind it. Each sub-step of length h is the
+explicit midpoint rule,
+
+    q_mid = q + (h/2) q'(q, t),     q_new = q + h q'(q_mid, t + h/2),
+
+the objects and bases advanced to the time of each evaluation. Its error per frame is O(h^3)
+where a plain Euler step's is O(h^2): with the target's velocity fed forward, what is left to lag
+is the chain's curvature over a step (the Jacobian taken at the start of it), which makes a
+steady tracking error O(h) with Euler steps and O(h^2) with midpoint ones. The feedback's own
+decay over a step, exp(-K h), is followed within 3 % at K h = 1/2 (1 - K h + (K h)^2 / 2).
+Sub-steps are fixed, or chosen so that no coordinate changes by more than `substep_angle` in one
+and K h <= FEEDBACK_STEP; joint speed is bounded by `max_velocity`. This is what live preview runs
+in simulation mode.
 """
 
 from __future__ import annotations
@@ -23,6 +33,8 @@ from .inputs import check_inputs, complete_frames, finite_frames
 from .result import Result
 from .settings import Settings
 from .update import output_velocity, pseudoinverse_solver, reached, weighted_step
+
+FEEDBACK_STEP = 0.5     # automatic sub-steps keep K h at or below this
 
 
 def twist_between(T0: np.ndarray, T1: np.ndarray, dt: float) -> np.ndarray:
@@ -115,6 +127,23 @@ def simulate_frame(scene: Scene, q, objects, bases, settings: Settings, start=No
     return q, scene.evaluate(q, objects[1:], bases[1:], jacobians=jacobians, values=values)
 
 
+def _continued(scene: Scene, q, near):
+    """q with each unlimited sphere joint's rotation vector given the whole turns about its own
+    axis (phi (1 + 2 pi k / |phi|), k = -1, 0, 1: the same rotation) that bring it nearest to
+    `near`'s: the inverse of wrapping (limits.wrap_spheres) for a step that crossed a half turn."""
+    c = scene.model.unlimited_sphere_coordinates
+    if scene.coupling is not None or not c.size:
+        return q
+    phi, ref = q[:, c], near[:, c]
+    t = np.sqrt((phi * phi).sum(axis=-1, keepdims=True))
+    unit = phi / np.maximum(t, 1e-300)
+    candidates = np.stack([phi + 2.0 * np.pi * k * unit for k in (-1.0, 0.0, 1.0)])        # (3, F, k, 3)
+    best = np.argmin(((candidates - ref) ** 2).sum(axis=-1), axis=0)                       # (F, k)
+    out = q.copy()
+    out[:, c] = np.take_along_axis(candidates, best[None, ..., None], axis=0)[0]
+    return out
+
+
 def _continues(start, settings: Settings) -> bool:
     """Whether a `start` evaluation can stand for the first frame's: given, with the Jacobians the
     step needs, and the first frame not to be solved to convergence first."""
@@ -150,7 +179,7 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
     if twist_base is not None:
         Xu_dot[:, 6 * scene.n_objects:] = twist_base.reshape(1, -1)
 
-    def evaluate(elapsed):
+    def evaluate(at, elapsed):
         obj = None
         if objects is not None and gone is None:        # every object present at both frames
             obj = advance(previous, twist_obj, elapsed)
@@ -159,25 +188,32 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
                 obj = advance(previous, twist_obj, elapsed)
             obj[:, gone] = np.nan
         base = None if bases is None else advance(bases[f - 1:f], twist_base, elapsed)
-        return scene.evaluate(q, obj, base, values=values, jacobians=True if settings.feedforward else "A")
+        return scene.evaluate(at, obj, base, values=values, jacobians=True if settings.feedforward else "A")
 
-    def step(ev, h):
+    def step(at, ev, h):
+        """The update law's step from `at` over h with the slope of evaluation ev."""
         y_dot = output_velocity(ev, settings.feedback, Xu_dot if settings.feedforward else None)
-        return weighted_step(scene, q, ev.A, h * y_dot, ev.task_weight, np.array([settings.max_velocity * h]),
+        return weighted_step(scene, at, ev.A, h * y_dot, ev.task_weight, np.array([settings.max_velocity * h]),
                              pseudoinverse_solver(settings))
 
-    ev = evaluate(0.0) if start is None else start
+    ev = evaluate(q, 0.0) if start is None else start
     n_sub, probe = settings.substeps, None
     if n_sub == 0:  # automatic: keep each sub-step's largest coordinate change under substep_angle
-        probe = step(ev, dt)
+        probe = step(q, ev, dt)
         dq = probe[0]
-        # ... and the feedback stable: K h <= 1 per sub-step.
-        wanted = max(np.abs(dq).max(initial=0.0) / settings.substep_angle, settings.feedback * dt, 1.0)
+        # ... and no longer than half the feedback's time constant 1 / K.
+        wanted = max(np.abs(dq).max(initial=0.0) / settings.substep_angle, settings.feedback * dt / FEEDBACK_STEP,
+                     1.0)
         n_sub = math.ceil(min(wanted, settings.max_substeps))
     h = dt / n_sub
     for k in range(n_sub):
         if k:
-            ev = evaluate(k * h)
-        dq, s_min = probe if (k == 0 and n_sub == 1 and probe is not None) else step(ev, h)
+            ev = evaluate(q, k * h)
+        first, _ = probe if (k == 0 and n_sub == 1 and probe is not None) else step(q, ev, h)
+        # Explicit midpoint: the slope where the first half of this step leads, at half the time.
+        # The step may have turned a sphere joint the short way round: half of it is taken in q's
+        # own coordinates, where the midpoint's slope is applied too.
+        middle = scene.limit(q + 0.5 * (_continued(scene, q + first, q) - q))
+        dq, s_min = step(q, evaluate(middle, (k + 0.5) * h), h)
         q = scene.project(q + dq)
     return q, n_sub, s_min[0]

@@ -77,8 +77,50 @@ def _dot(a, b):
     return (a * b).sum(axis=-1)
 
 
+def _cross(a, b):
+    """a x b for (..., 3) arrays: the products and differences numpy's cross forms, without its
+    axis handling (the pole's evaluation takes a dozen per call)."""
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    out[..., 0] = a1 * b2 - a2 * b1
+    out[..., 1] = a2 * b0 - a0 * b2
+    out[..., 2] = a0 * b1 - a1 * b0
+    return out
+
+
 def _unit(v, size):
     return v / np.where(size > 0.0, size, 1.0)[:, None]
+
+
+def geometry(root, effector, target, pole, up_local) -> dict:
+    """theta and what its derivative needs, from the four frames (N, 4, 4) and the root bone's
+    "up" in its own frame (3,) or (N, 3); `valid` is False in the singular frames (theta is 0 there)."""
+    h = root[:, :3, 3]
+    up = root[:, :3, :3] @ up_local if up_local.ndim == 1 else (root[:, :3, :3] @ up_local[:, :, None])[..., 0]
+    e, d, p = effector[:, :3, 3] - h, target[:, :3, 3] - h, pole[:, :3, 3] - h
+    E, D, P = (np.sqrt(_dot(v, v)) for v in (e, d, p))
+    a, u = _unit(e, E), _unit(d, D)
+    k = _cross(a, u)
+    cos = _dot(a, u)
+    opposite = (cos < 0.0) & (np.sqrt(_dot(k, k)) <= _ON_AXIS)
+    one_plus = np.where(opposite, 1.0, 1.0 + cos)[:, None]
+    k_up = _cross(k, up)
+    w = up + k_up + _cross(k, k_up) / one_plus                        # Q up
+    u_w, u_p = _dot(u, w), _dot(u, p)
+    w_perp = w - u_w[:, None] * u
+    p_perp = p - u_p[:, None] * u
+    up_perp = up - _dot(a, up)[:, None] * a
+    size = E + D + P
+    valid = ((E > _AT_ROOT * size) & (D > _AT_ROOT * size) & ~opposite
+             & (np.sqrt(_dot(p_perp, p_perp)) > _ON_AXIS * P) & (np.sqrt(_dot(up_perp, up_perp)) > _ON_AXIS))
+    p_x_w = _cross(p, w)
+    s = _dot(u, p_x_w)
+    c = _dot(p, w) - u_p * u_w
+    theta = np.arctan2(s, c)
+    theta = np.where(valid, np.where(theta <= -np.pi, theta + 2 * np.pi, theta), 0.0)
+    return dict(theta=theta, valid=valid, a=a, u=u, k=k, k_up=k_up, one_plus=one_plus, up=up, w=w, p=p,
+                E=E, D=D, u_w=u_w, u_p=u_p, w_perp=w_perp, p_perp=p_perp, p_x_w=p_x_w, s=s, c=c)
 
 
 class Pole(Task):
@@ -106,31 +148,7 @@ class Pole(Task):
     def geometry(self, root, effector, target, pole) -> dict:
         """theta and what its derivative needs, from the four frames (F, 4, 4); `valid` is False in
         the singular frames (theta is 0 there)."""
-        h = root[:, :3, 3]
-        up = root[:, :3, :3] @ self.up_local
-        e, d, p = effector[:, :3, 3] - h, target[:, :3, 3] - h, pole[:, :3, 3] - h
-        E, D, P = (np.sqrt(_dot(v, v)) for v in (e, d, p))
-        a, u = _unit(e, E), _unit(d, D)
-        k = np.cross(a, u)
-        cos = _dot(a, u)
-        opposite = (cos < 0.0) & (np.sqrt(_dot(k, k)) <= _ON_AXIS)
-        one_plus = np.where(opposite, 1.0, 1.0 + cos)[:, None]
-        k_up = np.cross(k, up)
-        w = up + k_up + np.cross(k, k_up) / one_plus                        # Q up
-        u_w, u_p = _dot(u, w), _dot(u, p)
-        w_perp = w - u_w[:, None] * u
-        p_perp = p - u_p[:, None] * u
-        up_perp = up - _dot(a, up)[:, None] * a
-        size = E + D + P
-        valid = ((E > _AT_ROOT * size) & (D > _AT_ROOT * size) & ~opposite
-                 & (np.sqrt(_dot(p_perp, p_perp)) > _ON_AXIS * P) & (np.sqrt(_dot(up_perp, up_perp)) > _ON_AXIS))
-        p_x_w = np.cross(p, w)
-        s = _dot(u, p_x_w)
-        c = _dot(p, w) - u_p * u_w
-        theta = np.arctan2(s, c)
-        theta = np.where(valid, np.where(theta <= -np.pi, theta + 2 * np.pi, theta), 0.0)
-        return dict(theta=theta, valid=valid, a=a, u=u, k=k, k_up=k_up, one_plus=one_plus, up=up, w=w, p=p,
-                    E=E, D=D, u_w=u_w, u_p=u_p, w_perp=w_perp, p_perp=p_perp, p_x_w=p_x_w, s=s, c=c)
+        return geometry(root, effector, target, pole, self.up_local)
 
     def errors(self, frames):
         """theta is read off the effector, target and pole positions across the root (per_length
@@ -142,6 +160,43 @@ class Pole(Task):
         per_length = 1.0 / np.where(valid, g["E"], 1.0) + 1.0 / np.where(valid, g["D"], 1.0) + 1.0 / size(g["p_perp"])
         per_turn = 1.0 / np.maximum(size(g["w_perp"]), 1e-12)
         return np.full(g["theta"].shape, np.nan), np.abs(g["theta"]), valid & (self.weight > 0), per_length, per_turn
+
+    def batch_key(self):
+        return "poles"                      # every pole of a scene in one batch
+
+    @classmethod
+    def batch(cls, tasks, places):
+        """All poles of a scene evaluated at once: frames and tasks flattened into one axis of
+        N = F x T rows (each row's arithmetic is the one `evaluate` does for its task)."""
+        if len(tasks) == 1:
+            return super().batch(tasks, places)
+        ends = np.array([[p.first_endpoint + j for j in range(4)] for p in places])     # (T, 4)
+        rows = np.array([p.rows.start for p in places])
+        index = np.array([p.index for p in places])
+        up_local = np.array([t.up_local for t in tasks])
+        weight = np.array([t.weight for t in tasks])
+        T = len(tasks)
+
+        def evaluate(inputs: TaskInputs, out: Stack) -> None:
+            F = inputs.frames.shape[0]
+            frames = inputs.frames[:, ends].reshape(F * T, 4, 4, 4)
+            g = geometry(frames[:, 0], frames[:, 1], frames[:, 2], frames[:, 3],
+                         np.broadcast_to(up_local, (F, T, 3)).reshape(F * T, 3))
+            theta, valid = g["theta"].reshape(F, T), g["valid"].reshape(F, T)
+            out.y[:, rows] = theta
+            out.yd[:, rows] = 0.0
+            out.task_weight[:, rows] = np.where(valid, weight, 0.0)
+            out.rotation_error[:, index] = np.abs(theta)
+            out.position_error[:, index] = np.nan
+            if out.A is None:
+                return
+            J = inputs.jacobians[:, ends]
+            row = cls._row(g, J.reshape((F * T,) + J.shape[2:])).reshape(F, T, -1)
+            n = inputs.n
+            out.A[:, rows] = row[..., :n]
+            if out.B is not None:
+                out.B[:, rows] = -row[..., n:]
+        return evaluate
 
     def evaluate(self, place: Place, inputs: TaskInputs, out: Stack) -> None:
         i, rows, index = place.first_endpoint, place.rows, place.index
@@ -170,17 +225,17 @@ class Pole(Task):
         s, c = g["s"][:, None], g["c"][:, None]
         one_plus = g["one_plus"]
         N = np.where(valid, g["s"] ** 2 + g["c"] ** 2, 1.0)[:, None]
-        g_p = (c * np.cross(w, u) - s * g["w_perp"]) / N
-        g_w = (c * np.cross(u, p) - s * g["p_perp"]) / N
+        g_p = (c * _cross(w, u) - s * g["w_perp"]) / N
+        g_w = (c * _cross(u, p) - s * g["p_perp"]) / N
         g_u = (c * g["p_x_w"] + s * (g["u_w"][:, None] * p + g["u_p"][:, None] * w)) / N
-        m = np.cross(up, g_w) + (np.cross(g["k_up"], g_w) - np.cross(up, np.cross(k, g_w))) / one_plus
-        z = -_dot(g_w, np.cross(k, g["k_up"]))[:, None] / one_plus ** 2
-        g_dir = np.cross(u, m) + z * u
-        g_u = g_u - np.cross(a, m) + z * a
-        k_g = np.cross(k, g_w)
-        g_up = g_w - k_g + np.cross(k, k_g) / one_plus                       # Q^T g_w
+        m = _cross(up, g_w) + (_cross(g["k_up"], g_w) - _cross(up, _cross(k, g_w))) / one_plus
+        z = -_dot(g_w, _cross(k, g["k_up"]))[:, None] / one_plus ** 2
+        g_dir = _cross(u, m) + z * u
+        g_u = g_u - _cross(a, m) + z * a
+        k_g = _cross(k, g_w)
+        g_up = g_w - k_g + _cross(k, k_g) / one_plus                       # Q^T g_w
         g_e = (g_dir - _dot(g_dir, a)[:, None] * a) / np.where(valid, g["E"], 1.0)[:, None]
         g_t = (g_u - _dot(g_u, u)[:, None] * u) / np.where(valid, g["D"], 1.0)[:, None]
         linear = np.stack([-(g_p + g_e + g_t), g_e, g_t, g_p], axis=1)      # (F, 4, 3): root, effector, target, pole
-        row = np.einsum("fei,feik->fk", linear, J[:, :, :3]) + np.einsum("fi,fik->fk", np.cross(up, g_up), J[:, 0, 3:])
+        row = np.einsum("fei,feik->fk", linear, J[:, :, :3]) + np.einsum("fi,fik->fk", _cross(up, g_up), J[:, 0, 3:])
         return row * valid[:, None]

@@ -92,9 +92,19 @@ def _pole_scene(rng):
     return Scene(model, [task], n_objects=2)
 
 
+def _poles_scene(rng):
+    """Three poles on different chains: they evaluate as one batch (Pole.batch)."""
+    model = random_tree(rng, 8)
+    poles = [Pole(on_segment(r, rng.normal(size=3)), on_segment(e, rng.normal(size=3)), on_object(2 * i),
+                  on_object(2 * i + 1), pole_angle=rng.uniform(-np.pi, np.pi), weight=0.5 + i)
+             for i, (r, e) in enumerate(((0, 3), (1, 7), (4, 6)))]
+    return Scene(model, poles, n_objects=6)
+
+
 # Every task kind and a scene that uses it: a new kind of task adds one line here.
 CASES = [(CopyPose, _copy_pose_scene), (CopyPose, _clamped_copy_pose_scene), (Distance, _distance_scene),
-         (JointValue, _joint_value_scene), (Pole, _pole_scene), (CoordinateCoupler, _coordinate_coupler_scene)]
+         (JointValue, _joint_value_scene), (Pole, _pole_scene), (Pole, _poles_scene),
+         (CoordinateCoupler, _coordinate_coupler_scene)]
 
 
 @pytest.mark.parametrize("seed", range(3))

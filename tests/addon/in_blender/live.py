@@ -1,16 +1,18 @@
 """Live preview inside Blender: scrubbing and moving the target pose the rig without keys, the rig
 is read again after the user's edits, remembered bases follow a moving parent, the user's own pose
-comes back when it stops, and a bake during live preview starts from the user's pose."""
+comes back when it stops, a bake during live preview starts from the user's pose; in animation
+mode it shows the bake's pose, in simulation mode it tracks as Blender's iTaSC does."""
 
 import math
 import os
 import tempfile
 
 import bpy
+import numpy as np
 from mathutils import Vector
 
 from . import addon
-from .scenes import api, chain_rig, clear_scene, held_chain_rig, keys_module
+from .scenes import api, chain_rig, clear_scene, held_chain_rig, keys_module, tip_errors
 
 
 def _tail(rig):
@@ -44,10 +46,11 @@ def _shown_differs(rig):
 
 
 def scrub_and_move_target():
-    """Live preview on a 6-bone chain: scrub 48 frames (tip error and whether Blender shows the
+    """Live preview on a 6-bone chain in simulation mode: scrub 48 frames (tip error and whether Blender shows the
     written pose, per frame), then move the unanimated target by hand at a fixed frame."""
     clear_scene()
     scene, rig, target = chain_rig(6, 48, rotation_modes=["QUATERNION", "XYZ", "QUATERNION", "AXIS_ANGLE"])
+    rig.pose.ik_param.mode = "SIMULATION"
     started = _toggle(rig)
     on = rig.itasc.live_preview
     muted = rig.pose.bones[-1].constraints[0].mute
@@ -234,7 +237,8 @@ def users_pose_given_back():
 
 
 def influence_blends_with_users_pose():
-    """A constraint at influence 0.5 on a chain with a posed and an animated bone: where Blender
+    """A constraint at influence 0.5 on a chain with a posed and an animated bone, in simulation
+    mode: where Blender
     puts the tail with the IK muted, half way to the target ("expected"), and where live preview
     puts it ("shown"), at frame 30 (a jump) and 40 (after simulated frames)."""
     clear_scene()
@@ -247,6 +251,7 @@ def influence_blends_with_users_pose():
         bones[3].keyframe_insert("rotation_quaternion", frame=frame)
     ik = bones[-1].constraints[0]
     ik.influence = 0.5
+    rig.pose.ik_param.mode = "SIMULATION"
 
     # Blender's own evaluation with the IK muted: where the user's pose puts the tail at each frame.
     ik.mute = True
@@ -269,10 +274,11 @@ def influence_blends_with_users_pose():
 
 
 def rotation_control_held_to_users_pose():
-    """held_chain_rig under live preview: the held bone's rotation as written and as animated,
+    """held_chain_rig under live preview in simulation mode: the held bone's rotation as written and as animated,
     and the tail's error, at frame 30 (a jump) and 40 (after simulated frames)."""
     clear_scene()
     scene, rig, target, held = held_chain_rig(48)           # bone02's own rotation is animated
+    rig.pose.ik_param.mode = "SIMULATION"
     curves = keys_module.Channels(rig)
 
     def state(f):
@@ -312,3 +318,147 @@ def bake_during_live_preview():
         rigs[False].pose.bones[i].rotation_quaternion).angle) for i in range(6))
     baked = {str(on): api.bake(rig, 1, 12).q.tolist() for on, rig in rigs.items()}
     return {"baked": baked, "live_moved": live_moved, "still_on": rigs[True].itasc.live_preview}
+
+
+# ---- animation mode: live preview shows the bake's pose ------------------------------------------
+
+def _featured_rig(n_frames):
+    """chain_rig with a constraint at influence 0.7, a pole target (pole_angle 30 degrees) and
+    bone02 under IK rotation control (weight 0.5) with its own rotation animated."""
+    scene, rig, target, held = held_chain_rig(n_frames)
+    held.ik_rotation_weight = 0.5
+    ik = rig.pose.bones[-1].constraints[0]
+    ik.influence = 0.7
+    ik.pole_target, ik.pole_angle = _empty("pole", (3.0, -2.0, 2.0)), math.radians(30.0)
+    return scene, rig, target
+
+
+def _build_for_equality(kind, n_frames):
+    """(scene, rig, the target to drag or None) of a kind: 'chain', 'featured' or 'metarig'."""
+    if kind == "metarig":
+        from tools import demo_rigify
+
+        scene, rig, _ = demo_rigify._build(bpy, n_frames)
+        return scene, rig, None
+    clear_scene()
+    if kind == "featured":
+        return _featured_rig(n_frames)
+    return chain_rig(6, n_frames)
+
+
+def _chain_tails(rig, names):
+    """World tails of the named bones as Blender evaluates them now, and the chains' reach."""
+    re = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return [list(re.matrix_world @ re.pose.bones[n].tail) for n in names]
+
+
+def _reach(rig, name, names):
+    """The length of the chain from its root (among `names`) to the tail of bone `name`."""
+    bone, total = rig.data.bones[name], 0.0
+    while bone is not None and bone.name in names:
+        total, bone = total + bone.length, bone.parent
+    return total
+
+
+def _live_q(rig):
+    return addon("live")._state[rig.as_pointer()].q[0].tolist()
+
+
+def _baked_tails(scene, rig, names, frames):
+    out = {}
+    for f in sorted(set(frames)):
+        scene.frame_set(f)
+        out[f] = _chain_tails(rig, names)
+    return out
+
+
+def live_equals_bake(kind, visits=(1, 2, 3, 4, 5, 6, 7, 8, 30, 29, 28, 27, 26, 5, 6), drag_frame=20):
+    """Live preview in animation mode over frames played, jumped to and scrubbed back (`visits`),
+    then a bake of the same frames: per visit the joint values and the chain bones' tails Blender
+    shows, live and baked. With a target to drag (not on the metarig, whose targets are keyed):
+    at `drag_frame` the target is moved by hand in steps (depsgraph updates re-solve), then that
+    frame is baked with the target where it was left."""
+    live = addon("live")
+    n_frames = max(max(visits), drag_frame)
+    scene, rig, target = _build_for_equality(kind, n_frames)
+    scene.frame_set(1)
+    live._rigs.clear()
+    out = {"mode": rig.pose.ik_param.mode if rig.pose.ik_solver == "ITASC" else "LEGACY", "on": _toggle(rig)}
+    names = list(live._rigs[rig.as_pointer()].rig.bones)
+    lengths = [_reach(rig, n, names) for n in names]
+    live_q, live_tails = [], []
+    for f in visits:
+        scene.frame_set(f)
+        live_q.append(_live_q(rig))
+        live_tails.append(_chain_tails(rig, names))
+    out["off"] = _toggle(rig)
+    res = api.bake(rig, 1, n_frames)
+    baked = _baked_tails(scene, rig, names, visits)
+    api.clear_bake(rig)
+    out.update(names=names, lengths=lengths, visits=list(visits), live_q=live_q, live_tails=live_tails,
+               bake_q=[res.q[f - 1].tolist() for f in visits], bake_tails=[baked[f] for f in visits],
+               converged=[bool(res.converged[f - 1]) for f in visits], message=rig.itasc.result_message)
+    if target is None:
+        return out
+    # A dragged target: at drag_frame, the target's own animation (its Follow Path) muted and its
+    # location set step by step, each step evaluated (the depsgraph handler solves).
+    scene.frame_set(drag_frame)
+    _toggle(rig)
+    scene.frame_set(drag_frame)
+    target.constraints[0].mute = True
+    drag_q, drag_tails = [], []
+    for frac in (0.25, 0.5, 0.75, 1.0):
+        target.location = (1.0 + frac, 1.5 - frac, 2.5 + 0.5 * frac)
+        bpy.context.view_layer.update()
+        drag_q.append(_live_q(rig))
+        drag_tails.append(_chain_tails(rig, names))
+    _toggle(rig)
+    res = api.bake(rig, drag_frame, drag_frame)
+    scene.frame_set(drag_frame)
+    out.update(drag_q=drag_q[-1], drag_tails=drag_tails[-1], drag_bake_q=res.q[0].tolist(),
+               drag_bake_tails=_chain_tails(rig, names),
+               drag_moved=max(abs(a - b) for a, b in zip(drag_q[0], drag_q[-1])))
+    api.clear_bake(rig)
+    return out
+
+
+def simulation_against_itasc(n_frames=96):
+    """chain_rig in simulation mode at Blender's default settings, played frame by frame from frame
+    1: the tip's distance from the target at every frame as Blender shows it, under Blender's own
+    iTaSC and under our live preview."""
+    clear_scene()
+    scene, rig, target = chain_rig(6, n_frames)
+    rig.pose.ik_param.mode = "SIMULATION"
+    scene.frame_set(1)
+    theirs = tip_errors(scene, rig, target, range(1, n_frames + 1))
+    scene.frame_set(1)
+    on = _toggle(rig)
+    ours = tip_errors(scene, rig, target, range(1, n_frames + 1))
+    settings = {k: getattr(rig.pose.ik_param, k) for k in ("mode", "solver", "feedback", "velocity_max",
+                                                          "use_auto_step", "step_min", "step_max")}
+    return {"on": on, "theirs": theirs, "ours": ours, "settings": settings, "message": rig.itasc.result_message}
+
+
+def channels_against_matrix_basis():
+    """A chain's bones in every rotation mode, with locations (left out on the connected ones),
+    scales and odd rotations (an unnormalised quaternion, a zero axis-angle axis): per bone the
+    matrix_basis Blender evaluates and the one pose_channels composes from the channels."""
+    pose_channels = addon("pose_channels")
+    clear_scene()
+    modes = ["QUATERNION", "XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX", "AXIS_ANGLE", "QUATERNION", "AXIS_ANGLE"]
+    scene, rig, target = chain_rig(len(modes), 4, rotation_modes=modes)
+    for i, pb in enumerate(rig.pose.bones):
+        pb.location = (0.1 * i, -0.2, 0.05 * i)
+        pb.scale = (1.0 + 0.1 * i, 0.9, 1.2)
+        pb.rotation_quaternion = (0.3 + 0.1 * i, -0.5, 0.2, 0.7 * (i + 1))        # not normalised
+        pb.rotation_euler = (0.4 * i - 1.0, 2.5 - 0.3 * i, 0.1 * i)
+        pb.rotation_axis_angle = (2.0 - 0.2 * i, 0.3, -0.4, 0.5) if i < 8 else (1.0, 0.0, 0.0, 0.0)
+    bpy.context.view_layer.update()
+    bones = rig.pose.bones
+    modes_read = np.zeros(len(bones), np.int32)
+    values = np.zeros((len(bones), pose_channels.WIDTH), np.float32)
+    pose_channels.read(bones, np.arange(len(bones)), modes_read, values)
+    composed = pose_channels.basis(modes_read, values, [pb.bone.use_connect for pb in bones])
+    ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    blender = [[list(row) for row in pb.matrix_basis] for pb in ev.pose.bones]
+    return {"composed": composed.tolist(), "blender": blender, "modes": [pb.rotation_mode for pb in bones]}
