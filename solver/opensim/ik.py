@@ -257,8 +257,9 @@ class IKResult:
     OpenSim error report (see the module docstring) and the worst marker; per marker and frame
     `marker_errors` (F, M) in metres, NaN where the marker is missing; per coordinate task the
     signed error q - target (F, T); per coordinate coupler (`constraint_names`) the residual
-    q_dep - s f(q_ind) (F, K), radians or metres. `objective` is the minimised cost, sum_i w_i |e_i|^2 +
-    sum_j w_j (q_j - target_j)^2 (+ w sum_k c_k^2 for couplers held as a penalty of weight w).
+    q_dep - s f(q_ind) (F, K), radians or metres, then per PointConstraint the distance
+    |x_1 - x_2| between its two points, metres. `objective` is the minimised cost, sum_i w_i |e_i|^2 +
+    sum_j w_j (q_j - target_j)^2 (+ w sum_k c_k^2 for constraints held as a penalty of weight w).
     `determined` (F,) is False in frames whose markers (and coordinate tasks) fix fewer free
     coordinates than all the trial's markers would, `determined_coordinates` how many they fix;
     in a frame without any marker the error report is NaN (nothing was measured). `passes` counts
@@ -421,11 +422,15 @@ class MarkerIK:
         # previous frame's solution) only in frames the markers do not determine.
         free = np.flatnonzero(~scene.frozen)
         self._stay = free
+        points = (MarkerKinematics(om.model, c, om.points.segments, om.points.locations)
+                  if om.point_names and self.constraint_weight > 0 else None)
         self.gauss_newton = GaussNewton(scene.kinematics, ~scene.frozen, scene.lower, scene.upper,
                                         np.concatenate([scene.task_coordinates, free]),
                                         np.concatenate([scene.task_weights, np.full(free.size, STAY_WEIGHT)]),
                                         couplers=scene.couplers, coupler_weight=scene.coupler_weight,
-                                        held=scene.held)
+                                        held=scene.held, points=points, point_weight=self.constraint_weight)
+        if points is not None:
+            self.q_start = self.gauss_newton.place(self.q_start)
 
     def _ranks(self, chunk: int = 256):
         """Per frame, how many free coordinates the markers present (weight > 0) and the given
@@ -520,7 +525,7 @@ class MarkerIK:
             converged[rows] = ok
             rest = rows[~ok & (its < max_iterations) & self.determined[rows]]      # stopped improving:
                                                                                    # the engine goes on
-            if rest.size:
+            if rest.size and self.gauss_newton.points is None:       # (its scene has no PointConstraints)
                 r = solve_animation(self.scene, q[rest], self.object_poses[rest], settings=settings,
                                     values=self.coordinate_targets[rest])
                 q[rest] = r.q
@@ -601,6 +606,10 @@ class MarkerIK:
         objective = marker_term + (coordinate_errors ** 2) @ self.scene.task_weights
         residuals = self.om.constraint_residuals(q)
         objective = objective + self.scene.coupler_weight * np.sum(residuals ** 2, axis=1)
+        distances = np.linalg.norm(self.om.point_residuals(q), axis=-1)                     # (F, P)
+        if self.gauss_newton.points is not None and not self.gauss_newton.points_held:
+            objective = objective + self.constraint_weight * np.sum(distances ** 2, axis=1)
+        residuals = np.concatenate([residuals, distances], axis=1)
         c = self.om.coupling
         return IKResult(time=self.time.copy(), q=q.copy(), coordinate_names=list(c.names),
                         rotational=np.asarray(c.rotational, bool).copy(), marker_names=list(self.marker_names),
@@ -609,7 +618,8 @@ class MarkerIK:
                         marker_error_rms=rms, marker_error_max=largest, worst_marker=worst_names,
                         weighted_squared_error=weighted, task_names=list(self.scene.task_names),
                         coordinate_errors=coordinate_errors, objective=objective,
-                        constraint_names=[k.name for k in self.om.couplers], constraint_errors=residuals)
+                        constraint_names=[k.name for k in self.om.couplers] + self.om.point_names,
+                        constraint_errors=residuals)
 
 
 def solve_marker_ik(om: OpenSimModel, markers: MarkerData, tasks: IKTaskSet, coordinate_data: Storage | None = None,
@@ -728,7 +738,8 @@ def summary_lines(run: IKRun) -> list:
         worst = float(np.max(np.abs(r.constraint_errors))) if r.constraint_errors.size else 0.0
         weight = run.setup.constraint_weight
         held = "held exactly" if np.isinf(weight) else f"constraint_weight {weight:g}"
-        lines.append(f"{len(r.constraint_names)} coordinate couplers, largest residual {worst:.3g} ({held})")
+        lines.append(f"{len(r.constraint_names)} constraints (coordinate couplers, point constraints), largest "
+                     f"residual {worst:.3g} ({held})")
     if r.determined is not None and not r.determined.all():
         lines.append(f"{int(np.sum(~r.determined))} frames the markers do not determine (kept near the previous "
                      f"frame, errors NaN where no marker is present): {_spans(r.time, ~r.determined)}")
