@@ -45,6 +45,12 @@ with few arm markers ends degrees away from the minimum; OpenSim's own solver at
 started at our answer stays there, tests/apps/test_opensim_constraints.py). Ours converges
 further by design.
 
+PointConstraints (the thoracoscapular model's AC joint) are held as OpenSim holds them: exactly
+with constraint_weight Infinity (every pose projected onto them, steps along them), else as a
+penalty of that weight on |x_1 - x_2|^2 (gauss_newton.py). Gauss-Newton then solves every
+frame alone: a frame it leaves unconverged is not handed on to the engine's solve_animation,
+whose scene does not carry them.
+
 Warm start. OpenSim solves frame 0 from the default pose and frame f from frame f-1's solution.
 warm_start='previous' (the default) reaches that recurrence's result with batched passes: pass 1
 solves frame 0 and every third frame (WARM_STRIDE) from the start pose; each further pass solves,

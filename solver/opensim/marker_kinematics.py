@@ -11,7 +11,8 @@ moved by the joints before k on that segment). A marker at x on a segment that k
 
 Through the coupling theta_k = f_k(q_c(k)) (coupling.py) all the axes a coordinate c drives sit
 on one segment (its joint's child), so they move the same markers and their columns add up to
-one twist (Omega_c, V_c), the same for every marker c moves:
+one twist (Omega_c, V_c), the same for every marker c moves (a translation that also depends on
+a second coordinate e, the ScapulothoracicJoint's, adds d theta_k/d q_e w_k to V_e):
 
     dx/dq_c = Omega_c x x + V_c = [-[x]x  I] [Omega_c; V_c],
     Omega_c = sum_k f_k' w_k  (rotations),   V_c = sum_k f_k' (o_k x w_k  or  w_k  for translations).
@@ -26,9 +27,10 @@ coupling to rounding, not bit for bit (tests/apps/test_opensim_model.py checks t
 type OpenSim has).
 
 Layout. Every segment of an OpenSim model has up to three translations followed by up to three
-rotations (osim.py builds them so); here each segment gets exactly three of each, the missing ones
-of value 0 (identity), so that one batched product per rotation slot makes every segment's local
-transform. The world frames then follow by pointer jumping: each segment's transform is composed
+rotations, four for a ScapulothoracicJoint (osim.py builds them so); here each segment gets
+exactly three translations and as many rotations as the model's most (three or four), the missing
+ones of value 0 (identity), so that one batched product per rotation slot makes every segment's
+local transform. The world frames then follow by pointer jumping: each segment's transform is composed
 with its current ancestor's and the ancestor pointer doubled, ceil(log2(depth)) rounds instead of
 one round per tree level. Few, larger numpy calls: at the sizes of marker IK (tens of frames,
 ten-odd segments) the count of calls, not the arithmetic, is what costs.

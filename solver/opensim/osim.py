@@ -1,5 +1,9 @@
 """Read .osim models (the kinematic subset gait models use) and turn them into an engine Model.
 
+Constraints: CoordinateCouplerConstraints (coupling.py) and PointConstraints (two points of two
+bodies held together: `OpenSimModel.points`, enforced by marker IK, gauss_newton.py) are read;
+any other enabled constraint, PointOnLineConstraint included, is refused by name.
+
 Two layouts are read:
 
 * OpenSim 3 and older (OpenSimDocument Version < 30500, e.g. 20303): each <Body> of the
@@ -36,8 +40,10 @@ joint types are the same with fixed axes and identity functions:
     FreeJoint       coordinates (rx, ry, rz, tx, ty, tz): prismatic x, y, z then revolute x, y, z
     PlanarJoint     coordinates (rz, tx, ty): prismatic x, y then revolute z
 
-(each checked against opensim 4.6 in the tests). So every body becomes one engine `Segment` with
-one revolute/prismatic joint per axis. Axes whose function is the constant 0 are left out (they do
+(each checked against opensim 4.6 in the tests). A ScapulothoracicJoint (the scapula on an
+ellipsoid over the thorax) is three translations whose values depend on two coordinates, then four
+rotations (scapulothoracic.py). So every body becomes one engine `Segment` with one
+revolute/prismatic joint per axis. Axes whose function is the constant 0 are left out (they do
 not move anything); the per-axis joint values theta = f_k(q_c(k)) are what `Coupling` computes
 from OpenSim's coordinates q.
 
