@@ -28,9 +28,9 @@ g, S are taken to the constraint's tangent space by the projector N = I - A^+ A 
 N S N), so a step moves along it, and Newton's term S takes in the constraint's curvature,
 sum_i mu_i d2c_i/dq dq with the multipliers mu = (A^+)^T g. Projected poses hold c = 0 to
 rounding only, so costs compare to about 1e-14 of their value: a frame where no step lowers the
-cost has converged when its full step's predicted decrease, g dq - dq (H - S) dq / 2, is below
-FLAT times the cost (the minimum is as sharp as rounding lets it be; without held
-PointConstraints such a frame goes on in the engine instead). With a finite weight w they are penalty rows like the
+cost, or whose full step promises a decrease g dq - dq (H - S) dq / 2 below FLAT times the cost,
+has converged (the minimum is as sharp as rounding lets it be; without held PointConstraints
+such a frame goes on in the engine instead). With a finite weight w they are penalty rows like the
 couplers': w |c|^2 in the cost.
 
 The step solves H dq = g on the free coordinates (the pseudo-inverse step of the weighted
@@ -254,6 +254,8 @@ class GaussNewton:
             proposed = np.max(np.abs(dq), axis=1, initial=0.0)
             near[active] = proposed < self.newton_below
             finished = proposed <= accuracy
+            if self.points_held:                       # a step below the cost's rounding: converged
+                finished |= _flat(cost, H - near[active, None, None] * S, g, dq)
             # A frame whose step is this small has converged: it takes the step if the cost
             # does not rise, and needs no Jacobian there.
             last = np.flatnonzero(finished)
@@ -282,16 +284,20 @@ class GaussNewton:
                 # No step decreases the cost: converged where the full step's predicted decrease is
                 # below the cost's rounding (module docstring).
                 cost_p, H_p, g_p, S_p = (part[pending] for part in state)
-                d = dq[going[pending]]
                 curved = H_p - near[active[going[pending]], None, None] * S_p
-                predicted = np.einsum("fi,fi->f", g_p, d) - 0.5 * np.einsum("fi,fij,fj->f", d, curved, d)
-                converged[active[going[pending]]] = predicted <= FLAT * np.abs(cost_p)
+                converged[active[going[pending]]] = _flat(cost_p, curved, g_p, dq[going[pending]])
             keep = np.ones(going.size, bool)
             keep[pending] = False                                                # stopped improving
             keep &= iterations[active[going]] < max_iterations
             active = active[going[keep]]
             state = [part[keep] for part in state]
         return q, iterations, converged
+
+
+def _flat(cost, H, g, dq):
+    """Per frame: does the step dq promise a decrease g dq - dq H dq / 2 below FLAT times the cost?"""
+    predicted = np.einsum("fi,fi->f", g, dq) - 0.5 * np.einsum("fi,fij,fj->f", dq, H, dq)
+    return predicted <= FLAT * np.abs(cost)
 
 
 def _second_order(before, twists, J, r):
