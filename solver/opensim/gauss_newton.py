@@ -30,7 +30,8 @@ sum_i mu_i d2c_i/dq dq with the multipliers mu = (A^+)^T g. Projected poses hold
 rounding only, so costs compare to about 1e-14 of their value: a frame where no step lowers the
 cost, or whose full step promises a decrease g dq - dq (H - S) dq / 2 below FLAT times the cost,
 has converged (the minimum is as sharp as rounding lets it be; without held PointConstraints
-such a frame goes on in the engine instead). With a finite weight w they are penalty rows like the
+such a frame goes on in the engine instead). A frame whose pose misses a held PointConstraint by
+more than POINT_HELD (one no pose can hold) has not converged. With a finite weight w they are penalty rows like the
 couplers': w |c|^2 in the cost.
 
 The step solves H dq = g on the free coordinates (the pseudo-inverse step of the weighted
@@ -70,6 +71,7 @@ _MAX_HALVINGS = 30
 _RIDGE = 1e-12
 POINT_TOLERANCE = 1e-15           # metres: how closely a pose holds a PointConstraint held exactly
 _PROJECTIONS = 30
+POINT_HELD = 1e-9                 # metres: a frame farther from a held PointConstraint has not converged
 FLAT = 1e-13                      # relative: a cost change below this is rounding (PointConstraints held)
 
 
@@ -291,6 +293,8 @@ class GaussNewton:
             keep &= iterations[active[going]] < max_iterations
             active = active[going[keep]]
             state = [part[keep] for part in state]
+        if self.points_held:                             # a constraint no pose can hold: not converged
+            converged &= self.point_error(q) <= POINT_HELD
         return q, iterations, converged
 
 

@@ -280,3 +280,21 @@ def test_a_finite_constraint_weight_is_a_penalty(motion):
         assert np.abs(gradient).max() < 1e-5 * scale, (weight, np.abs(gradient).max(), scale)
     assert np.all(gaps[10.0] > gaps[1000.0]) and np.all(gaps[1000.0] > 1e-7)
     assert gaps[np.inf].max() < 1e-12
+
+
+def test_a_point_constraint_no_pose_can_hold_leaves_frames_unconverged(motion, tmp_path):
+    """A second PointConstraint asks the clavicle's origin (its sternoclavicular centre, which no
+    coordinate moves off the thorax) to sit 0.5 m away from it: every frame is reported
+    unconverged, its distance (about 0.5 m) in the result, and the coordinates stay finite."""
+    _, data, _, _ = motion
+    far = ("<PointConstraint name=\"far\"><isEnforced>true</isEnforced>"
+           "<socket_body_1>/bodyset/thorax</socket_body_1><socket_body_2>/bodyset/clavicle</socket_body_2>"
+           "<location_body_1>0.506325 0.00693 0.025464</location_body_1><location_body_2>0 0 0</location_body_2>"
+           "</PointConstraint>")
+    (tmp_path / "far.osim").write_text(MODEL.read_text().replace("<PointConstraint name=\"AC\">",
+                                                                 far + "<PointConstraint name=\"AC\">"))
+    om = load_osim(tmp_path / "far.osim")
+    assert om.point_names == ["far", "AC"]
+    result = MarkerIK(om, data, _tasks(data.names)).solve(accuracy=1e-7)
+    assert np.all(np.isfinite(result.q)) and not result.converged.any()
+    np.testing.assert_allclose(result.constraint_errors[:, 0], 0.5, atol=1e-3)
