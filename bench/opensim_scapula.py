@@ -2,7 +2,9 @@
 
 The model (../shared/data/opensim_constraints: a ScapulothoracicJoint, a PointConstraint, 17
 coordinates, 21 markers) moves every free coordinate on a sine (0.25 rad, 1.5 Hz, random phases,
-seed 7) for 24 frames at 50 Hz; OpenSim assembles each frame onto the constraint and its forward kinematics gives the markers ('clean'); 'noisy' adds 2 mm of Gaussian noise (seed 3). Both tools solve at accuracy 1e-7 with every marker at weight 1, the constraint held exactly.
+seed 7) for 24 frames at 50 Hz; OpenSim assembles each frame onto the constraint and its
+forward kinematics gives the markers ('clean'); 'noisy' adds 2 mm of Gaussian noise (seed 3).
+Both tools solve at accuracy 1e-7 with every marker at weight 1, the constraint held exactly.
 
 Columns: time per frame of OpenSim's tool (its run(), file writing included) and of our
 MarkerIK.solve; the largest coordinate difference between the two answers (degrees, or mm for
@@ -25,13 +27,15 @@ from solver.opensim import IKMarkerTask, IKTaskSet, MarkerData, MarkerIK, load_o
 
 from .common import best_time
 
-MODEL = Path(__file__).resolve().parents[2] / "shared" / "data" / "opensim_constraints" / "ThoracoscapularShoulderModel.osim"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "opensim_constraints"
+MODEL = DATA / "ThoracoscapularShoulderModel.osim"
 FRAMES, RATE = 24, 50.0
 CASES = {"clean": 0.0, "noisy": 0.002}
 COLUMNS = [("case", "case", "{}"), ("frames", "frames", "{}"),
            ("opensim_ms", "OpenSim tool ms/frame", "{:.2f}"), ("ours_ms", "ours ms/frame", "{:.2f}"),
            ("speed", "OpenSim / ours", "{:.2f}"),
-           ("to_opensim", "worst diff to OpenSim deg or mm", "{:.4f}"), ("to_motion", "ours to motion deg or mm", "{:.2g}"),
+           ("to_opensim", "worst diff to OpenSim deg or mm", "{:.4f}"),
+           ("to_motion", "ours to motion deg or mm", "{:.2g}"),
            ("gap_ours", "AC gap ours m", "{:.1e}"), ("gap_opensim", "AC gap OpenSim m", "{:.1e}"),
            ("rms", "marker RMS ours / OpenSim mm", "{}")]
 

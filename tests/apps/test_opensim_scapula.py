@@ -169,7 +169,8 @@ def test_forward_kinematics_matches_opensim(tmp_path, variant):
             body = bodies.get(b)
             worst_body = max(worst_body, np.abs(_transform(body.getTransformInGround(state))
                                                 - W[f, ours.segment(body.getName())]).max())
-        theirs = [[markers.get(k).getLocationInGround(state).get(i) for i in range(3)] for k in range(markers.getSize())]
+        theirs = [[markers.get(k).getLocationInGround(state).get(i) for i in range(3)]
+                  for k in range(markers.getSize())]
         worst_marker = max(worst_marker, np.abs(np.array(theirs) - x[f]).max())
     assert worst_body < 1e-9 and worst_marker < 1e-9, (worst_body, worst_marker)
 
@@ -261,8 +262,8 @@ def test_a_finite_constraint_weight_is_a_penalty(motion):
                if om.markers.segments[om.markers.index([name])[0]] == om.segment("scapula")]
     assert len(scapula) >= 3
     moved[:, scapula] += [0.005, -0.004, 0.003]
-    shifted = MarkerData(names=data.names, time=data.time[:3], positions=moved[:3], frame_numbers=data.frame_numbers[:3],
-                         data_rate=RATE, camera_rate=RATE)
+    shifted = MarkerData(names=data.names, time=data.time[:3], positions=moved[:3],
+                         frame_numbers=data.frame_numbers[:3], data_rate=RATE, camera_rate=RATE)
     gaps = {}
     for weight in (10.0, 1000.0, np.inf):
         problem = MarkerIK(om, shifted, _tasks(data.names), constraint_weight=weight)
