@@ -11,7 +11,10 @@ computed once per module (one small trial) and only where the `opensim` package 
 import numpy as np
 import pytest
 
-from solver.opensim import IKMarkerTask, IKTaskSet, MarkerData, MarkerIK, OpenSimFileError, load_osim, read_storage
+from solver import Scene
+from solver.finite_differences import numerical_jacobian, relative_difference
+from solver.opensim import (IKMarkerTask, IKTaskSet, MarkerData, MarkerIK, MarkerScene, OpenSimFileError, load_osim,
+                            read_storage)
 from solver.opensim import write_trc
 from solver.opensim.marker_kinematics import MarkerKinematics
 from solver.opensim.markers import marker_jacobian, marker_positions
@@ -176,6 +179,25 @@ def test_forward_kinematics_matches_opensim(tmp_path, variant):
 
 
 # ----------------------------------------------------------------------------------- marker IK
+
+def test_a_point_constraint_held_as_a_penalty_is_a_copy_pose_task_of_the_scene(om):
+    """With a finite weight the scene carries AC as a point-to-point CopyPose task: MarkerScene's
+    own evaluation is the generic Scene.evaluate of its tasks, and A = dy/dq by finite differences."""
+    names = ["ij", "aa", "ai", "ts"]
+    assert set(names) <= set(om.markers.names)
+    scene = MarkerScene(om, names, [1.0, 2.0, 0.5, 3.0], [("elbow_flexion", 2.0)], normalize=False, point_weight=40.0)
+    assert [t.name for t in scene.constraints][-1] == "AC"
+    rng = np.random.default_rng(4)
+    q = _random_coordinates(om, rng, 5, spread=0.3)
+    objects = scene.objects(rng.normal(0.0, 0.3, (5, len(names), 3)))
+    targets = rng.normal(0.0, 0.5, (5, 1))
+    ours, generic = scene.evaluate(q, objects, values=targets), Scene.evaluate(scene, q, objects, values=targets)
+    for field in ("y", "yd", "task_weight", "A", "position_error", "rotation_error"):
+        np.testing.assert_allclose(getattr(ours, field), getattr(generic, field), rtol=0, atol=1e-12, err_msg=field)
+    np.testing.assert_allclose(ours.position_error[:, -1], np.linalg.norm(om.point_residuals(q)[:, 0], axis=-1))
+    fd = numerical_jacobian(lambda qq: scene.evaluate(qq, objects, jacobians=False, values=targets).y, q)
+    assert relative_difference(ours.A, fd) <= 1e-7
+
 
 FRAMES, RATE = 12, 50.0
 
