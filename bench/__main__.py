@@ -7,7 +7,8 @@
 Tables: chains (ours vs IKPy), blender (ours vs Blender's iTaSC / Standard IK), scaling_frames
 and scaling_bones (our time per frame against batch size and chain length), opensim_ik (marker IK,
 ours vs OpenSim's InverseKinematicsTool on its gait2354 trial; needs the opensim package and
-../shared/data/opensim_gait2354), fly_ikpy (sequential IK on fly legs, ours vs IKPy), bake (end-to-end bake to keys
+../shared/data/opensim_gait2354), opensim_scapula (the same on OpenSim's thoracoscapular shoulder model, a
+motion OpenSim makes), fly_ikpy (sequential IK on fly legs, ours vs IKPy), bake (end-to-end bake to keys
 of the chains and Rigify's metarig, our add-on vs Blender's nla.bake under its iTaSC / Standard IK), long_bake (peak memory and time of a Rigify bake
 against frames: 1,000 to 20,000), random_poses (6-D pose IK of the 7-DOF Franka Panda on random
 reachable poses: ours with random restarts, IKPy, TRAC-IK's published figures), random_poses_iterations
@@ -34,7 +35,7 @@ import numpy as np
 
 from solver import keep_freed_memory
 
-from . import bake, blender, chains, fly_vs_ikpy, live, long_bake, opensim_ik, random_poses, scaling
+from . import bake, blender, chains, fly_vs_ikpy, live, long_bake, opensim_ik, opensim_scapula, random_poses, scaling
 from .common import RESULTS
 
 # name: (run(quick) -> Table, draw(table, path))
@@ -44,6 +45,7 @@ BENCHMARKS = {
     "scaling_frames": (scaling.run_frames, scaling.draw_frames),
     "scaling_bones": (scaling.run_bones, scaling.draw_bones),
     "opensim_ik": (opensim_ik.table, opensim_ik.draw),
+    "opensim_scapula": (opensim_scapula.run, opensim_scapula.draw),
     "fly_ikpy": (fly_vs_ikpy.table, fly_vs_ikpy.draw),
     "bake": (bake.run, bake.draw),
     "long_bake": (long_bake.run, long_bake.draw),

@@ -8,6 +8,11 @@ so the Jacobian is diagonal-by-blocks through the chain rule:
 
     d theta_k / d q_j = f_k'(q_c(k))  if j == c(k),  else 0.
 
+A few joint values depend on a second coordinate e(k) (the ScapulothoracicJoint's point on its
+ellipsoid, scapulothoracic.py): theta_k = f_k(q_c(k), q_e(k)), and d theta_k / d q_e(k) is
+another nonzero entry (`second_slopes`); `dofs_and_slopes` gives the slope along c(k) as for the
+others.
+
 A coordinate may drive several axes (the knee angle drives a rotation and two translations of
 gait2354's tibia through splines). Affine f_k (Constant, LinearFunction, multiples of them) are
 evaluated for all frames and axes at once; other functions once per distinct function (both
@@ -38,9 +43,11 @@ class Coupling:
     """Per coordinate (n_q): `names`, `default` values, `range_lower`/`range_upper` (the file's
     range), `lower`/`upper` (the range when the coordinate is clamped, else -inf/+inf), `locked`,
     `clamped`, `rotational` (motion type rotational), `motion_type`. Per engine joint value
-    (n_dof): `dof_coordinate` (-1 for none) and `dof_function`."""
+    (n_dof): `dof_coordinate` (-1 for none) and `dof_function`; `dof_second` (-1 for none) the
+    second coordinate of the joint values that have one (their functions have
+    `value_and_gradient(q_c, q_e)`), None when none has."""
 
-    def __init__(self, coordinates, dof_coordinate, dof_function):
+    def __init__(self, coordinates, dof_coordinate, dof_function, dof_second=None):
         coordinates = list(coordinates)
         self.coordinates = coordinates
         self.names = [c.name for c in coordinates]
@@ -66,9 +73,15 @@ class Coupling:
             if not isinstance(f, Function):
                 raise TypeError(f"{f!r} is not a Function")
 
+        self.dof_second = (np.full(self.n_dofs, -1) if dof_second is None
+                           else np.asarray(dof_second, dtype=int).reshape(-1))
+        if self.dof_second.size != self.n_dofs or np.any(self.dof_second >= self.n_coordinates) \
+                or np.any((self.dof_second >= 0) & (self.dof_coordinate < 0)):
+            raise ValueError("dof_second must index the coordinates (or be -1) for driven joint values")
+        self.second = np.flatnonzero(self.dof_second >= 0)              # joint values of two coordinates
         affine = np.array([f.affine is not None for f in self.dof_function], dtype=bool)
         self._affine = np.flatnonzero(affine)
-        self._other = np.flatnonzero(~affine)
+        self._other = np.flatnonzero(~affine & (self.dof_second < 0))
         self._slope = np.array([self.dof_function[k].affine[0] for k in self._affine], dtype=float)
         self._offset = np.array([self.dof_function[k].affine[1] for k in self._affine], dtype=float)
         self._affine_driven = self.dof_coordinate[self._affine] >= 0      # affine axes with a coordinate
@@ -112,7 +125,17 @@ class Coupling:
             argument = np.where(coordinates >= 0, q[:, coordinates], 0.0)
             theta[:, axes], slope = function.value_and_derivative(argument)
             slopes[:, axes] = np.where(coordinates >= 0, slope, 0.0)
+        for k in self.second:
+            theta[:, k], slopes[:, k], _ = self.dof_function[k].value_and_gradient(
+                q[:, self.dof_coordinate[k]], q[:, self.dof_second[k]])
         return theta, slopes
+
+    def second_slopes(self, q) -> np.ndarray:
+        """d theta_k / d q_e(k) (F, len(self.second)) for the joint values `self.second`."""
+        q = np.asarray(q, dtype=float)
+        return np.stack([self.dof_function[k].value_and_gradient(q[:, self.dof_coordinate[k]],
+                                                                 q[:, self.dof_second[k]])[2]
+                         for k in self.second], axis=1) if self.second.size else np.zeros((q.shape[0], 0))
 
     def jacobian(self, q) -> np.ndarray:
         """d theta / d q (F, n_dof, n_q)."""
@@ -120,6 +143,8 @@ class Coupling:
         J = np.zeros((slopes.shape[0], self.n_dofs, self.n_coordinates))
         driven = np.flatnonzero(self.dof_coordinate >= 0)
         J[:, driven, self.dof_coordinate[driven]] = slopes[:, driven]
+        if self.second.size:
+            J[:, self.second, self.dof_second[self.second]] += self.second_slopes(q)
         return J
 
 

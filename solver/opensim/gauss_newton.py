@@ -19,6 +19,21 @@ Couplers held exactly (`held`, OpenSim's constraint_weight Infinity) eliminate t
 coordinates (coupling.py): H, g and S are taken to the coordinates left, T^T H T, T^T g, T^T S T,
 and every trial pose has its dependents filled in, so each one holds the couplers to rounding.
 
+PointConstraints (x_1(q) = x_2(q), two points of two bodies: `points`, a MarkerKinematics of the
+2P points, the first P to meet the last P) with c(q) = x_1 - x_2 (3P rows) and A = dc/dq:
+held exactly (`point_weight` Infinity, as OpenSim's assembler holds them) every pose a frame
+visits is projected onto c = 0 by Gauss-Newton on c alone, q <- q - A^+ c (the least change of
+the free coordinates, through the held couplers' tangent), until |c| <= POINT_TOLERANCE; and H,
+g, S are taken to the constraint's tangent space by the projector N = I - A^+ A (N H N, N g,
+N S N), so a step moves along it, and Newton's term S takes in the constraint's curvature,
+sum_i mu_i d2c_i/dq dq with the multipliers mu = (A^+)^T g. Projected poses hold c = 0 to
+rounding only, so costs compare to about 1e-14 of their value: a frame where no step lowers the
+cost, or whose full step promises a decrease g dq - dq (H - S) dq / 2 below FLAT times the cost,
+has converged (the minimum is as sharp as rounding lets it be; without held PointConstraints
+such a frame goes on in the engine instead). A frame whose pose misses a held PointConstraint by
+more than POINT_HELD (one no pose can hold) has not converged. With a finite weight w they are penalty rows like the
+couplers': w |c|^2 in the cost.
+
 The step solves H dq = g on the free coordinates (the pseudo-inverse step of the weighted
 system; a relative 1e-12 on the diagonal keeps coordinates no task sees at rest, as the
 pseudo-inverse does). The step is update.weighted_step's: a free coordinate the step would carry past
@@ -54,6 +69,10 @@ from .marker_kinematics import CROSS, MarkerKinematics
 
 _MAX_HALVINGS = 30
 _RIDGE = 1e-12
+POINT_TOLERANCE = 1e-15           # metres: how closely a pose holds a PointConstraint held exactly
+_PROJECTIONS = 30
+POINT_HELD = 1e-9                 # metres: a frame farther from a held PointConstraint has not converged
+FLAT = 1e-13                      # relative: a cost change below this is rounding (PointConstraints held)
 
 
 class GaussNewton:
@@ -62,8 +81,11 @@ class GaussNewton:
 
     def __init__(self, kinematics: MarkerKinematics, free, lower, upper, task_coordinates, task_weights,
                  max_step: float = 0.5, newton_below: float = 0.03, couplers=(), coupler_weight: float = 0.0,
-                 held=()):
+                 held=(), points: MarkerKinematics | None = None, point_weight: float = np.inf):
         self.kinematics = kinematics
+        self.points = points if points is not None and points.segments.size else None
+        self.point_weight = float(point_weight) if self.points is not None else 0.0
+        self.points_held = self.points is not None and np.isinf(self.point_weight)
         self.free = np.asarray(free, bool)
         self.lower, self.upper = np.asarray(lower, float), np.asarray(upper, float)
         self._box = _Box(self.free, self.lower, self.upper)
@@ -86,6 +108,49 @@ class GaussNewton:
         """q with the held couplers' dependent coordinates set from their independent ones."""
         return fill_dependents(q, self.held) if self.held else q
 
+    def point_rows(self, q):
+        """The PointConstraints' residuals c = x_1 - x_2 (F, 3P) and rows A = dc/dq (F, 3P, n)."""
+        x, J = self.points.positions_and_jacobian(q)
+        F, P = q.shape[0], x.shape[1] // 2
+        J = J.reshape(F, 2, 3 * P, q.shape[1])
+        return (x[:, :P] - x[:, P:]).reshape(F, 3 * P), J[:, 0] - J[:, 1]
+
+    def _tangent_rows(self, q, A):
+        """A through the held couplers (A T) with the columns of coordinates that may not move
+        set to 0, and T (None without held couplers)."""
+        T = coupler_tangent(q, self.held) if self.held else None
+        if T is not None:
+            A = A @ T
+        return A * self.free, T
+
+    def place(self, q):
+        """q clipped to the limits, the held couplers' dependents filled, and, with PointConstraints
+        held exactly, projected onto them (module docstring)."""
+        q = self.fill(np.clip(q, self.lower, self.upper))
+        if not self.points_held:
+            return q
+        q = np.array(q, dtype=float)
+        pending = np.arange(q.shape[0])
+        last = np.full(q.shape[0], np.inf)
+        for _ in range(_PROJECTIONS):
+            c, A = self.point_rows(q[pending])
+            error = np.max(np.abs(c), axis=1, initial=0.0)
+            far = (error > POINT_TOLERANCE) & (error < 0.5 * last[pending])      # (rounding stops it)
+            last[pending] = error
+            pending, c, A = pending[far], c[far], A[far]
+            if not pending.size:
+                break
+            A, T = self._tangent_rows(q[pending], A)
+            dz = -(np.linalg.pinv(A) @ c[..., None])[..., 0]
+            q[pending] = self.fill(q[pending] + (dz if T is None else (T @ dz[..., None])[..., 0]))
+        return q
+
+    def point_error(self, q) -> np.ndarray:
+        """The largest |x_1 - x_2| over the PointConstraints per frame (F,), 0 without them."""
+        if self.points is None:
+            return np.zeros(q.shape[0])
+        c = self.point_rows(q)[0]
+        return np.max(np.linalg.norm(c.reshape(c.shape[0], -1, 3), axis=-1), axis=1)
     def coupler_rows(self, q):
         """The couplers' residuals c = q_dep - f(q_ind) (F, K) and their rows dc/dq (F, K, n)."""
         F, K = q.shape[0], len(self.couplers)
@@ -106,6 +171,8 @@ class GaussNewton:
             cost += np.sum(np.where(given, self.task_weights, 0.0) * d * d, axis=1)
         if self.couplers:
             cost += self.coupler_weight * np.sum(self.coupler_rows(q)[0] ** 2, axis=1)
+        if self.points is not None and not self.points_held:
+            cost += self.point_weight * np.sum(self.point_rows(q)[0] ** 2, axis=1)
         return cost
 
     def normal_equations(self, q, measured, weights, targets):
@@ -124,11 +191,7 @@ class GaussNewton:
         H = Jt @ J
         g = (Jt @ r.reshape(F, 3 * M, 1))[..., 0]
         cost = np.sum(r * r, axis=(1, 2))
-        # K_b = sum_m J_b,m x r_m = sum_m -[r_m]x J_b,m, then S_ab = omega_a . K_b (a before b)
-        cross = np.swapaxes((r @ CROSS).reshape(F, M, 3, 3), 1, 2).reshape(F, 3, 3 * M)
-        S = np.where(self.kinematics.before, np.swapaxes(twists[:, :3], 1, 2) @ (cross @ J), 0.0)
-        S = S + np.swapaxes(S, 1, 2)
-        S.reshape(F, -1)[:, ::S.shape[1] + 1] *= 0.5                            # the diagonal once
+        S = _second_order(self.kinematics.before, twists, J, r)
         if self.task_coordinates.size:
             given = np.isfinite(targets)
             w = np.where(given, self.task_weights, 0.0)
@@ -143,11 +206,30 @@ class GaussNewton:
             cost += w * np.sum(c * c, axis=1)
             g -= w * (np.swapaxes(A, 1, 2) @ c[..., None])[..., 0]
             H += w * np.swapaxes(A, 1, 2) @ A
+        if self.points is not None and not self.points_held:
+            c, A = self.point_rows(q)
+            w = self.point_weight
+            cost += w * np.sum(c * c, axis=1)
+            g -= w * (np.swapaxes(A, 1, 2) @ c[..., None])[..., 0]
+            H += w * np.swapaxes(A, 1, 2) @ A
         if self.held:                                  # in the coordinates left: J T for J
             T = coupler_tangent(q, self.held)
             Tt = np.swapaxes(T, 1, 2)
             H, S = Tt @ H @ T, Tt @ S @ T
             g = (Tt @ g[..., None])[..., 0]
+        if self.points_held:                           # along the PointConstraints: N H N, N g, N S N
+            x, Jp, twists = self.points.positions_and_jacobian(q, twists=True)
+            P = x.shape[1] // 2
+            A, T = self._tangent_rows(q, Jp[:, :3 * P] - Jp[:, 3 * P:])
+            pinv = np.linalg.pinv(A)
+            mu = (np.swapaxes(pinv, 1, 2) @ g[..., None])[..., 0]               # the multipliers
+            # the constraint's curvature, sum mu . d2c/dq dq: the markers' term with r = (mu, -mu)
+            Sc = _second_order(self.points.before, twists, Jp, np.concatenate([mu, -mu], axis=1).reshape(F, 2 * P, 3))
+            if T is not None:
+                Sc = np.swapaxes(T, 1, 2) @ Sc @ T
+            N = np.eye(q.shape[1]) - pinv @ A
+            H, S = N @ H @ N, N @ (S - Sc) @ N
+            g = (N @ g[..., None])[..., 0]
         return cost, H, g, S
 
     def step(self, q, H, g):
@@ -158,7 +240,7 @@ class GaussNewton:
 
     def solve(self, q0, measured, weights, targets, accuracy: float, max_iterations: int):
         """Iterate every frame of q0 (F, n) to convergence: (q, iterations, converged)."""
-        q = self.fill(np.clip(np.array(q0, dtype=float), self.lower, self.upper))
+        q = self.place(np.array(q0, dtype=float))
         F = q.shape[0]
         measured = np.where(weights[..., None] > 0, measured, 0.0)
         iterations = np.zeros(F, dtype=int)
@@ -174,12 +256,14 @@ class GaussNewton:
             proposed = np.max(np.abs(dq), axis=1, initial=0.0)
             near[active] = proposed < self.newton_below
             finished = proposed <= accuracy
+            if self.points_held:                       # a step below the cost's rounding: converged
+                finished |= _flat(cost, H - near[active, None, None] * S, g, dq)
             # A frame whose step is this small has converged: it takes the step if the cost
             # does not rise, and needs no Jacobian there.
             last = np.flatnonzero(finished)
             if last.size:
                 rows = active[last]
-                trial = self.fill(np.clip(q_a[last] + dq[last], self.lower, self.upper))
+                trial = self.place(q_a[last] + dq[last])
                 better = self.cost(trial, measured[rows], weights[rows], targets[rows]) <= cost[last]
                 q[rows[better]] = trial[better]
                 converged[rows] = True
@@ -190,7 +274,7 @@ class GaussNewton:
                 if not pending.size:
                     break
                 rows = active[going[pending]]
-                trial = self.fill(np.clip(q_a[going[pending]] + alpha * dq[going[pending]], self.lower, self.upper))
+                trial = self.place(q_a[going[pending]] + alpha * dq[going[pending]])
                 at_trial = self.normal_equations(trial, measured[rows], weights[rows], targets[rows])
                 better = at_trial[0] < state[0][pending]
                 q[rows[better]] = trial[better]
@@ -198,12 +282,38 @@ class GaussNewton:
                     part[pending[better]] = new[better]
                 pending = pending[~better]
                 alpha *= 0.5
+            if self.points_held and pending.size:
+                # No step decreases the cost: converged where the full step's predicted decrease is
+                # below the cost's rounding (module docstring).
+                cost_p, H_p, g_p, S_p = (part[pending] for part in state)
+                curved = H_p - near[active[going[pending]], None, None] * S_p
+                converged[active[going[pending]]] = _flat(cost_p, curved, g_p, dq[going[pending]])
             keep = np.ones(going.size, bool)
             keep[pending] = False                                                # stopped improving
             keep &= iterations[active[going]] < max_iterations
             active = active[going[keep]]
             state = [part[keep] for part in state]
+        if self.points_held:                             # a constraint no pose can hold: not converged
+            converged &= self.point_error(q) <= POINT_HELD
         return q, iterations, converged
+
+
+def _flat(cost, H, g, dq):
+    """Per frame: does the step dq promise a decrease g dq - dq H dq / 2 below FLAT times the cost?"""
+    predicted = np.einsum("fi,fi->f", g, dq) - 0.5 * np.einsum("fi,fij,fj->f", dq, H, dq)
+    return predicted <= FLAT * np.abs(cost)
+
+
+def _second_order(before, twists, J, r):
+    """S (F, n, n), S_ab = omega_a . K_b for a before b (and S_ba = S_ab), K_b = sum_m J_b,m x r_m
+    = sum_m -[r_m]x J_b,m: sum_m r_m . d2x_m/dq dq (module docstring) for points with
+    Jacobian J (F, 3M, n) and residuals r (F, M, 3), coordinates' twists (F, 6, n)."""
+    F, M = r.shape[:2]
+    cross = np.swapaxes((r @ CROSS).reshape(F, M, 3, 3), 1, 2).reshape(F, 3, 3 * M)
+    S = np.where(before, np.swapaxes(twists[:, :3], 1, 2) @ (cross @ J), 0.0)
+    S = S + np.swapaxes(S, 1, 2)
+    S.reshape(F, -1)[:, ::S.shape[1] + 1] *= 0.5                            # the diagonal once
+    return S
 
 
 class _Box:

@@ -45,6 +45,12 @@ with few arm markers ends degrees away from the minimum; OpenSim's own solver at
 started at our answer stays there, tests/apps/test_opensim_constraints.py). Ours converges
 further by design.
 
+PointConstraints (the thoracoscapular model's AC joint) are held as OpenSim holds them: exactly
+with constraint_weight Infinity (every pose projected onto them, steps along them), else as a
+penalty of that weight on |x_1 - x_2|^2 (gauss_newton.py; in the scene, point-to-point CopyPose
+tasks of that weight). Held exactly, Gauss-Newton solves every frame alone: a frame it leaves
+unconverged is not handed on to the engine's solve_animation, whose scene does not hold them.
+
 Warm start. OpenSim solves frame 0 from the default pose and frame f from frame f-1's solution.
 warm_start='previous' (the default) reaches that recurrence's result with batched passes: pass 1
 solves frame 0 and every third frame (WARM_STRIDE) from the start pose; each further pass solves,
@@ -123,6 +129,9 @@ class MarkerScene(Scene):
     the values they start with. Couplers (coupling.py) with `coupler_weight` Infinity are held
     exactly (`held`: their dependents frozen, filled from the independents at every evaluation,
     A taken to the coordinates left); with a finite weight they are CoordinateCoupler rows.
+    PointConstraints (`om.points`) with a finite `point_weight` are point-to-point CopyPose
+    tasks from the first point to the second (y = x_2 - x_1, weight point_weight); held exactly
+    (Infinity) they are gauss_newton.py's, not the scene's.
 
     `evaluate` returns y = x_exp - x_model per marker (3 rows) and q_c per coordinate task,
     yd = 0 and the targets, A = dy/dq through the coupling, per-row weights, and per task the
@@ -130,8 +139,9 @@ class MarkerScene(Scene):
     never uses it (the measured markers are data, not moving objects to feed forward)."""
 
     def __init__(self, om: OpenSimModel, marker_names, marker_weights, coordinate_tasks=(), frozen=(),
-                 normalize: bool = True, couplers=(), coupler_weight: float = 0.0):
+                 normalize: bool = True, couplers=(), coupler_weight: float = 0.0, point_weight: float = 0.0):
         self.om = om
+        self.point_weight = float(point_weight) if om.point_names and 0 < point_weight < np.inf else 0.0
         couplers = list(couplers)
         self.held = couplers if np.isinf(coupler_weight) else []
         self.couplers = couplers if 0 < coupler_weight < np.inf else []
@@ -158,6 +168,13 @@ class MarkerScene(Scene):
         constraints += [CoordinateCoupler(k.dependent, k.independent, k.function, self.coupler_weight,
                                           rotational=bool(c.rotational[k.dependent]), name=k.name)
                         for k in self.couplers]
+        P = len(om.point_names) if self.point_weight else 0
+        points = om.points
+        constraints += [CopyPose(on_segment(int(points.segments[k]), points.locations[k]),
+                                 on_segment(int(points.segments[P + k]), points.locations[P + k]),
+                                 weight=self.point_weight, name=om.point_names[k]) for k in range(P)]
+        self.n_points = P
+        self.point_kinematics = MarkerKinematics(om.model, c, points.segments, points.locations) if P else None
         super().__init__(om.model, constraints, n_objects=M, coupling=c)
         frozen_mask = np.asarray(c.locked, bool).copy()
         frozen_mask[np.asarray(c.index(list(frozen)), dtype=int).reshape(-1)] = True
@@ -167,7 +184,7 @@ class MarkerScene(Scene):
         self.lower = np.where(frozen_mask, -np.inf, self.lower)
         self.upper = np.where(frozen_mask, np.inf, self.upper)
         self._row_weights = np.concatenate([np.repeat(weights, 3), self.task_weights])
-        self._coupler_tasks = constraints[M + len(self.task_names):]
+        self._coupler_tasks = constraints[M + len(self.task_names):len(constraints) - P]
         self._task_rotational = np.asarray(c.rotational, bool)[self.task_coordinates]
         self.kinematics = MarkerKinematics(om.model, c, self.segments, self.locations)
 
@@ -243,6 +260,19 @@ class MarkerScene(Scene):
             rotation_error = np.concatenate([rotation_error, out.rotation_error], axis=1)
             if A is not None:
                 A = np.concatenate([A, out.A], axis=1)
+        if self.n_points:                # the PointConstraints' rows: x_2 - x_1, towards 0
+            P = self.n_points
+            if jacobians:
+                xp, Jp = self.point_kinematics.positions_and_jacobian(q)
+            else:
+                xp = self.point_kinematics.positions(q)
+            gap = (xp[:, P:] - xp[:, :P]).reshape(F, 3 * P)
+            y, yd = np.concatenate([y, gap], axis=1), np.concatenate([yd, np.zeros((F, 3 * P))], axis=1)
+            weight = np.concatenate([weight, np.full((F, 3 * P), self.point_weight)], axis=1)
+            position_error = np.concatenate([position_error, np.linalg.norm(gap.reshape(F, P, 3), axis=-1)], axis=1)
+            rotation_error = np.concatenate([rotation_error, np.full((F, P), np.nan)], axis=1)
+            if A is not None:
+                A = np.concatenate([A, Jp[:, 3 * P:] - Jp[:, :3 * P]], axis=1)
         if A is not None and self.held:
             A = A @ coupler_tangent(q, self.held)
         B = np.zeros((F, y.shape[1], 0)) if jacobians else None
@@ -257,8 +287,9 @@ class IKResult:
     OpenSim error report (see the module docstring) and the worst marker; per marker and frame
     `marker_errors` (F, M) in metres, NaN where the marker is missing; per coordinate task the
     signed error q - target (F, T); per coordinate coupler (`constraint_names`) the residual
-    q_dep - s f(q_ind) (F, K), radians or metres. `objective` is the minimised cost, sum_i w_i |e_i|^2 +
-    sum_j w_j (q_j - target_j)^2 (+ w sum_k c_k^2 for couplers held as a penalty of weight w).
+    q_dep - s f(q_ind) (F, K), radians or metres, then per PointConstraint the distance
+    |x_1 - x_2| between its two points, metres. `objective` is the minimised cost, sum_i w_i |e_i|^2 +
+    sum_j w_j (q_j - target_j)^2 (+ w sum_k c_k^2 for constraints held as a penalty of weight w).
     `determined` (F,) is False in frames whose markers (and coordinate tasks) fix fewer free
     coordinates than all the trial's markers would, `determined_coordinates` how many they fix;
     in a frame without any marker the error report is NaN (nothing was measured). `passes` counts
@@ -409,7 +440,8 @@ class MarkerIK:
         self.coordinate_targets = np.stack(targets, axis=1) if targets else np.zeros((F, 0))
         self.scene = MarkerScene(om, self.marker_names, self.marker_weights, task_list,
                                  frozen=sorted(prescribed), normalize=normalize,
-                                 couplers=om.couplers, coupler_weight=self.constraint_weight)
+                                 couplers=om.couplers, coupler_weight=self.constraint_weight,
+                                 point_weight=self.constraint_weight)
         self.q_start = self.scene.project(self.q_start)
         self.object_poses = self.scene.objects(self.measured)
         present = np.all(np.isfinite(self.measured), axis=-1)
@@ -421,11 +453,15 @@ class MarkerIK:
         # previous frame's solution) only in frames the markers do not determine.
         free = np.flatnonzero(~scene.frozen)
         self._stay = free
+        points = (MarkerKinematics(om.model, c, om.points.segments, om.points.locations)
+                  if om.point_names and self.constraint_weight > 0 else None)
         self.gauss_newton = GaussNewton(scene.kinematics, ~scene.frozen, scene.lower, scene.upper,
                                         np.concatenate([scene.task_coordinates, free]),
                                         np.concatenate([scene.task_weights, np.full(free.size, STAY_WEIGHT)]),
                                         couplers=scene.couplers, coupler_weight=scene.coupler_weight,
-                                        held=scene.held)
+                                        held=scene.held, points=points, point_weight=self.constraint_weight)
+        if points is not None:
+            self.q_start = self.gauss_newton.place(self.q_start)
 
     def _ranks(self, chunk: int = 256):
         """Per frame, how many free coordinates the markers present (weight > 0) and the given
@@ -520,7 +556,7 @@ class MarkerIK:
             converged[rows] = ok
             rest = rows[~ok & (its < max_iterations) & self.determined[rows]]      # stopped improving:
                                                                                    # the engine goes on
-            if rest.size:
+            if rest.size and not self.gauss_newton.points_held:   # (its scene has no held PointConstraints)
                 r = solve_animation(self.scene, q[rest], self.object_poses[rest], settings=settings,
                                     values=self.coordinate_targets[rest])
                 q[rest] = r.q
@@ -601,6 +637,10 @@ class MarkerIK:
         objective = marker_term + (coordinate_errors ** 2) @ self.scene.task_weights
         residuals = self.om.constraint_residuals(q)
         objective = objective + self.scene.coupler_weight * np.sum(residuals ** 2, axis=1)
+        distances = np.linalg.norm(self.om.point_residuals(q), axis=-1)                     # (F, P)
+        if self.gauss_newton.points is not None and not self.gauss_newton.points_held:
+            objective = objective + self.constraint_weight * np.sum(distances ** 2, axis=1)
+        residuals = np.concatenate([residuals, distances], axis=1)
         c = self.om.coupling
         return IKResult(time=self.time.copy(), q=q.copy(), coordinate_names=list(c.names),
                         rotational=np.asarray(c.rotational, bool).copy(), marker_names=list(self.marker_names),
@@ -609,7 +649,8 @@ class MarkerIK:
                         marker_error_rms=rms, marker_error_max=largest, worst_marker=worst_names,
                         weighted_squared_error=weighted, task_names=list(self.scene.task_names),
                         coordinate_errors=coordinate_errors, objective=objective,
-                        constraint_names=[k.name for k in self.om.couplers], constraint_errors=residuals)
+                        constraint_names=[k.name for k in self.om.couplers] + self.om.point_names,
+                        constraint_errors=residuals)
 
 
 def solve_marker_ik(om: OpenSimModel, markers: MarkerData, tasks: IKTaskSet, coordinate_data: Storage | None = None,
@@ -728,7 +769,8 @@ def summary_lines(run: IKRun) -> list:
         worst = float(np.max(np.abs(r.constraint_errors))) if r.constraint_errors.size else 0.0
         weight = run.setup.constraint_weight
         held = "held exactly" if np.isinf(weight) else f"constraint_weight {weight:g}"
-        lines.append(f"{len(r.constraint_names)} coordinate couplers, largest residual {worst:.3g} ({held})")
+        lines.append(f"{len(r.constraint_names)} constraints (coordinate couplers, point constraints), largest "
+                     f"residual {worst:.3g} ({held})")
     if r.determined is not None and not r.determined.all():
         lines.append(f"{int(np.sum(~r.determined))} frames the markers do not determine (kept near the previous "
                      f"frame, errors NaN where no marker is present): {_spans(r.time, ~r.determined)}")

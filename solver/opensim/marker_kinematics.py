@@ -11,7 +11,8 @@ moved by the joints before k on that segment). A marker at x on a segment that k
 
 Through the coupling theta_k = f_k(q_c(k)) (coupling.py) all the axes a coordinate c drives sit
 on one segment (its joint's child), so they move the same markers and their columns add up to
-one twist (Omega_c, V_c), the same for every marker c moves:
+one twist (Omega_c, V_c), the same for every marker c moves (a translation that also depends on
+a second coordinate e, the ScapulothoracicJoint's, adds d theta_k/d q_e w_k to V_e):
 
     dx/dq_c = Omega_c x x + V_c = [-[x]x  I] [Omega_c; V_c],
     Omega_c = sum_k f_k' w_k  (rotations),   V_c = sum_k f_k' (o_k x w_k  or  w_k  for translations).
@@ -26,9 +27,10 @@ coupling to rounding, not bit for bit (tests/apps/test_opensim_model.py checks t
 type OpenSim has).
 
 Layout. Every segment of an OpenSim model has up to three translations followed by up to three
-rotations (osim.py builds them so); here each segment gets exactly three of each, the missing ones
-of value 0 (identity), so that one batched product per rotation slot makes every segment's local
-transform. The world frames then follow by pointer jumping: each segment's transform is composed
+rotations, four for a ScapulothoracicJoint (osim.py builds them so); here each segment gets
+exactly three translations and as many rotations as the model's most (three or four), the missing
+ones of value 0 (identity), so that one batched product per rotation slot makes every segment's
+local transform. The world frames then follow by pointer jumping: each segment's transform is composed
 with its current ancestor's and the ancestor pointer doubled, ceil(log2(depth)) rounds instead of
 one round per tree level. Few, larger numpy calls: at the sizes of marker IK (tens of frames,
 ten-odd segments) the count of calls, not the arithmetic, is what costs.
@@ -57,14 +59,16 @@ class MarkerKinematics:
         S, K = len(model.segments), len(model.joints)
         self.n_segments, self.n_joints = S, K
         # Per segment three translation and three rotation slots: joint index (K: none, value 0).
-        sliding, turning = np.full((S, 3), K), np.full((S, 3), K)
+        n_turn = max([3] + [sum(j.kind == REVOLUTE for j in segment.joints) for segment in model.segments])
+        self.n_turn = n_turn
+        sliding, turning = np.full((S, 3), K), np.full((S, n_turn), K)
         for s, segment in enumerate(model.segments):
             kinds = [j.kind for j in segment.joints]
             n_slide = kinds.count(PRISMATIC)
             if (set(kinds) - {REVOLUTE, PRISMATIC} or kinds != [PRISMATIC] * n_slide + [REVOLUTE] * (len(kinds) - n_slide)
-                    or n_slide > 3 or len(kinds) - n_slide > 3):
+                    or n_slide > 3 or len(kinds) - n_slide > 4):
                 raise ValueError(f"segment {segment.name!r}: marker kinematics takes up to three translations "
-                                 f"followed by up to three rotations, not {kinds}")
+                                 f"followed by up to four rotations, not {kinds}")
             first = model.joint_first[model.joint_segment == s]
             sliding[s, :n_slide], turning[s, :len(kinds) - n_slide] = first[:n_slide], first[n_slide:]
         self._sliding, self._turning = sliding, turning
@@ -96,7 +100,18 @@ class MarkerKinematics:
             if coordinate_segment[c] not in (-1, s):
                 raise ValueError(f"coordinate {coupling.names[c]!r} drives axes of two segments")
             coordinate_segment[c] = s
-        self._slots = np.concatenate([sliding, turning], axis=1)               # (S, 6): twist rows
+        second = np.asarray(getattr(coupling, "dof_second", np.full(K, -1)), dtype=int)
+        for k in np.flatnonzero(second >= 0):
+            c, s = second[k], model.joint_segment[k]
+            if model.joints[k].kind != PRISMATIC:
+                raise ValueError(f"joint {model.joints[k].name!r}: only translations may depend on two coordinates")
+            if coordinate_segment[c] not in (-1, s):
+                raise ValueError(f"coordinate {coupling.names[c]!r} drives axes of two segments")
+            coordinate_segment[c] = s
+        # Translations that depend on a second coordinate: (joint value index, segment, slot, coordinate)
+        self._second = [(k, int(model.joint_segment[k]), int(np.flatnonzero(sliding[model.joint_segment[k]] == k)[0]),
+                         int(second[k])) for k in np.flatnonzero(second >= 0)]
+        self._slots = np.concatenate([sliding, turning], axis=1)               # (S, 3 + n_turn): twist rows
         slots = self._slots.reshape(-1)
         self._sum = np.zeros((n_q, slots.size))                    # twist of c = sum over its axes
         self._sum[driver[slots][driver[slots] >= 0], np.flatnonzero(driver[slots] >= 0)] = 1.0
@@ -130,7 +145,10 @@ class MarkerKinematics:
         first_two = turn[:, :, 0] @ turn[:, :, 1]
         local = np.empty((F, S + 1, 3, 4))
         local[:, S] = np.eye(3, 4)
-        local[:, :S, :, :3] = first_two @ turn[:, :, 2]
+        turned = [turn[:, :, 0], first_two]                     # the rotation after 1, 2, ... slots
+        for i in range(2, self.n_turn - 1):
+            turned.append(turned[-1] @ turn[:, :, i])
+        local[:, :S, :, :3] = turned[-1] @ turn[:, :, self.n_turn - 1]
         slide = np.einsum("fst,stj->fsj", theta[:, self._sliding], self._slide_axis)
         local[:, :S, :, 3] = slide
         local[:, :S] = _compose(self._rest, local[:, :S])
@@ -144,20 +162,26 @@ class MarkerKinematics:
         # Every axis in the world (direction w) and, for the rotations, their pivot o: the frame
         # before the segment's joints moved by its translations.
         before = _compose(world[:, self._parent[:S]], self._rest)                            # (F, S, 3, 4)
-        axes = np.empty((F, S, 6, 3))
+        n_slots = 3 + self.n_turn
+        axes = np.empty((F, S, n_slots, 3))
         axes[:, :, :3] = self._slide_axis
         axes[:, :, 3] = self._turn_axis[:, 0]
-        axes[:, :, 4] = np.einsum("fsij,sj->fsi", turn[:, :, 0], self._turn_axis[:, 1])
-        axes[:, :, 5] = np.einsum("fsij,sj->fsi", first_two, self._turn_axis[:, 2])
+        for i in range(1, self.n_turn):
+            axes[:, :, 3 + i] = np.einsum("fsij,sj->fsi", turned[i - 1], self._turn_axis[:, i])
         slope = np.concatenate([slope, np.zeros((F, 1))], axis=1)
         rate = slope[:, self._slots]                                                        # (F, S, 6)
         w = (axes @ np.swapaxes(before[..., :3], -1, -2)) * rate[..., None]                   # (F, S, 6, 3)
         o = np.einsum("fsij,fsj->fsi", before[..., :3], slide) + before[..., 3]
-        twist = np.zeros((F, S, 6, 6))
+        twist = np.zeros((F, S, n_slots, 6))
         twist[:, :, :3, 3:] = w[:, :, :3]
         twist[:, :, 3:, :3] = w[:, :, 3:]
         twist[:, :, 3:, 3:] = w[:, :, 3:] @ (o @ CROSS).reshape(F, S, 3, 3)                   # o x w
-        return world, np.tensordot(twist.reshape(F, 6 * S, 6), self._sum, axes=([1], [1]))   # (F, 6, n_q)
+        out = np.tensordot(twist.reshape(F, n_slots * S, 6), self._sum, axes=([1], [1]))      # (F, 6, n_q)
+        if self._second:                      # translations' rates along their second coordinate
+            rates = self.coupling.second_slopes(q)
+            for (k, s, slot, c), rate in zip(self._second, rates.T):
+                out[:, 3:, c] += (before[:, s, :, :3] @ self._slide_axis[s, slot]) * rate[:, None]
+        return world, out
 
     def _markers(self, world):
         return np.einsum("fmij,mj->fmi", world[:, self.segments], self.locations_h)

@@ -1,5 +1,9 @@
 """Read .osim models (the kinematic subset gait models use) and turn them into an engine Model.
 
+Constraints: CoordinateCouplerConstraints (coupling.py) and PointConstraints (two points of two
+bodies held together: `OpenSimModel.points`, enforced by marker IK, gauss_newton.py) are read;
+any other enabled constraint, PointOnLineConstraint included, is refused by name.
+
 Two layouts are read:
 
 * OpenSim 3 and older (OpenSimDocument Version < 30500, e.g. 20303): each <Body> of the
@@ -36,8 +40,10 @@ joint types are the same with fixed axes and identity functions:
     FreeJoint       coordinates (rx, ry, rz, tx, ty, tz): prismatic x, y, z then revolute x, y, z
     PlanarJoint     coordinates (rz, tx, ty): prismatic x, y then revolute z
 
-(each checked against opensim 4.6 in the tests). So every body becomes one engine `Segment` with
-one revolute/prismatic joint per axis. Axes whose function is the constant 0 are left out (they do
+(each checked against opensim 4.6 in the tests). A ScapulothoracicJoint (the scapula on an
+ellipsoid over the thorax) is three translations whose values depend on two coordinates, then four
+rotations (scapulothoracic.py). So every body becomes one engine `Segment` with one
+revolute/prismatic joint per axis. Axes whose function is the constant 0 are left out (they do
 not move anything); the per-axis joint values theta = f_k(q_c(k)) are what `Coupling` computes
 from OpenSim's coordinates q.
 
@@ -64,6 +70,7 @@ from ..model import Model, Segment, prismatic, revolute
 from . import _xml
 from .coupling import Coupler, Coupling, coupler_order, fill_dependents, scaled
 from .errors import OpenSimFileError
+from . import scapulothoracic
 from .functions import Constant, Function, LinearFunction, function_from_xml, function_in
 
 ROTATION, TRANSLATION = "rotation", "translation"
@@ -78,7 +85,7 @@ _FIXED_AXES = {  # joint type -> ((kind, axis, coordinate index), ...) in applic
                   (ROTATION, (1, 0, 0), 0), (ROTATION, (0, 1, 0), 1), (ROTATION, (0, 0, 1), 2)),
     "PlanarJoint": ((TRANSLATION, (1, 0, 0), 1), (TRANSLATION, (0, 1, 0), 2), (ROTATION, (0, 0, 1), 0)),
 }
-JOINT_TYPES = ("CustomJoint",) + tuple(_FIXED_AXES)
+JOINT_TYPES = ("CustomJoint", "ScapulothoracicJoint") + tuple(_FIXED_AXES)
 
 
 @dataclass
@@ -99,7 +106,9 @@ class OsimCoordinate:
 @dataclass
 class TransformAxis:
     """One axis of a joint: a rotation about, or translation along, the unit `axis` (in the joint's
-    parent-side frame F, turned by the rotations before it) by `function`(coordinate value)."""
+    parent-side frame F, turned by the rotations before it) by `function`(coordinate value), or,
+    with a `second` coordinate (the ScapulothoracicJoint's ellipsoid), by
+    `function.value_and_gradient`(coordinate value, second coordinate value)."""
 
     name: str
     kind: str
@@ -107,6 +116,7 @@ class TransformAxis:
     coordinate: str | None
     function: Function
     line: int | None = None
+    second: str | None = None
 
 
 @dataclass
@@ -157,9 +167,22 @@ class OsimCoupler:
 
 
 @dataclass
+class OsimPointConstraint:
+    """A PointConstraint: the point `location_1` (metres, in body `body_1`'s frame) and the point
+    `location_2` of `body_2` coincide."""
+
+    name: str
+    body_1: str
+    location_1: np.ndarray
+    body_2: str
+    location_2: np.ndarray
+    line: int | None = None
+
+
+@dataclass
 class OsimModel:
     """The parsed model: bodies (ground first), joints, coordinates in model order, markers, and
-    the enabled coordinate couplers."""
+    the enabled coordinate couplers and point constraints."""
 
     name: str
     bodies: list
@@ -169,6 +192,7 @@ class OsimModel:
     length_units: str = "meters"
     path: Path | None = None
     couplers: list = field(default_factory=list)
+    points: list = field(default_factory=list)
 
     @property
     def coordinates(self) -> list:
@@ -251,8 +275,9 @@ def read_osim(path) -> OsimModel:
     if units.lower() not in ("meters", "metres", "m"):
         raise OpenSimFileError(path, _xml.child(model, "length_units").line,
                                f"length_units {units!r} are not supported (only meters)")
+    couplers, points = reader.constraints()
     osim = OsimModel(name=model.get("name", ""), bodies=bodies, joints=joints, markers=markers,
-                     version=version, length_units=units, path=path, couplers=reader.constraints())
+                     version=version, length_units=units, path=path, couplers=couplers, points=points)
     _check(osim, path)
     return osim
 
@@ -297,6 +322,8 @@ class _Reader:
     def axes(self, joint_elem, joint_type: str, coordinates: list) -> list:
         """The joint's transform axes in application order (see the module docstring)."""
         name = joint_elem.get("name", "")
+        if joint_type == "ScapulothoracicJoint":
+            return self.scapulothoracic_axes(joint_elem, coordinates)
         if joint_type != "CustomJoint":
             fixed = _FIXED_AXES[joint_type]
             needed = max((k for _, _, k in fixed), default=-1) + 1
@@ -350,6 +377,29 @@ class _Reader:
             out.append(TransformAxis(axis_name, kind, axis / norm, coords[0] if coords else None, function, ta.line))
         return out
 
+    def scapulothoracic_axes(self, elem, coordinates: list) -> list:
+        """The ellipsoid's and the winging pin's axes (scapulothoracic.py)."""
+        name = elem.get("name", "")
+        if len(coordinates) != 4:
+            self.fail(elem, f"ScapulothoracicJoint {name!r} needs 4 coordinates, has {len(coordinates)}")
+        radii = _xml.child_floats(elem, "thoracic_ellipsoid_radii_x_y_z", self.path, 3, default=[np.nan] * 3)
+        if not np.all(np.isfinite(radii)) or np.any(np.asarray(radii) <= 0):
+            at = _xml.child(elem, "thoracic_ellipsoid_radii_x_y_z")
+            self.fail(elem if at is None else at,
+                      f"ScapulothoracicJoint {name!r}: thoracic_ellipsoid_radii_x_y_z must be three positive "
+                      f"numbers, got {list(radii)}")
+        origin = _xml.child_floats(elem, "scapula_winging_axis_origin", self.path, 2, default=[0.0, 0.0], finite=True)
+        if np.any(np.asarray(origin) != 0.0):
+            self.fail(_xml.child(elem, "scapula_winging_axis_origin"),
+                      f"ScapulothoracicJoint {name!r}: a scapula_winging_axis_origin other than 0 0 is not "
+                      f"supported (got {list(origin)})")
+        direction = _xml.child_float(elem, "scapula_winging_axis_direction", self.path, 0.0, finite=True)
+        names = [c.name for c in coordinates]
+        labels = ("translation1", "translation2", "translation3", "rotation1", "rotation2", "rotation3", "winging")
+        return [TransformAxis(label, kind, np.asarray(axis, dtype=float), coordinate, function, elem.line, second)
+                for label, (kind, axis, coordinate, second, function)
+                in zip(labels, scapulothoracic.axes(radii, direction, names))]
+
     def motion_types(self, joint_type: str, coordinates: list, axes: list):
         """Fill in motion types OpenSim 4 files leave out: a coordinate that drives a rotation
         through an affine function is rotational, one that drives only translations through affine
@@ -381,19 +431,24 @@ class _Reader:
         return OsimMarker(elem.get("name", ""), body, location_in_body,
                           _xml.child_bool(elem, "fixed", self.path, False), elem.line)
 
-    def constraints(self) -> list:
-        """The enabled constraints of the ConstraintSet: CoordinateCouplerConstraints (of one
-        independent coordinate) are read; any other enabled constraint is refused by name, since
-        OpenSim's IK enforces it and a solve without it would be silently wrong."""
-        out = []
+    def constraints(self):
+        """(couplers, point constraints): the enabled CoordinateCouplerConstraints (of one
+        independent coordinate) and PointConstraints of the ConstraintSet; any other enabled
+        constraint (PointOnLineConstraint, ...) is refused by name, since OpenSim's IK enforces
+        it and a solve without it would be silently wrong."""
+        out, points = [], []
         for c in self.objects(_xml.child(self.model, "ConstraintSet")):
             name = c.get("name", "")
             if _xml.child_bool(c, "isDisabled", self.path, False) or not _xml.child_bool(c, "isEnforced", self.path, True):
                 continue
+            if c.tag == "PointConstraint":
+                points.append(self.point_constraint(c))
+                continue
             if c.tag != "CoordinateCouplerConstraint":
                 self.fail(c, f"<{c.tag} name={name!r}> is not supported (of OpenSim's constraints only "
-                             "CoordinateCouplerConstraint is); OpenSim's IK enforces it, so solving without it "
-                             "would give wrong coordinates. Disable it (isEnforced false) to solve without it")
+                             "CoordinateCouplerConstraint and PointConstraint are); OpenSim's IK enforces it, so "
+                             "solving without it would give wrong coordinates. Disable it (isEnforced false) to "
+                             "solve without it")
             independent = (_xml.child_text(c, "independent_coordinate_names") or "").split()
             dependent = _xml.child_text(c, "dependent_coordinate_name")
             if len(independent) != 1 or dependent is None:
@@ -417,7 +472,24 @@ class _Reader:
                              f"{dependent!r} at 0. Use a LinearFunction with slope 0 for a constant dependent")
             scale = _xml.child_float(c, "scale_factor", self.path, 1.0, finite=True)
             out.append(OsimCoupler(name, dependent, independent[0], function, scale, c.line))
-        return out
+        return out, points
+
+    def point_constraint(self, c) -> OsimPointConstraint:
+        """A PointConstraint: its two frames (bodies or offset frames on them, OpenSim 4 sockets;
+        body names in OpenSim 3 files) and the point on each, in the body frame."""
+        ends = []
+        for k in (1, 2):
+            zero = [0.0, 0.0, 0.0]
+            location = _xml.child_floats(c, f"location_body_{k}", self.path, 3, default=zero, finite=True)
+            if hasattr(self, "by_path"):
+                body, X = self.frame_of_socket(c, (f"socket_body_{k}", f"socket_body_{k}_connectee_name",
+                                                   f"body_{k}"))
+            else:
+                body, X = _xml.child_text(c, f"body_{k}"), np.eye(4)
+                if body is None:
+                    self.fail(c, f"PointConstraint {c.get('name', '')!r}: no <body_{k}>")
+            ends.append((body, X[:3, :3] @ location + X[:3, 3]))
+        return OsimPointConstraint(c.get("name", ""), ends[0][0], ends[0][1], ends[1][0], ends[1][1], c.line)
 
     # ------------------------------------------------------------------------------ OpenSim 3
 
@@ -596,6 +668,10 @@ def _check(osim: OsimModel, path):
             if name not in coordinate_names:
                 raise OpenSimFileError(path, k.line, f"CoordinateCouplerConstraint {k.name!r}: no coordinate called "
                                                      f"{name!r} ({role})")
+    for p in osim.points:
+        for body in (p.body_1, p.body_2):
+            if body not in names:
+                raise OpenSimFileError(path, p.line, f"PointConstraint {p.name!r}: no body called {body!r}")
     marker_names = [m.name for m in osim.markers]
     for m in osim.markers:
         if m.body not in names:
@@ -627,15 +703,34 @@ class OpenSimModel:
     """An OpenSim model in engine form: `model` (one Segment per body, ground first, parents
     before children), `coupling` (OpenSim coordinates q -> per-axis joint values theta),
     `markers` (in segment frames), `body_transform` (S, 4, 4): body frame = segment frame @
-    body_transform[s], and `source` (the parsed OsimModel). See markers.py for marker positions
-    and Jacobians."""
+    body_transform[s], `couplers`, `points` (the PointConstraints: a MarkerSet of 2P points, the
+    first P of them to coincide with the last P) and `source` (the parsed OsimModel). See
+    markers.py for marker positions and Jacobians."""
 
     def __init__(self, source: OsimModel, model: Model, coupling: Coupling, markers: MarkerSet,
-                 body_transform: np.ndarray | None = None, couplers=()):
+                 body_transform: np.ndarray | None = None, couplers=(), points: MarkerSet | None = None):
         self.source, self.model, self.coupling, self.markers = source, model, coupling, markers
         S = len(model.segments)
         self.body_transform = np.broadcast_to(np.eye(4), (S, 4, 4)).copy() if body_transform is None else body_transform
         self.couplers = list(couplers)
+        self.points = points if points is not None else MarkerSet([], np.zeros(0, int), np.zeros((0, 3)))
+
+    @property
+    def point_names(self) -> list:
+        """The PointConstraints' names."""
+        return self.points.names[:len(self.points.names) // 2]
+
+    def point_residuals(self, q) -> np.ndarray:
+        """x_1(q) - x_2(q) (F, P, 3) in ground, metres: how far q breaks each PointConstraint."""
+        from .markers import _positions
+        from ..kinematics import forward_kinematics
+        q = np.atleast_2d(np.asarray(q, dtype=float))
+        P = len(self.point_names)
+        if not P:
+            return np.zeros((q.shape[0], 0, 3))
+        x = _positions(forward_kinematics(self.model, self.coupling.dofs(q)), self.points.segments,
+                       self.points.locations)
+        return x[:, :P] - x[:, P:]
 
     def fill_dependents(self, q) -> np.ndarray:
         """q (F, n_q) with the couplers' dependent coordinates set from their independent ones."""
@@ -709,7 +804,7 @@ def build_model(osim: OsimModel) -> OpenSimModel:
         if not np.array_equal(child_of[name].child_offset, np.eye(4)):
             with np.errstate(all="ignore"):
                 segment_from_body[name] = rigid_inverse(child_of[name].child_offset)
-    segments, dof_coordinate, dof_function, dof_axis = [], [], [], []
+    segments, dof_coordinate, dof_function, dof_second, dof_axis = [], [], [], [], []
     for name in order:
         joint = child_of.get(name)
         if joint is None:
@@ -721,6 +816,7 @@ def build_model(osim: OsimModel) -> OpenSimModel:
             engine_joints.append(make(tuple(axis.axis), name=f"{joint.name}/{axis.name}"))
             dof_coordinate.append(-1 if axis.coordinate is None else coord_index[axis.coordinate])
             dof_function.append(axis.function)
+            dof_second.append(-1 if axis.second is None else coord_index[axis.second])
             dof_axis.append((joint, axis))
         with np.errstate(all="ignore"):
             rest = segment_from_body[joint.parent] @ joint.parent_offset
@@ -729,7 +825,8 @@ def build_model(osim: OsimModel) -> OpenSimModel:
                                                           "to compute with")
         segments.append(Segment(name=name, parent=index[joint.parent], rest=rest, joints=tuple(engine_joints)))
     model = Model(segments, armature_names=[osim.name or "opensim"])
-    coupling = Coupling(coordinates, np.array(dof_coordinate, dtype=int), dof_function)
+    coupling = Coupling(coordinates, np.array(dof_coordinate, dtype=int), dof_function,
+                        np.array(dof_second, dtype=int) if any(k >= 0 for k in dof_second) else None)
     with np.errstate(all="ignore"):
         locations = [segment_from_body[m.body][:3, :3] @ m.location + segment_from_body[m.body][:3, 3]
                      for m in osim.markers]
@@ -739,7 +836,13 @@ def build_model(osim: OsimModel) -> OpenSimModel:
     body_transform = np.stack([segment_from_body[name] for name in order])
     couplers = [Coupler(k.name, coord_index[k.dependent], coord_index[k.independent], scaled(k.function, k.scale_factor))
                 for k in osim.couplers]
-    om = OpenSimModel(osim, model, coupling, markers, body_transform, couplers)
+    ends = [(p.name, p.body_1, p.location_1) for p in osim.points] + [(p.name, p.body_2, p.location_2)
+                                                                      for p in osim.points]
+    points = MarkerSet(names=[name for name, _, _ in ends],
+                       segments=np.array([index[body] for _, body, _ in ends], dtype=int),
+                       locations=np.array([segment_from_body[body][:3, :3] @ at + segment_from_body[body][:3, 3]
+                                           for _, body, at in ends], dtype=float).reshape(-1, 3))
+    om = OpenSimModel(osim, model, coupling, markers, body_transform, couplers, points)
     try:
         coupler_order(couplers)                              # two couplers of one dependent, loops
     except ValueError as exc:
