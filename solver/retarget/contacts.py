@@ -1,0 +1,123 @@
+"""Contact spans of a point: when it rests on the floor.
+
+A point is in contact at frame t when it moves slowly and is near the floor. With its speed
+v(t) = |p(t+1) - p(t-1)| fps / 2 (one-sided at the ends) and its height h(t) = up . p(t) - floor,
+a contact begins where v < speed * size and h < height * size, and lasts until v exceeds
+hysteresis * speed * size or h exceeds hysteresis * height * size (entering takes the strict
+thresholds, leaving the looser ones, so a noisy plateau does not chatter). Spans shorter than
+`min_frames` are dropped. `size` is the character's size in scene units (its leg length), so
+the thresholds are in leg lengths per second and leg lengths.
+
+The floor, where not given, is a low percentile of the points' heights over the clip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, order=True)
+class Span:
+    """Frames start..end (inclusive, 0-based source frames) of one contact."""
+
+    start: int
+    end: int
+
+    def __post_init__(self):
+        if int(self.start) != self.start or int(self.end) != self.end or self.start < 0 or self.end < self.start:
+            raise ValueError(f"span {self.start}..{self.end} is not a range of frames (0 <= start <= end)")
+        object.__setattr__(self, "start", int(self.start))
+        object.__setattr__(self, "end", int(self.end))
+
+    @property
+    def frames(self) -> np.ndarray:
+        return np.arange(self.start, self.end + 1)
+
+    def __len__(self) -> int:
+        return self.end - self.start + 1
+
+
+@dataclass(frozen=True)
+class ContactDetection:
+    """Thresholds of detect_contacts, in leg lengths (per second): enter below `speed` and
+    `height`, leave above `hysteresis` times them; spans shorter than `min_frames` are dropped."""
+
+    speed: float = 0.6
+    height: float = 0.08
+    hysteresis: float = 1.5
+    min_frames: int = 3
+    percentile: float = 5.0       # the floor estimate: this percentile of the contact points' heights
+
+    def __post_init__(self):
+        for name in ("speed", "height", "percentile"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"contact detection: {name} = {value} must be a positive number")
+        if not (np.isfinite(self.hysteresis) and self.hysteresis >= 1.0):
+            raise ValueError(f"contact detection: hysteresis = {self.hysteresis} must be >= 1")
+        if int(self.min_frames) != self.min_frames or self.min_frames < 1:
+            raise ValueError(f"contact detection: min_frames = {self.min_frames} must be a whole number >= 1")
+
+
+def unit_up(up) -> np.ndarray:
+    up = np.asarray(up, dtype=float)
+    norm = np.linalg.norm(up)
+    if up.shape != (3,) or not np.isfinite(norm) or norm < 1e-12:
+        raise ValueError(f"up {up} is not a direction")
+    return up / norm
+
+
+def estimate_floor(points, up=(0.0, 0.0, 1.0), percentile: float = 5.0) -> float:
+    """The floor height along `up`: the `percentile` of the heights of all `points` (..., 3)."""
+    points = np.asarray(points, dtype=float)
+    heights = (points @ unit_up(up)).ravel()
+    heights = heights[np.isfinite(heights)]
+    if not heights.size:
+        raise ValueError("no finite points to estimate the floor from")
+    return float(np.percentile(heights, percentile))
+
+
+def point_speed(points: np.ndarray, fps: float) -> np.ndarray:
+    """|p'| (F,) by central differences (one-sided at the ends), in units per second."""
+    F = points.shape[0]
+    if F < 2:
+        return np.zeros(F)
+    velocity = np.gradient(points, axis=0) * fps
+    return np.linalg.norm(velocity, axis=-1)
+
+
+def detect_contacts(points, fps: float, *, up=(0.0, 0.0, 1.0), floor: float | None = None, size: float = 1.0,
+                    detection: ContactDetection = ContactDetection()) -> list:
+    """Contact spans (a list of Span, in order) of one point's path `points` (F, 3) sampled at
+    `fps`, as the module docstring describes; `floor` None estimates it from this path."""
+    points = np.asarray(points, dtype=float)
+    if points.ndim != 2 or points.shape[1] != 3:
+        raise ValueError(f"contact points must have shape (frames, 3), got {points.shape}")
+    if not points.shape[0]:
+        raise ValueError("contact points have zero frames")
+    if not np.all(np.isfinite(points)):
+        bad = np.flatnonzero(~np.isfinite(points).all(axis=1))
+        raise ValueError(f"contact points are not finite in frame(s) {bad[:10].tolist()}")
+    if not (np.isfinite(fps) and fps > 0) or not (np.isfinite(size) and size > 0):
+        raise ValueError(f"fps {fps} and size {size} must be positive numbers")
+    up = unit_up(up)
+    if floor is None:
+        floor = estimate_floor(points, up, detection.percentile)
+    height = points @ up - floor
+    speed = point_speed(points, fps)
+    enter = (speed < detection.speed * size) & (height < detection.height * size)
+    stay = (speed <= detection.hysteresis * detection.speed * size) & \
+        (height <= detection.hysteresis * detection.height * size)
+    index = np.arange(points.shape[0])
+    last_break = np.maximum.accumulate(np.where(stay, -1, index))
+    last_enter = np.maximum.accumulate(np.where(enter, index, -1))
+    return [s for s in spans_of(stay & (last_enter > last_break)) if len(s) >= detection.min_frames]
+
+
+def spans_of(mask) -> list:
+    """The runs of True in a boolean mask (F,) as Spans."""
+    edges = np.diff(np.concatenate([[0], np.asarray(mask, dtype=np.int8), [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+    return [Span(int(a), int(b)) for a, b in zip(starts, ends)]
