@@ -18,15 +18,11 @@ from __future__ import annotations
 
 import json
 
+from ...solver.retarget import REQUIRED_ROLES as REQUIRED
+from ...solver.retarget import ROLES
+
 SIDES = ("L", "R")
-
-#: The roles, in parent-before-child order: the body, then per side the leg and the arm.
-BODY = ("hips", "spine", "chest", "upper_chest", "neck", "head")
 LIMB = ("thigh", "shin", "foot", "toe", "shoulder", "upper_arm", "forearm", "hand")
-ROLES = BODY + tuple(f"{part}.{side}" for side in SIDES for part in LIMB)
-
-#: Roles a retarget cannot do without: the legs carry the contacts, the hips the root.
-REQUIRED = ("hips",) + tuple(f"{part}.{side}" for side in SIDES for part in ("thigh", "shin", "foot"))
 
 
 def _sided(body, limb):

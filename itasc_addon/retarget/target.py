@@ -67,12 +67,16 @@ class Skeleton:
         return out
 
 
-def read_skeleton(obj) -> Skeleton:
-    """The armature's bones in parent-before-child order (the order of ``data.bones``)."""
-    bones = list(obj.data.bones)
+def read_skeleton(obj, names=None, parents=None) -> Skeleton:
+    """The armature's bones (or those of `names`, parents first) in parent-before-child order (the
+    order of ``data.bones``); `parents` {bone: parent name or None} overrides the armature's own
+    hierarchy (a parent outside `names` makes a root)."""
+    bones = list(obj.data.bones) if names is None else [obj.data.bones[n] for n in names]
     names = [b.name for b in bones]
+    if parents is None:
+        parents = {b.name: b.parent.name if b.parent else None for b in bones}
     at = {n: i for i, n in enumerate(names)}
-    parent = np.array([at[b.parent.name] if b.parent else -1 for b in bones], dtype=int)
+    parent = np.array([at.get(parents[n], -1) for n in names], dtype=int)
     if np.any(parent >= np.arange(len(names))):
         raise RigError(f"armature '{obj.name}': bones not listed parent first")
     rest = np.array([np.array(b.matrix_local) for b in bones]).reshape(-1, 4, 4)

@@ -1,0 +1,212 @@
+"""Keys on the animator controls of a rig Rigify generated, so that its ORG- skeleton takes a
+pose solved for it and the result stays editable.
+
+The retarget solves on the ORG- bones (the `bone_maps` preset "rigify"); the keys go on the
+controls an animator uses, with the legs in IK: the torso (location and rotation, carrying the
+hips), the FK spine's top control, neck and head, the shoulders, per leg the foot's IK control
+(location and rotation), the toe's IK control, and the pole (location), with each leg's IK_FK
+switch at IK and its pole switched on. The arms' IK controls are not keyed yet (their pole's
+parent does not settle under these passes); the arms keep what the rig has.
+
+Each control c is paired with the ORG- bone o it carries rigidly (its pose is c's times a fixed
+offset). Rigify hangs controls under helper bones driven by other controls, so a control's
+parent pose depends on the keys above it; the keys are found by fixed-point passes on Blender's
+own evaluation: with c_a, o_a the evaluated pose matrices at a frame and o_d the wanted one,
+
+    basis_c <- basis_c  c_a^-1 (o_d o_a^-1) c_a,
+
+which puts o on o_d exactly once c's parent has settled (rotation-only controls keep their
+location; poles move to the wanted point). The first pass starts from the rest pose; each pass
+settles one more level of the hierarchy; passes stop when every paired bone is within the
+tolerance or after `MAX_PASSES`. The pole of a limb lies in the plane of its three joints, one
+upper-bone length from the middle joint, on the side the middle joint bends to.
+"""
+
+from __future__ import annotations
+
+import bpy
+import numpy as np
+
+from .. import guard
+from . import writing
+
+MAX_PASSES = 4
+
+
+def is_generated_rigify(obj) -> bool:
+    """Whether the armature is one Rigify generated (its torso, IK feet and ORG- skeleton)."""
+    bones = obj.data.bones
+    return all(n in bones for n in ("torso", "ORG-spine", "foot_ik.L", "foot_ik.R", "thigh_parent.L"))
+
+
+def _metarig_parent(name):
+    """The parent of a metarig bone of the human metarig's spine, legs and arms (None: unknown)."""
+    if name.startswith("spine.0"):
+        k = int(name[len("spine."):])
+        return "spine" if k == 1 else f"spine.{k - 1:03d}"
+    base, _, side = name.rpartition(".")
+    parent = {"pelvis": "spine", "thigh": "spine", "shin": "thigh", "foot": "shin", "toe": "foot", "heel.02": "foot",
+              "shoulder": "spine.003", "breast": "spine.003", "upper_arm": "shoulder", "forearm": "upper_arm",
+              "hand": "forearm"}.get(base)
+    if parent is None:
+        return None
+    return parent if parent.startswith("spine") else f"{parent}.{side}"
+
+
+def org_parents(obj):
+    """{ORG bone: its parent in the metarig's hierarchy (an ORG bone) or None}: Rigify parents
+    its ORG- bones to controls and helpers; the skeleton the retarget solves is the metarig's."""
+    out = {}
+    for bone in obj.data.bones:
+        if not bone.name.startswith("ORG-"):
+            continue
+        parent = _metarig_parent(bone.name[4:])
+        out[bone.name] = "ORG-" + parent if parent and "ORG-" + parent in obj.data.bones else None
+    return out
+
+
+def pairs(obj):
+    """[(control, ORG bone, located)] the armature has, parents' controls first."""
+    out = [("torso", "ORG-spine", True), ("spine_fk.003", "ORG-spine.003", False), ("neck", "ORG-spine.004", False),
+           ("head", "ORG-spine.006", False)]
+    for s in "LR":
+        out += [(f"foot_ik.{s}", f"ORG-foot.{s}", True), (f"toe_ik.{s}", f"ORG-toe.{s}", False),
+                (f"shoulder.{s}", f"ORG-shoulder.{s}", False)]
+    bones = obj.data.bones
+    return [p for p in out if p[0] in bones and p[1] in bones]
+
+
+def poles(obj):
+    """[(pole control, (upper, middle, lower ORG bones), limb switch bone)] the armature has."""
+    out = []
+    for s in "LR":
+        out += [(f"thigh_ik_target.{s}", (f"ORG-thigh.{s}", f"ORG-shin.{s}", f"ORG-foot.{s}"), f"thigh_parent.{s}")]
+    bones = obj.data.bones
+    return [p for p in out if p[0] in bones and all(b in bones for b in p[1]) and p[2] in bones]
+
+
+def needed_bones(obj):
+    """The ORG- bones the keys follow: the paired ones and the limbs' joints."""
+    names = {o for _, o, _ in pairs(obj)}
+    for _, joints, _ in poles(obj):
+        names.update(joints)
+    return names
+
+
+def pole_points(world, rest, joints):
+    """The pole point (F, 3) of a limb whose joints' pose matrices are world[names[j]] (F, 4, 4)."""
+    upper, middle, lower = (world[n] for n in joints)
+    a, b, c = upper[:, :3, 3], middle[:, :3, 3], lower[:, :3, 3]
+    axis = c - a
+    axis /= np.maximum(np.linalg.norm(axis, axis=-1, keepdims=True), 1e-12)
+    bend = (b - a) - np.sum((b - a) * axis, axis=-1, keepdims=True) * axis
+    size = np.linalg.norm(b - a, axis=-1)
+    # Where the limb is straight, the upper bone's own frame carries the rest pose's bend direction.
+    r_up = rest[joints[0]]
+    rest_bend = (rest[joints[1]][:3, 3] - r_up[:3, 3])
+    rest_axis = rest[joints[2]][:3, 3] - r_up[:3, 3]
+    rest_axis /= np.linalg.norm(rest_axis)
+    rest_bend = rest_bend - (rest_bend @ rest_axis) * rest_axis
+    if np.linalg.norm(rest_bend) < 1e-9:
+        rest_bend = r_up[:3, 2]                        # a straight rest limb bends about its X: along Z
+    local = r_up[:3, :3].T @ rest_bend
+    fallback = upper[:, :3, :3] @ local
+    fallback = fallback - np.sum(fallback * axis, axis=-1, keepdims=True) * axis
+    weak = np.linalg.norm(bend, axis=-1) < 0.05 * size
+    bend = np.where(weak[:, None], fallback, bend)
+    bend /= np.maximum(np.linalg.norm(bend, axis=-1, keepdims=True), 1e-12)
+    return b + bend * size[:, None]
+
+
+def _switch(obj, frames, bone, name, value):
+    """Set a limb's custom property; where keys animate it, key it at `frames` too."""
+    pb = obj.pose.bones[bone]
+    pb[name] = type(pb[name])(value) if name in pb else value
+    path = f'pose.bones["{bpy.utils.escape_identifier(bone)}"]["{name}"]'
+    anim = obj.animation_data
+    if anim is not None and anim.action is not None:
+        from ..keys import Channels
+        if Channels(obj).find(path, 0) is not None:
+            return [(path, 0, np.full(len(frames), float(value)), bone)]
+    return []
+
+
+def _read(obj, frames, rows):
+    """Blender's pose matrices (F, len(rows), 4, 4) of the bones at `rows` at every frame."""
+    scene = bpy.context.scene
+    keep = (scene.frame_current, scene.frame_subframe)
+    buf = np.zeros((len(obj.pose.bones), 16), dtype=np.float32)
+    out = np.empty((len(frames), len(rows), 4, 4))
+    try:
+        with guard.suspended():
+            for i, f in enumerate(frames):
+                scene.frame_set(int(np.floor(f)), subframe=float(f - np.floor(f)))
+                obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).pose.bones.foreach_get("matrix", buf.ravel())
+                out[i] = np.swapaxes(buf[rows].reshape(-1, 4, 4), -1, -2)
+    finally:
+        with guard.suspended():
+            scene.frame_set(keep[0], subframe=keep[1])
+    return out
+
+
+def write_controls(obj, frames, wanted: dict, tolerance=2e-5, record=True, progress=None):
+    """Key the controls (module docstring) so that Blender poses each ORG- bone of `wanted`
+    ({ORG bone: (F, 4, 4) armature-space pose matrix}; it must hold `needed_bones`) as given.
+    Returns (keys written, passes, largest remaining position error of the torso's and feet's
+    bones and the poles in armature units, their largest rotation matrix entry error)."""
+    frames = np.asarray(frames, float)
+    F = len(frames)
+    rest = {b.name: np.array(b.matrix_local) for b in obj.data.bones}
+    pair_list, pole_list = pairs(obj), poles(obj)
+    switches = []
+    for _, _, limb in pole_list:
+        switches += _switch(obj, frames, limb, "IK_FK", 0.0)
+        switches += _switch(obj, frames, limb, "pole_vector", True)
+    # Wanted control poses: each paired control where it sits relative to its bone at rest.
+    goal = {c: wanted[o] @ (np.linalg.inv(rest[o]) @ rest[c]) for c, o, _ in pair_list}
+    for pole, joints, _ in pole_list:
+        G = np.broadcast_to(rest[pole], (F, 4, 4)).copy()
+        G[:, :3, 3] = pole_points(wanted, rest, joints)
+        goal[pole] = G
+    located = {c for c, _, loc in pair_list if loc} | {p for p, _, _ in pole_list}
+    rot_only = {c for c, _, loc in pair_list if not loc}
+    bases = {c: np.linalg.inv(rest[c]) @ goal[c] for c in goal}
+    for p, _, _ in pole_list:                 # a pole only moves
+        bases[p][:, :3, :3] = np.eye(3)
+    for c in rot_only:
+        bases[c][:, :3, 3] = 0.0
+    index = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
+    controls = list(goal)
+    orgs = [o for _, o, _ in pair_list]
+    rows = np.array([index[n] for n in controls + orgs], dtype=int)
+    written, passes = 0, 0
+    pos_err = rot_err = np.inf
+    for passes in range(1, MAX_PASSES + 1):
+        written = writing.write(obj, frames, writing.plan(obj, bases, located, switches), record=record)
+        switches = []
+        seen = _read(obj, frames, rows)
+        if progress is not None:
+            progress(passes)
+        C = {c: seen[:, i] for i, c in enumerate(controls)}
+        O = {o: seen[:, len(controls) + i] for i, o in enumerate(orgs)}
+        # The torso and the feet (and the poles) settle exactly; the spine between hips and chest
+        # follows Rigify's own interpolation, so the rotation-only controls are not waited for.
+        pos_err = max([np.abs(O[o][:, :3, 3] - wanted[o][:, :3, 3]).max() for _, o, loc in pair_list if loc]
+                      + [np.abs(C[p][:, :3, 3] - goal[p][:, :3, 3]).max() for p, _, _ in pole_list])
+        rot_err = max(np.abs(O[o][:, :3, :3] - wanted[o][:, :3, :3]).max() for _, o, loc in pair_list if loc)
+        if pos_err <= tolerance and rot_err <= tolerance:
+            break
+        for c, o, loc in pair_list:
+            step = np.linalg.inv(C[c]) @ wanted[o] @ np.linalg.inv(O[o]) @ C[c]
+            new = bases[c] @ step
+            if loc:
+                bases[c] = new
+            else:
+                bases[c][:, :3, :3] = new[:, :3, :3]
+        for p, _, _ in pole_list:
+            new = bases[p] @ np.linalg.inv(C[p]) @ goal[p]
+            bases[p][:, :3, 3] = new[:, :3, 3]
+        for c in bases:                      # keep the rotations orthonormal
+            u, _, vt = np.linalg.svd(bases[c][:, :3, :3])
+            bases[c][:, :3, :3] = u @ vt
+    return written, passes, float(pos_err), float(rot_err)
