@@ -1,7 +1,7 @@
 """Contact spans of a point: when it rests on the floor.
 
 A point is in contact at frame t when it moves slowly and is near the floor. With its speed
-v(t) = |p(t+1) - p(t-1)| fps / 2 (one-sided at the ends) and its height h(t) = up . p(t) - floor,
+v(t) = min(|p(t) - p(t-1)|, |p(t+1) - p(t)|) fps (point_speed) and its height h(t) = up . p(t) - floor,
 a contact begins where v < speed * size and h < height * size, and lasts until v exceeds
 hysteresis * speed * size or h exceeds hysteresis * height * size (entering takes the strict
 thresholds, leaving the looser ones, so a noisy plateau does not chatter). Spans shorter than
@@ -80,12 +80,16 @@ def estimate_floor(points, up=(0.0, 0.0, 1.0), percentile: float = 5.0) -> float
 
 
 def point_speed(points: np.ndarray, fps: float) -> np.ndarray:
-    """|p'| (F,) by central differences (one-sided at the ends), in units per second."""
+    """The slower of the point's speeds over the frame before and the frame after (F,), in units
+    per second (one side at the ends): a planted point is still on both sides of each of its
+    frames, the first and last ones included, while a moving one moves on both."""
     F = points.shape[0]
     if F < 2:
         return np.zeros(F)
-    velocity = np.gradient(points, axis=0) * fps
-    return np.linalg.norm(velocity, axis=-1)
+    step = np.linalg.norm(np.diff(points, axis=0), axis=-1) * fps
+    before = np.concatenate([step[:1], step])
+    after = np.concatenate([step, step[-1:]])
+    return np.minimum(before, after)
 
 
 def detect_contacts(points, fps: float, *, up=(0.0, 0.0, 1.0), floor: float | None = None, size: float = 1.0,

@@ -21,15 +21,20 @@ or from the caller.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model import Model
-from .calibration import Calibration
-from .contacts import ContactDetection
-from .roles import EFFECTOR_ROLES
-from .skeletons import Source, Target
+from ..bones import coordinates_from_basis
+from ..kinematics import forward_kinematics, segment_motions
+from ..rotations import log_map
+from ..scene import Scene
+from .calibration import Calibration, calibrate
+from .contacts import ContactDetection, Span, detect_contacts, estimate_floor, unit_up
+from .roles import EFFECTOR_ROLES, LEG_ROLES, check_role, mapped_parent
+from .skeletons import Source, Target, TargetModel, leg_length, target_model
+from .solve import Problem, _points, solve
 
 
 
@@ -37,12 +42,13 @@ from .skeletons import Source, Target
 @dataclass(frozen=True)
 class Weights:
     """Soft task weights: `rotation` per radian of each mapped bone's world rotation error,
-    `effector` and `root` per leg length of position error; `roles` overrides the rotation weight
+    `effector`, `root` and `blend` per leg length of position error; `roles` overrides the rotation weight
     of single roles (0 leaves a role's rotation free)."""
 
     rotation: float = 1.0
     effector: float = 0.3
     root: float = 3.0
+    blend: float = 30.0           # a contact point's pull toward its sliding target at a span's edges
     effectors: tuple = EFFECTOR_ROLES
     roles: dict = field(default_factory=dict)
 
@@ -112,4 +118,240 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
     (the caller's spans; points not named get none). `floor` None keeps the clip's own floor
     (estimated from the contact points' mapped paths); a number moves it there. Raises ValueError
     (naming the role, channel, point or span) on bad input."""
-    raise NotImplementedError
+    began = time.perf_counter()
+    _check_weights(weights)
+    source.check()
+    tm = target_model(target)
+    unmapped = [r for r in target.roles if r not in source.rotations]
+    if unmapped:
+        raise ValueError(f"the target maps role(s) {unmapped} that the source does not have: "
+                         "map them on the source or leave them out of the target's map")
+    if int(blend_frames) != blend_frames or blend_frames < 0:
+        raise ValueError(f"blend_frames {blend_frames} must be a whole number >= 0")
+    if floor is not None and not np.isfinite(floor):
+        raise ValueError(f"floor {floor} must be a finite number or None")
+    up = unit_up(up)
+    F = source.n_frames
+    calibration = calibrate(source, target, calibration_frame)
+    desired = calibration.desired_rotations(source)
+    c = calibration.frame
+
+    # The mapping of source points into the target's space: o + k (p - o) + shift up.
+    heads = {r: np.asarray(source.heads[r], float) for r in target.roles}
+    size = leg_length({r: np.asarray(target.bone(r).matrix, float)[:3, 3] for r in LEG_ROLES})
+    k = size / leg_length({r: heads[r][c] for r in LEG_ROLES})
+    hips = heads["hips"][c]
+    origin = hips - (hips @ up) * up
+    mapped = {r: origin + k * (h - origin) for r, h in heads.items()}
+
+    points = target.points()
+    P = len(points)
+    local = np.array([p.point for p in points], dtype=float).reshape(P, 3)
+    paths = np.stack([mapped[p.role] + desired[p.role] @ local[i] for i, p in enumerate(points)], axis=1) \
+        if P else np.zeros((F, 0, 3))
+    estimate = estimate_floor(paths, up, detection.percentile) if P else 0.0
+    shift = 0.0 if floor is None else float(floor) - estimate
+    floor_height = estimate + shift
+    paths = paths + shift * up
+    mapped = {r: m + shift * up for r, m in mapped.items()}
+
+    names = [p.name for p in points]
+    spans = _spans(contacts, names, paths, source.fps, up, floor_height, size, detection, F)
+    rigid, link = _rigid_links(tm, points)
+    pins = _pins(spans, names, paths, rigid, link, up, floor_height)
+    pinned = np.zeros((F, P), dtype=bool)
+    pin_targets = np.zeros((F, P, 3))
+    for i, name in enumerate(names):
+        for span, pin in zip(spans[name], pins[name]):
+            pinned[span.start:span.end + 1, i] = True
+            pin_targets[span.start:span.end + 1, i] = pin
+    blend_targets, blend_on = _blends(spans, names, paths, pins, int(blend_frames))
+
+    roles = list(target.roles)
+    effectors = [r for r in weights.effectors if r in target.roles and r != "hips"]
+    point_roles = ["hips"] + effectors
+    scale2 = 1.0 / size**2
+    point_weight = np.concatenate([np.full((F, 1), weights.root * scale2),
+                                   np.full((F, len(effectors)), weights.effector * scale2)], axis=1)
+    problem = Problem(
+        model=tm.model,
+        rotation_segments=np.array([tm.role_segment[r] for r in roles], dtype=int),
+        rotations=np.stack([desired[r] for r in roles], axis=1),
+        rotation_weight=np.array([float(weights.roles.get(r, weights.rotation)) for r in roles]),
+        point_segments=np.array([tm.role_segment[r] for r in point_roles], dtype=int),
+        point_local=np.zeros((len(point_roles), 3)),
+        point_targets=np.stack([mapped[r] for r in point_roles], axis=1),
+        point_weight=point_weight,
+        contact_segments=np.array([tm.role_segment[p.role] for p in points], dtype=int),
+        contact_local=local,
+        pins=pin_targets,
+        pinned=pinned,
+        contact_targets=blend_targets,
+        contact_weight=np.where(blend_on, weights.blend * scale2, 0.0),
+        floor=floor_height,
+        up=up,
+    )
+    q0 = initial_coordinates(tm, target, desired, mapped["hips"])
+    solution = solve(problem, q0, max_iterations=settings.max_iterations, max_step=settings.max_step,
+                     hard_tolerance=settings.hard_tolerance, step_tolerance=settings.step_tolerance,
+                     damping=settings.damping)
+    return _result(tm, target, problem, solution, desired, spans, pins, names, k, calibration, began)
+
+
+def _check_weights(weights: Weights) -> None:
+    for name in ("rotation", "effector", "root", "blend"):
+        value = getattr(weights, name)
+        if not (np.isfinite(value) and value >= 0):
+            raise ValueError(f"weight {name} = {value} must be finite and >= 0")
+    for role, value in weights.roles.items():
+        check_role(role, "weighted role")
+        if not (np.isfinite(value) and value >= 0):
+            raise ValueError(f"weight of role {role!r} = {value} must be finite and >= 0")
+
+
+def _spans(contacts, names, paths, fps, up, floor, size, detection, F) -> dict:
+    """{point name: [Span, ...]} from "auto", None or the caller's dict (checked)."""
+    if contacts is None:
+        return {name: [] for name in names}
+    if isinstance(contacts, str):
+        if contacts != "auto":
+            raise ValueError(f"contacts must be 'auto', None or {{point name: [Span, ...]}}, got {contacts!r}")
+        return {name: detect_contacts(paths[:, i], fps, up=up, floor=floor, size=size, detection=detection)
+                for i, name in enumerate(names)}
+    unknown = [name for name in contacts if name not in names]
+    if unknown:
+        raise ValueError(f"contacts name unknown contact point(s) {unknown}; the target's are {names}")
+    spans = {}
+    for name in names:
+        given = sorted(s if isinstance(s, Span) else Span(*s) for s in contacts.get(name, []))
+        for s in given:
+            if s.end >= F:
+                raise ValueError(f"contact span {s.start}..{s.end} of {name!r} runs past the source's last frame {F - 1}")
+        for a, b in zip(given, given[1:]):
+            if b.start <= a.end:
+                raise ValueError(f"contact spans {a.start}..{a.end} and {b.start}..{b.end} of {name!r} overlap")
+        spans[name] = given
+    return spans
+
+
+def _rigid_links(tm: TargetModel, points):
+    """(P, P) bool: pairs of contact points whose distance no joint of the model changes (the
+    same bone, or bones no coordinate turns apart), tried on random poses; and (P, P) their
+    distances."""
+    P = len(points)
+    if P < 2:
+        return np.zeros((P, P), dtype=bool), np.zeros((P, P))
+    model = tm.model
+    rng = np.random.default_rng(0)
+    q = Scene(model, []).project(rng.uniform(-1.0, 1.0, size=(4, model.n_coordinates)))
+    frames = forward_kinematics(model, q).frames
+    segments = np.array([tm.role_segment[p.role] for p in points], dtype=int)
+    world = _points(frames, segments, np.array([p.point for p in points], dtype=float))
+    distance = np.linalg.norm(world[:, :, None] - world[:, None], axis=-1)             # (4, P, P)
+    scale = max(float(np.abs(world).max()), 1.0)
+    return (np.ptp(distance, axis=0) <= 1e-9 * scale) & ~np.eye(P, dtype=bool), distance.mean(axis=0)
+
+
+def _pins(spans, names, paths, rigid, link, up, floor) -> dict:
+    """Each span's pin: the mean of its point's mapped path over the span, put on the floor; a
+    point rigidly linked to one already pinned over an overlapping span is then moved (on the
+    floor) to the distance the link fixes, so that every set of pins can be held at once."""
+    order = sorted((s.start, s.end, i) for i, name in enumerate(names) for s in spans[name])
+    pins = {name: [] for name in names}
+    placed = []
+    for start, end, i in order:
+        x = paths[start:end + 1, i].mean(axis=0)
+        x = x - (x @ up - floor) * up
+        partners = [(pin, j) for (a, b, j, pin) in placed if rigid[i, j] and a <= end and start <= b]
+        for _ in range(100 if partners else 0):
+            for pin, j in partners:
+                d = x - pin
+                length = np.linalg.norm(d)
+                if length > 1e-12:
+                    x = pin + d * (link[i, j] / length)
+            x = x - (x @ up - floor) * up
+        placed.append((start, end, i, x))
+        pins[names[i]].append(x)
+    return {name: np.array(p).reshape(-1, 3) for name, p in pins.items()}
+
+
+def _blends(spans, names, paths, pins, blend_frames: int):
+    """Soft targets (F, P, 3) and where they act (F, P) at the spans' edges: within blend_frames
+    of a span (before its start or after its end, outside every span of the point), the target
+    slides from the mapped path to the nearest span's pin by a = smoothstep((b + 1 - d) / (b + 1)),
+    d frames away: target = path + a (pin - path)."""
+    F, P = paths.shape[:2]
+    targets, on = paths.copy(), np.zeros((F, P), dtype=bool)
+    t = np.arange(F)
+    for i, name in enumerate(names):
+        nearest = np.full(F, np.inf)
+        for span, pin in zip(spans[name], pins[name]):
+            d = np.where(t < span.start, span.start - t, t - span.end)
+            closer = (d >= 1) & (d <= blend_frames) & (d < nearest)
+            nearest[closer] = d[closer]
+            a = (blend_frames + 1 - d[closer]) / (blend_frames + 1)
+            a = a * a * (3 - 2 * a)
+            targets[closer, i] = paths[closer, i] + a[:, None] * (pin - paths[closer, i])
+            on[closer, i] = True
+        for span in spans[name]:
+            on[span.start:span.end + 1, i] = False
+    return targets, on
+
+
+def initial_coordinates(tm: TargetModel, target: Target, desired: dict, hips_path: np.ndarray) -> np.ndarray:
+    """Coordinates (F, n) that give every mapped bone its desired world rotation as nearly as its
+    joints can (bones.coordinates_from_basis), unmapped bones rigid, and the hips' head on
+    hips_path (F, 3): the solve's start."""
+    model = tm.model
+    F, S = hips_path.shape[0], len(model.segments)
+    role_of = {s: r for r, s in tm.role_segment.items()}
+    world = np.empty((F, S, 3, 3))
+    basis = np.zeros((F, S, 4, 4))
+    basis[..., 3, 3] = 1.0
+    for s in range(S):
+        parent = model.parent[s]
+        before = model.rest[s, :3, :3] if parent < 0 else world[:, parent] @ model.rest[s, :3, :3]
+        world[:, s] = desired[role_of[s]] if s in role_of else before
+        basis[:, s, :3, :3] = np.swapaxes(before, -1, -2) @ world[:, s]
+    q = coordinates_from_basis(model, basis)
+    hips = np.asarray(target.bone("hips").matrix, float)
+    q[:, tm.root_translation] = (hips_path - hips[:3, 3]) @ hips[:3, :3]
+    return q
+
+
+def _result(tm, target, problem, solution, desired, spans, pins, names, k, calibration, began) -> RetargetResult:
+    model, q = tm.model, solution.q
+    frames = forward_kinematics(model, q).frames
+    contacts = _points(frames, problem.contact_segments, problem.contact_local)
+    pin_error = np.where(problem.pinned, np.linalg.norm(contacts - problem.pins, axis=-1), np.nan)
+    floor_penetration = np.maximum(problem.floor - contacts @ problem.up, 0.0)
+    style = {}
+    for role, segment in tm.role_segment.items():
+        parent = mapped_parent(role, target.roles)
+        solved, wanted = frames[:, segment, :3, :3], desired[role]
+        if parent is not None:
+            p = tm.role_segment[parent]
+            solved = np.swapaxes(frames[:, p, :3, :3], -1, -2) @ solved
+            wanted = np.swapaxes(desired[parent], -1, -2) @ wanted
+        angle = np.linalg.norm(log_map(np.swapaxes(wanted, -1, -2) @ solved), axis=-1)
+        style[role] = float(angle.mean())
+    return RetargetResult(
+        q=q,
+        local_rotations=segment_motions(model, q)[:, tm.segment, :3, :3],
+        root_translation=q[:, tm.root_translation],
+        world=frames[:, tm.segment],
+        contacts=spans,
+        pins=pins,
+        pin_error=pin_error,
+        floor_penetration=floor_penetration,
+        floor=float(problem.floor),
+        style_difference=style,
+        converged=solution.converged,
+        iterations=solution.iterations,
+        scale=float(k),
+        seconds=time.perf_counter() - began,
+        model=tm,
+        bone_names=tm.bone_names,
+        point_names=tuple(names),
+        calibration=calibration,
+    )

@@ -26,7 +26,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..bones import Bone, bone_joints, segments_from_bones
+from ..bones import Bone, segments_from_bones
 from ..model import Model, Segment, prismatic, sphere
 from .roles import LEG_ROLES, check_role, missing_required
 
