@@ -108,6 +108,7 @@ def best_preset(bone_names) -> tuple[str, dict]:
     for preset in PRESETS:
         mapped = preset_map(preset, names)
         exact = sum(normalized(m) in keys for m in _MARKERS.get(preset, ()))
+        exact += preset == "mixamo" and any(n.lower().startswith("mixamorig") for n in names)
         scored.append((len(mapped), exact, preset, mapped))
     scored.sort(key=lambda s: (s[0], s[1]), reverse=True)
     return scored[0][2], scored[0][3]

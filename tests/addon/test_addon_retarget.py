@@ -48,7 +48,7 @@ def test_bone_map_presets_find_both_cmu_namings_and_rigify(metarig):
 
 def test_walk_contacts_match_the_steps_of_the_source_feet(metarig):
     """The spans detected match the steps in the source: per foot, the runs where the source's
-    own foot is slow (below 0.3 m/s) and low (within 6 cm of its lowest), found here
+    own foot is slow (below 0.5 m/s) and low (within 8 cm of its lowest), found here
     independently; each detected span overlaps exactly one of them, and their counts agree."""
     feet = np.array(metarig["walk_feet"])           # (F, 4, 3): foot.L, toe.L, foot.R, toe.R heads
     fps = metarig["fps"]
@@ -58,7 +58,7 @@ def test_walk_contacts_match_the_steps_of_the_source_feet(metarig):
         path = feet[:, [foot, toe]]
         speed = np.linalg.norm(np.gradient(path, axis=0), axis=-1).min(axis=1) * fps
         height = path[..., 2].min(axis=1)
-        planted = (speed < 0.3) & (height < height.min() + 0.06)
+        planted = (speed < 0.5) & (height < height.min() + 0.08)
         edges = np.diff(np.concatenate([[0], planted.astype(int), [0]]))
         steps = [(a + f0, b - 1 + f0) for a, b in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1))
                  if b - a >= 5]

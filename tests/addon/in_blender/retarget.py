@@ -146,7 +146,7 @@ def metarig_session():
         eb = a_rig.data.edit_bones[f"upper_arm.{side}"]
         from mathutils import Matrix
         pivot = eb.head.copy()
-        turn = Matrix.Translation(pivot) @ Matrix.Rotation(math.radians(-40.0 * sign), 4, "Y") @ Matrix.Translation(-pivot)
+        turn = Matrix.Translation(pivot) @ Matrix.Rotation(math.radians(40.0 * sign), 4, "Y") @ Matrix.Translation(-pivot)
         for name in [f"upper_arm.{side}", f"forearm.{side}", f"hand.{side}"] + \
                 [b.name for b in a_rig.data.edit_bones if b.name.endswith(f".{side}") and b.parent and
                  b.parent.name.startswith(f"hand.{side}")]:
@@ -178,7 +178,8 @@ def bad_input(rig, walk):
         except rig_module.RigError as err:
             message = str(err)
         after = {o.name: all_keys(o) for o in bpy.data.objects if o.animation_data}
-        return {"message": message, "unchanged": before == after and records == len(rig.itasc.baked)}
+        return {"message": message,
+                "unchanged": json.dumps(before) == json.dumps(after) and records == len(rig.itasc.baked)}
 
     out = {}
     smap = bone_maps.auto_map([b.name for b in walk.data.bones])
