@@ -2,11 +2,11 @@
 pose solved for it and the result stays editable.
 
 The retarget solves on the ORG- bones (the `bone_maps` preset "rigify"); the keys go on the
-controls an animator uses, with the legs in IK: the torso (location and rotation, carrying the
-hips), the FK spine's top control, neck and head, the shoulders, per leg the foot's IK control
-(location and rotation), the toe's IK control, and the pole (location), with each leg's IK_FK
-switch at IK and its pole switched on. The arms' IK controls are not keyed yet (their pole's
-parent does not settle under these passes); the arms keep what the rig has.
+controls an animator uses, with the limbs in IK: the torso (location and rotation, carrying the
+hips), the FK spine's top control, neck and head, the shoulders, per limb the IK control of the
+foot or hand (location and rotation), the toe's IK control, and the pole (location), with each
+limb's IK_FK switch at IK, its pole switched on and its IK stretch off (the solved limbs keep
+their lengths, so Blender's IK reaches the same knee and elbow).
 
 Each control c is paired with the ORG- bone o it carries rigidly (its pose is c's times a fixed
 offset). Rigify hangs controls under helper bones driven by other controls, so a control's
@@ -71,7 +71,7 @@ def pairs(obj):
            ("head", "ORG-spine.006", False)]
     for s in "LR":
         out += [(f"foot_ik.{s}", f"ORG-foot.{s}", True), (f"toe_ik.{s}", f"ORG-toe.{s}", False),
-                (f"shoulder.{s}", f"ORG-shoulder.{s}", False)]
+                (f"shoulder.{s}", f"ORG-shoulder.{s}", False), (f"hand_ik.{s}", f"ORG-hand.{s}", True)]
     bones = obj.data.bones
     return [p for p in out if p[0] in bones and p[1] in bones]
 
@@ -80,7 +80,9 @@ def poles(obj):
     """[(pole control, (upper, middle, lower ORG bones), limb switch bone)] the armature has."""
     out = []
     for s in "LR":
-        out += [(f"thigh_ik_target.{s}", (f"ORG-thigh.{s}", f"ORG-shin.{s}", f"ORG-foot.{s}"), f"thigh_parent.{s}")]
+        out += [(f"thigh_ik_target.{s}", (f"ORG-thigh.{s}", f"ORG-shin.{s}", f"ORG-foot.{s}"), f"thigh_parent.{s}"),
+                (f"upper_arm_ik_target.{s}", (f"ORG-upper_arm.{s}", f"ORG-forearm.{s}", f"ORG-hand.{s}"),
+                 f"upper_arm_parent.{s}")]
     bones = obj.data.bones
     return [p for p in out if p[0] in bones and all(b in bones for b in p[1]) and p[2] in bones]
 
@@ -112,7 +114,7 @@ def pole_points(world, rest, joints):
     local = r_up[:3, :3].T @ rest_bend
     fallback = upper[:, :3, :3] @ local
     fallback = fallback - np.sum(fallback * axis, axis=-1, keepdims=True) * axis
-    weak = np.linalg.norm(bend, axis=-1) < 0.05 * size
+    weak = np.linalg.norm(bend, axis=-1) < 1e-6 * size
     bend = np.where(weak[:, None], fallback, bend)
     bend /= np.maximum(np.linalg.norm(bend, axis=-1, keepdims=True), 1e-12)
     return b + bend * size[:, None]
@@ -129,6 +131,13 @@ def _switch(obj, frames, bone, name, value):
         if Channels(obj).find(path, 0) is not None:
             return [(path, 0, np.full(len(frames), float(value)), bone)]
     return []
+
+
+def _rigid(M):
+    """Pose matrices (..., 4, 4) with their rotation parts' columns made unit length."""
+    out = M.copy()
+    out[..., :3, :3] /= np.linalg.norm(M[..., :3, :3], axis=-2, keepdims=True)
+    return out
 
 
 def _read(obj, frames, rows):
@@ -149,19 +158,42 @@ def _read(obj, frames, rows):
     return out
 
 
+def _update(basis, C_a, C_d, L, local, located, moves):
+    """One fixed-point step of a control's basis (F, 4, 4): its evaluated pose C_a, wanted pose
+    C_d, rest offset from its parent L; `local`: its location is in its own rest frame (else in
+    its parent's); `located`: the location follows C_d's head; `moves` False: rotation stays.
+
+    The head moves by A dloc with A = rot(C_a) rot(basis)^T (own frame) or that times rot(L)^T
+    (the parent's frame); the rotation by rot(C_a)^T rot(C_d) on the bone's side."""
+    out = basis.copy()
+    R_b = basis[:, :3, :3]
+    if moves:
+        turn = np.swapaxes(C_a[:, :3, :3], -1, -2) @ C_d[:, :3, :3]
+        u, _, vt = np.linalg.svd(R_b @ turn)
+        out[:, :3, :3] = u @ vt
+    if located:
+        A = C_a[:, :3, :3] @ np.swapaxes(R_b, -1, -2)
+        if not local:
+            A = A @ L[:3, :3].T
+        out[:, :3, 3] = basis[:, :3, 3] + (np.swapaxes(A, -1, -2) @ (C_d[:, :3, 3] - C_a[:, :3, 3])[..., None])[..., 0]
+    return out
+
+
 def write_controls(obj, frames, wanted: dict, tolerance=2e-5, record=True, progress=None):
     """Key the controls (module docstring) so that Blender poses each ORG- bone of `wanted`
     ({ORG bone: (F, 4, 4) armature-space pose matrix}; it must hold `needed_bones`) as given.
-    Returns (keys written, passes, largest remaining position error of the torso's and feet's
-    bones and the poles in armature units, their largest rotation matrix entry error)."""
+    Returns (keys written, passes, largest remaining position error of the torso's, feet's and
+    hands' bones and the poles in armature units, their largest rotation matrix entry error)."""
     frames = np.asarray(frames, float)
     F = len(frames)
-    rest = {b.name: np.array(b.matrix_local) for b in obj.data.bones}
+    bones = obj.data.bones
+    rest = {b.name: np.array(b.matrix_local) for b in bones}
     pair_list, pole_list = pairs(obj), poles(obj)
     switches = []
     for _, _, limb in pole_list:
         switches += _switch(obj, frames, limb, "IK_FK", 0.0)
         switches += _switch(obj, frames, limb, "pole_vector", True)
+        switches += _switch(obj, frames, limb, "IK_Stretch", 0.0)     # the solved limbs keep their lengths
     # Wanted control poses: each paired control where it sits relative to its bone at rest.
     goal = {c: wanted[o] @ (np.linalg.inv(rest[o]) @ rest[c]) for c, o, _ in pair_list}
     for pole, joints, _ in pole_list:
@@ -169,14 +201,15 @@ def write_controls(obj, frames, wanted: dict, tolerance=2e-5, record=True, progr
         G[:, :3, 3] = pole_points(wanted, rest, joints)
         goal[pole] = G
     located = {c for c, _, loc in pair_list if loc} | {p for p, _, _ in pole_list}
-    rot_only = {c for c, _, loc in pair_list if not loc}
-    bases = {c: np.linalg.inv(rest[c]) @ goal[c] for c in goal}
-    for p, _, _ in pole_list:                 # a pole only moves
-        bases[p][:, :3, :3] = np.eye(3)
-    for c in rot_only:
-        bases[c][:, :3, 3] = 0.0
-    index = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
+    turning = {c for c, _, _ in pair_list}
     controls = list(goal)
+    offset = {c: (np.linalg.inv(rest[bones[c].parent.name]) @ rest[c] if bones[c].parent else rest[c])
+              for c in controls}
+    local = {c: bones[c].use_local_location for c in controls}
+    start = np.broadcast_to(np.eye(4), (F, 4, 4))
+    bases = {c: _update(start, np.broadcast_to(rest[c], (F, 4, 4)), goal[c], offset[c], local[c], c in located,
+                        c in turning) for c in controls}
+    index = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
     orgs = [o for _, o, _ in pair_list]
     rows = np.array([index[n] for n in controls + orgs], dtype=int)
     written, passes = 0, 0
@@ -187,26 +220,21 @@ def write_controls(obj, frames, wanted: dict, tolerance=2e-5, record=True, progr
         seen = _read(obj, frames, rows)
         if progress is not None:
             progress(passes)
-        C = {c: seen[:, i] for i, c in enumerate(controls)}
-        O = {o: seen[:, len(controls) + i] for i, o in enumerate(orgs)}
-        # The torso and the feet (and the poles) settle exactly; the spine between hips and chest
-        # follows Rigify's own interpolation, so the rotation-only controls are not waited for.
+        # Rigid parts only: an IK chain that stretches scales its bones, which no control follows.
+        C = {c: _rigid(seen[:, i]) for i, c in enumerate(controls)}
+        O = {o: _rigid(seen[:, len(controls) + i]) for i, o in enumerate(orgs)}
+        # The torso, feet and hands (and the poles) settle exactly; the spine between hips and
+        # chest follows Rigify's own interpolation, so the rotation-only controls are not waited for.
         pos_err = max([np.abs(O[o][:, :3, 3] - wanted[o][:, :3, 3]).max() for _, o, loc in pair_list if loc]
                       + [np.abs(C[p][:, :3, 3] - goal[p][:, :3, 3]).max() for p, _, _ in pole_list])
         rot_err = max(np.abs(O[o][:, :3, :3] - wanted[o][:, :3, :3]).max() for _, o, loc in pair_list if loc)
         if pos_err <= tolerance and rot_err <= tolerance:
             break
-        for c, o, loc in pair_list:
-            step = np.linalg.inv(C[c]) @ wanted[o] @ np.linalg.inv(O[o]) @ C[c]
-            new = bases[c] @ step
-            if loc:
-                bases[c] = new
-            else:
-                bases[c][:, :3, :3] = new[:, :3, :3]
+        if passes == MAX_PASSES:
+            break
+        for c, o, _ in pair_list:
+            C_d = wanted[o] @ np.linalg.inv(O[o]) @ C[c]
+            bases[c] = _update(bases[c], C[c], C_d, offset[c], local[c], c in located, True)
         for p, _, _ in pole_list:
-            new = bases[p] @ np.linalg.inv(C[p]) @ goal[p]
-            bases[p][:, :3, 3] = new[:, :3, 3]
-        for c in bases:                      # keep the rotations orthonormal
-            u, _, vt = np.linalg.svd(bases[c][:, :3, :3])
-            bases[c][:, :3, :3] = u @ vt
+            bases[p] = _update(bases[p], C[p], goal[p], offset[p], local[p], True, False)
     return written, passes, float(pos_err), float(rot_err)

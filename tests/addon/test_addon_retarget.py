@@ -47,26 +47,28 @@ def test_bone_map_presets_find_both_cmu_namings_and_rigify(metarig):
 
 
 def test_walk_contacts_match_the_steps_of_the_source_feet(metarig):
-    """The spans detected match the steps in the source: per foot, the runs where the source's
-    own foot is slow (below 0.5 m/s) and low (within 8 cm of its lowest), found here
-    independently; each detected span overlaps exactly one of them, and their counts agree."""
-    feet = np.array(metarig["walk_feet"])           # (F, 4, 3): foot.L, toe.L, foot.R, toe.R heads
+    """The spans detected match the steps in the source: per foot, the runs of at least 10
+    frames where the source's own foot is slow (its heel or ball below 0.5 m/s), found here
+    independently (the clip's first frame, the conversion's synthetic T-pose, left out; the
+    capture's floor rises about 5 cm along the walk, so no height test); each detected span
+    overlaps exactly one of them, and their counts agree."""
+    feet = np.array(metarig["walk_feet"])[1:]       # (F, 4, 3): foot.L, toe.L, foot.R, toe.R heads
     fps = metarig["fps"]
-    f0 = int(metarig["walk_frames"][0])
+    f0 = int(metarig["walk_frames"][0]) + 1
     spans = metarig["walk"]["spans"]
     for side, (foot, toe) in (("L", (0, 1)), ("R", (2, 3))):
         path = feet[:, [foot, toe]]
         speed = np.linalg.norm(np.gradient(path, axis=0), axis=-1).min(axis=1) * fps
-        height = path[..., 2].min(axis=1)
-        planted = (speed < 0.5) & (height < height.min() + 0.08)
+        planted = speed < 0.5
         edges = np.diff(np.concatenate([[0], planted.astype(int), [0]]))
         steps = [(a + f0, b - 1 + f0) for a, b in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1))
-                 if b - a >= 5]
-        detected = [(a, b) for p, a, b in spans if p == f"heel.{side}"]
-        assert len(steps) >= 2
-        assert len(detected) == len(steps), (side, detected, steps)
-        for a, b in detected:
-            assert sum(min(b, d) >= max(a, c) for c, d in steps) == 1, (side, (a, b), steps)
+                 if b - a >= 10]
+        for name in (f"heel.{side}", f"ball.{side}"):
+            detected = [(a, b) for p, a, b in spans if p == name]
+            assert len(steps) >= 2
+            assert len(detected) == len(steps), (name, detected, steps)
+            for a, b in detected:
+                assert sum(min(b, d) >= max(a, c) for c, d in steps) == 1, (name, (a, b), steps)
 
 
 def test_walk_onto_the_metarig_holds_every_contact_ours_not_naive(metarig):
