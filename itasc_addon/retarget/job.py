@@ -51,7 +51,8 @@ class RetargetResult:
     `style_difference` {role: radians}: mean angle between the calibrated source's and the
     target's local rotations (relative to the nearest mapped ancestor role; world for the hips),
     as Blender shows the target. `seconds` the whole retarget; `solve_seconds`, `write_seconds`,
-    `verify_seconds` its parts."""
+    `verify_seconds` its parts; `point_positions` (F, P, 3) the contact points in world space as
+    Blender shows them; `engine` the engine's own result (None for the naive method)."""
 
     frames: np.ndarray
     position_error: np.ndarray
@@ -78,6 +79,7 @@ class RetargetResult:
     verify_seconds: float = 0.0
     read_seconds: float = 0.0
     control_passes: int = 0
+    point_positions: np.ndarray | None = None
     engine: object = None
 
     @property
@@ -483,7 +485,7 @@ class Job:
             method=self.method, scale=float(getattr(self.engine_result, "scale", getattr(self, "k", 1.0))),
             keys_written=self.keys_written, precision=self.precision, solve_seconds=self.times["solve"],
             write_seconds=self.times["write"], verify_seconds=self.times["verify"], read_seconds=self.times["read"],
-            control_passes=self.passes, engine=self.engine_result)
+            control_passes=self.passes, point_positions=positions, engine=self.engine_result)
 
     def _style(self, seen):
         """{role: mean angle} between the calibrated source's local rotations and Blender's."""
