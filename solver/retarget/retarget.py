@@ -5,18 +5,23 @@ point at the calibration frame (the hips' head with its height along `up` remove
 point p maps to  o + k (p - o) + s up  (s shifts the clip's floor onto `floor` where one is given).
 The target pose q(t) then solves, in order of priority,
 
-    hard    every contact point c on its pin target P_c(t) while a span holds it: one world point
-            per span (the mean of its mapped source path over the span, put on the floor), the
-            target sliding in from the mapped path over `blend_frames` at each edge;
+    hard    every contact point on its pin while a span holds it: one world point per span (the
+            mean of the point's mapped source path over the span, put on the floor; a point
+            rigidly linked to one pinned at the same time, such as the heel and the ball of a
+            foot, is moved to the distance the link fixes, so that both can hold);
             every other contact point at or above the floor (an inequality, active where it binds);
             the target's joint limits (held exactly: coordinates that would leave are locked on them)
     soft    the calibrated world rotation D_r(t) of every mapped bone (calibration.py), the mapped
-            effectors' heads (hands, head, feet), the hips' mapped head (the root trajectory),
-            weighted by Weights
+            effectors' heads (hands, head, feet), and the root trajectory: the centre of the
+            target's hip joints (the thighs' heads) on the source's, mapped (so legs of other
+            proportions hang from where the source's did); within `blend_frames` of a span (by
+            default BLEND_SECONDS of the source), the contact point drawn toward a target sliding
+            from its mapped path to the pin, with a weight rising from 0 (so it reaches and
+            leaves the pin without a jump); all weighted by Weights
 
-each frame the exact minimiser of the soft tasks' weighted squared error among the poses that meet
-the hard ones (solve.py). Contacts come from detect_contacts on the mapped contact point paths,
-or from the caller.
+each frame a minimiser of the soft tasks' weighted squared error among the poses that meet the
+hard ones (solve.py). Contacts come from detect_contacts on the mapped contact point paths, or
+from the caller.
 """
 
 from __future__ import annotations
@@ -34,7 +39,9 @@ from .calibration import Calibration, calibrate
 from .contacts import ContactDetection, Span, detect_contacts, estimate_floor, unit_up
 from .roles import EFFECTOR_ROLES, LEG_ROLES, check_role, mapped_parent
 from .skeletons import Source, Target, TargetModel, leg_length, target_model
-from .solve import Problem, _points, solve
+from .solve import Problem, _points, copied, solve
+
+BLEND_SECONDS = 0.1       # blend_frames' default, in seconds of the source
 
 
 
@@ -48,7 +55,7 @@ class Weights:
     rotation: float = 1.0
     effector: float = 0.3
     root: float = 3.0
-    blend: float = 30.0           # a contact point's pull toward its sliding target at a span's edges
+    blend: float = 1000.0         # a contact point's pull toward its sliding target next to a span
     effectors: tuple = EFFECTOR_ROLES
     roles: dict = field(default_factory=dict)
 
@@ -62,7 +69,7 @@ class RetargetSettings:
     max_iterations: int = 40
     max_step: float = 0.5
     hard_tolerance: float = 1e-6
-    step_tolerance: float = 1e-7
+    step_tolerance: float = 1e-6
     damping: float = 1e-6
 
 
@@ -87,6 +94,10 @@ class RetargetResult:
     iterations        (F,)
     scale             the leg-length ratio k
     seconds           wall time of the whole retarget
+    model             the TargetModel solved (its Model, and where bones and roles are in it)
+    bone_names        target.bones' names (the B axis); point_names the contact points' (the P axis)
+    calibration       the Calibration used
+    frames            (F,) the source frames, 0..F-1
     """
 
     q: np.ndarray
@@ -103,21 +114,29 @@ class RetargetResult:
     iterations: np.ndarray
     scale: float
     seconds: float
-    model: object = None
+    model: TargetModel | None = None
     bone_names: tuple = ()
     point_names: tuple = ()
     calibration: Calibration | None = None
+    frames: np.ndarray | None = None
 
 
 def retarget(source: Source, target: Target, *, contacts="auto", calibration_frame: int = 0,
-             floor: float | None = None, up=(0.0, 0.0, 1.0), blend_frames: int = 4,
+             floor: float | None = None, up=(0.0, 0.0, 1.0), blend_frames: int | None = None,
              weights: Weights = Weights(), detection: ContactDetection = ContactDetection(),
-             settings: RetargetSettings = RetargetSettings()) -> RetargetResult:
+             settings: RetargetSettings = RetargetSettings(), method: str = "ik") -> RetargetResult:
     """Retarget `source` onto `target` (module docstring). `contacts`: "auto" (detect_contacts on
     each contact point's mapped source path), None (no pins), or {contact point name: [Span, ...]}
     (the caller's spans; points not named get none). `floor` None keeps the clip's own floor
     (estimated from the contact points' mapped paths); a number moves it there. Raises ValueError
-    (naming the role, channel, point or span) on bad input."""
+    (naming the role, channel, point or span) on bad input.
+
+    method="copy" is the baseline name-map tools give: each mapped bone takes its calibrated
+    rotation as far as its joints allow and the root its mapped trajectory, with no IK; contacts
+    and pins are found the same way, so its pin_error is its foot slide on the same spans (and
+    `converged` says where the pins happen to hold within settings.hard_tolerance)."""
+    if method not in ("ik", "copy"):
+        raise ValueError(f"method must be 'ik' or 'copy', got {method!r}")
     began = time.perf_counter()
     _check_weights(weights)
     source.check()
@@ -126,6 +145,8 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
     if unmapped:
         raise ValueError(f"the target maps role(s) {unmapped} that the source does not have: "
                          "map them on the source or leave them out of the target's map")
+    if blend_frames is None:
+        blend_frames = max(1, int(round(BLEND_SECONDS * source.fps)))
     if int(blend_frames) != blend_frames or blend_frames < 0:
         raise ValueError(f"blend_frames {blend_frames} must be a whole number >= 0")
     if floor is not None and not np.isfinite(floor):
@@ -144,7 +165,7 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
     origin = hips - (hips @ up) * up
     mapped = {r: origin + k * (h - origin) for r, h in heads.items()}
 
-    points = target.points()
+    points = target.points(up)
     P = len(points)
     local = np.array([p.point for p in points], dtype=float).reshape(P, 3)
     paths = np.stack([mapped[p.role] + desired[p.role] @ local[i] for i, p in enumerate(points)], axis=1) \
@@ -165,7 +186,15 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
         for span, pin in zip(spans[name], pins[name]):
             pinned[span.start:span.end + 1, i] = True
             pin_targets[span.start:span.end + 1, i] = pin
-    blend_targets, blend_on = _blends(spans, names, paths, pins, int(blend_frames))
+
+    blend_targets, blend_share = _blends(spans, names, paths, pins, int(blend_frames))
+
+    # The root: the hip joints' centre on the hips bone, onto the source's, mapped.
+    hips_rest = np.asarray(target.bone("hips").matrix, float)
+    centre_rest = (np.asarray(target.bone("thigh.L").matrix, float)[:3, 3]
+                   + np.asarray(target.bone("thigh.R").matrix, float)[:3, 3]) / 2
+    centre_local = hips_rest[:3, :3].T @ (centre_rest - hips_rest[:3, 3])
+    centre_path = (mapped["thigh.L"] + mapped["thigh.R"]) / 2
 
     roles = list(target.roles)
     effectors = [r for r in weights.effectors if r in target.roles and r != "hips"]
@@ -179,22 +208,26 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
         rotations=np.stack([desired[r] for r in roles], axis=1),
         rotation_weight=np.array([float(weights.roles.get(r, weights.rotation)) for r in roles]),
         point_segments=np.array([tm.role_segment[r] for r in point_roles], dtype=int),
-        point_local=np.zeros((len(point_roles), 3)),
-        point_targets=np.stack([mapped[r] for r in point_roles], axis=1),
+        point_local=np.concatenate([centre_local[None], np.zeros((len(effectors), 3))]),
+        point_targets=np.stack([centre_path] + [mapped[r] for r in effectors], axis=1),
         point_weight=point_weight,
         contact_segments=np.array([tm.role_segment[p.role] for p in points], dtype=int),
         contact_local=local,
         pins=pin_targets,
         pinned=pinned,
         contact_targets=blend_targets,
-        contact_weight=np.where(blend_on, weights.blend * scale2, 0.0),
+        contact_weight=blend_share * weights.blend * scale2,
         floor=floor_height,
         up=up,
     )
-    q0 = initial_coordinates(tm, target, desired, mapped["hips"])
-    solution = solve(problem, q0, max_iterations=settings.max_iterations, max_step=settings.max_step,
-                     hard_tolerance=settings.hard_tolerance, step_tolerance=settings.step_tolerance,
-                     damping=settings.damping)
+    q0 = initial_coordinates(tm, target, desired, centre_path - desired["hips"] @ centre_local)
+    if method == "copy":
+        solution = copied(problem, q0, settings.hard_tolerance)
+    else:
+        options = dict(max_iterations=settings.max_iterations, max_step=settings.max_step,
+                       hard_tolerance=settings.hard_tolerance, step_tolerance=settings.step_tolerance,
+                       damping=settings.damping)
+        solution = solve(problem, q0, **options)
     return _result(tm, target, problem, solution, desired, spans, pins, names, k, calibration, began)
 
 
@@ -203,6 +236,8 @@ def _check_weights(weights: Weights) -> None:
         value = getattr(weights, name)
         if not (np.isfinite(value) and value >= 0):
             raise ValueError(f"weight {name} = {value} must be finite and >= 0")
+    for role in weights.effectors:
+        check_role(role, "effector role")
     for role, value in weights.roles.items():
         check_role(role, "weighted role")
         if not (np.isfinite(value) and value >= 0):
@@ -276,26 +311,32 @@ def _pins(spans, names, paths, rigid, link, up, floor) -> dict:
 
 
 def _blends(spans, names, paths, pins, blend_frames: int):
-    """Soft targets (F, P, 3) and where they act (F, P) at the spans' edges: within blend_frames
-    of a span (before its start or after its end, outside every span of the point), the target
-    slides from the mapped path to the nearest span's pin by a = smoothstep((b + 1 - d) / (b + 1)),
-    d frames away: target = path + a (pin - path)."""
+    """Soft targets (F, P, 3) next to the spans and their share (F, P) of the blend weight.
+    Within blend_frames b of a span k (outside every span of the point), d_k frames from it, the
+    span pulls by a_k = smoothstep((b + 1 - d_k) / (b + 1)) toward its pin:
+
+        target = path + sum_k a_k (pin_k - path) / max(1, sum_k a_k),   share = min(1, sum_k a_k)^3
+
+    so in a short gap between two spans the target slides from one pin to the next, and the
+    weight starts too small to pull the point off where the other tasks put it, then holds it on
+    the target near a span: the point reaches and leaves its pins without a jump (share 0
+    elsewhere)."""
     F, P = paths.shape[:2]
-    targets, on = paths.copy(), np.zeros((F, P), dtype=bool)
+    targets, share = paths.copy(), np.zeros((F, P))
     t = np.arange(F)
     for i, name in enumerate(names):
-        nearest = np.full(F, np.inf)
+        total, pull = np.zeros(F), np.zeros((F, 3))
         for span, pin in zip(spans[name], pins[name]):
             d = np.where(t < span.start, span.start - t, t - span.end)
-            closer = (d >= 1) & (d <= blend_frames) & (d < nearest)
-            nearest[closer] = d[closer]
-            a = (blend_frames + 1 - d[closer]) / (blend_frames + 1)
-            a = a * a * (3 - 2 * a)
-            targets[closer, i] = paths[closer, i] + a[:, None] * (pin - paths[closer, i])
-            on[closer, i] = True
+            a = np.clip((blend_frames + 1 - d) / (blend_frames + 1), 0.0, 1.0)
+            a = np.where(d >= 1, a * a * (3 - 2 * a), 0.0)
+            total += a
+            pull += a[:, None] * (pin - paths[:, i])
         for span in spans[name]:
-            on[span.start:span.end + 1, i] = False
-    return targets, on
+            total[span.start:span.end + 1] = 0.0
+        targets[:, i] += pull / np.maximum(1.0, total)[:, None]
+        share[:, i] = np.minimum(1.0, total) ** 3
+    return targets, share
 
 
 def initial_coordinates(tm: TargetModel, target: Target, desired: dict, hips_path: np.ndarray) -> np.ndarray:
@@ -354,4 +395,5 @@ def _result(tm, target, problem, solution, desired, spans, pins, names, k, calib
         bone_names=tm.bone_names,
         point_names=tuple(names),
         calibration=calibration,
+        frames=np.arange(q.shape[0]),
     )

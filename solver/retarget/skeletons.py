@@ -84,7 +84,8 @@ class Source:
             error = np.abs(np.swapaxes(R, -1, -2) @ R - np.eye(3)).max(axis=(-2, -1))
             bad = np.flatnonzero((error > 1e-4) | (np.linalg.det(R) < 0))
             if bad.size:
-                raise ValueError(f"source rotation of {role!r} is not a rotation in frame(s) {bad[:10].tolist()}")
+                raise ValueError(f"source rotation of {role!r} is not a rotation in frame(s) {bad[:10].tolist()} "
+                                 "(orthonormal, determinant 1: divide out any scale)")
             _check_channel(np.asarray(self.heads[role], float), (F, 3), f"source head of {role!r}")
             if role in self.tails:
                 tail = np.asarray(self.tails[role], float)
@@ -162,9 +163,11 @@ class Target:
         if len(set(point_names)) != len(point_names):
             raise ValueError(f"contact point names repeat: {point_names}")
 
-    def points(self) -> tuple:
-        """The contact points: given, or default_contact_points."""
-        return tuple(self.contact_points) if self.contact_points is not None else default_contact_points(self)
+    def points(self, up=(0.0, 0.0, 1.0)) -> tuple:
+        """The contact points: given, or default_contact_points (on the ground below `up`)."""
+        if self.contact_points is not None:
+            return tuple(self.contact_points)
+        return default_contact_points(self, up)
 
 
 def rest_ground(bones: Sequence[Bone], up=(0.0, 0.0, 1.0)) -> float:

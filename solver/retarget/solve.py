@@ -5,14 +5,12 @@ b_h = pin - point; a floor that binds: A_h = up^T J, b_h = floor - height) and t
 weighted rows A_s dq = b_s (world rotations: the bone's angular Jacobian and log(D R^T); points:
 their Jacobian and target - point), one Gauss-Newton step is the task-priority step
 
-    x_h = A_h# b_h                                    (damped where A_h is near singular)
-    N   = I - V^T V                                    (V: A_h's row space, orthonormal rows)
-    z   = (N H N + mu I)^-1 N (g - H x_h),   H = A_s^T A_s,  g = A_s^T b_s
-    dq  = x_h + N z
+    dq = argmin |A_s dq - b_s|^2 + mu |dq|^2   subject to   A_h dq = b_h
 
-so the soft tasks move only what leaves the hard ones unchanged to first order, and the iteration
-converges to poses where the hard tasks hold exactly and the soft error is least among them
-(mu damps the step, not the answer). Since the gradient of |log(D R^T)|^2 / 2 with respect to the
+(H = A_s^T A_s and g = A_s^T b_s suffice; priority_step solves it by its Schur complement): the
+soft tasks move only what leaves the hard ones met to first order, and the iteration converges
+to poses where the hard tasks hold exactly and the soft error is least among them (mu damps the
+step, not the answer). Since the gradient of |log(D R^T)|^2 / 2 with respect to the
 bone's angular velocity is exactly -log(D R^T), the rotation rows' fixed point is the true
 least-squares optimum. Joint limits hold exactly as in the update law (as update.weighted_step holds them:
 coordinates that would leave are put on their limit and locked, the rest solved again). The
@@ -28,15 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kinematics import forward_kinematics, point_jacobian
+from ..kinematics import forward_kinematics
 from ..model import Model
-from ..pseudoinverse import svd_by_gram
-from ..rotations import log_map
+from ..rotations import log_map, skew
 from ..scene import Scene
 from ..runtime.blas_threads import one_blas_thread
 
-_HARD_DAMPING = 1e-4      # scene units: damps A_h# only where A_h is this close to singular
-_RCOND = 1e-6             # hard directions below this fraction of the largest are redundant
+_HARD_DAMPING = 1e-6      # scene units per unit step: hard directions weaker than this are damped
 
 
 @dataclass
@@ -80,15 +76,26 @@ def _points(frames: np.ndarray, segments: np.ndarray, local: np.ndarray) -> np.n
     return np.einsum("fkij,kj->fki", T[..., :3, :3], local) + T[..., :3, 3]
 
 
+def linear_jacobian(model: Model, pose, segments: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """The linear rows (F, E, 3, n) of point_jacobian: for a rotation coordinate w_c x (p - o_c)
+    = [p]x^T w_c - w_c x o_c, for a translation u_c, zero where c does not move the point's segment."""
+    rotational = model.rotational[None, :, None]
+    w = np.where(rotational, pose.direction, 0.0)                                     # (F, n, 3)
+    wo = np.cross(w, pose.pivot) - np.where(rotational, 0.0, pose.direction)           # (F, n, 3)
+    J = -(skew(points) @ np.swapaxes(w, -1, -2)[:, None]) - np.swapaxes(wo, -1, -2)[:, None]
+    return J * model.moves[:, segments].T[None, :, None, :]
+
+
 class System:
     """The system of one problem at coordinates q of frames `index`: the soft tasks' normal
-    equations H = A_s^T A_s, g = A_s^T b_s, and what the hard rows are made of.
+    equations H = A_s^T A_s + damping I, g = A_s^T b_s, and what the hard rows are made of.
 
     A rotation task's rows are its bone's angular Jacobian, the columns w_c of the coordinates
     that move the bone (mask m_r), so its part of H is (w_c . w_d) m_r[c] m_r[d]: summed over the
     tasks, H_rot = (W^T W) o M with M = sum_r weight_r m_r m_r^T, one constant (n, n) matrix."""
 
-    def __init__(self, problem: Problem, q: np.ndarray, index: np.ndarray, rotation_mask: np.ndarray):
+    def __init__(self, problem: Problem, q: np.ndarray, index: np.ndarray, rotation_mask: np.ndarray,
+                 damping: float = 0.0):
         p, m = problem, problem.model
         pose = forward_kinematics(m, q)
         frames = pose.frames
@@ -103,13 +110,15 @@ class System:
         segments = np.concatenate([p.point_segments, p.contact_segments])
         E = segments.size
         points = _points(frames, segments, np.concatenate([p.point_local, p.contact_local]))
-        J = point_jacobian(m, pose, segments, points)[:, :, :3]                           # (f, E, 3, n)
+        J = linear_jacobian(m, pose, segments, points)                                     # (f, E, 3, n)
         w = np.concatenate([p.point_weight[index], p.contact_weight[index]], axis=1)
         targets = np.concatenate([p.point_targets[index], p.contact_targets[index]], axis=1)
         Jw = (J * np.sqrt(w)[..., None, None]).reshape(q.shape[0], 3 * E, -1)
         H += np.swapaxes(Jw, -1, -2) @ Jw
+        n = H.shape[-1]
+        H[:, np.arange(n), np.arange(n)] += damping
         g += np.einsum("feij,fei->fj", J, (targets - points) * w[..., None])
-        self.H, self.g = H, g
+        self.H, self.g = H, g          # H with `damping` on its diagonal
         # Contact points: pins and the floor.
         self.contacts, self.J_contacts = points[:, E - P:], J[:, E - P:]
         self.height = self.contacts @ p.up
@@ -137,44 +146,49 @@ class System:
 
 def priority_step(H, g, A_h, b_h, cols, damping: float) -> np.ndarray:
     """The task-priority step of the module docstring in the columns `cols` (f, n) (1 free,
-    0 locked): x with A_h C x = b_h as nearly as A_h allows and, among those, the least
-    |A_s C x - b_s|^2 + damping |x|^2, from H = A_s^T A_s and g = A_s^T b_s."""
-    n = H.shape[-1]
-    H = H * cols[:, :, None] * cols[:, None, :]
-    g = g * cols
-    A_h = A_h * cols[:, None, :]
-    U, s, Vt = svd_by_gram(A_h)
-    kept = s > _RCOND * np.maximum(s[..., :1], 1e-300)
-    inv = np.where(kept, s / (s * s + _HARD_DAMPING**2), 0.0)
-    x_h = np.einsum("fkn,fk->fn", Vt, inv * np.einsum("fmk,fm->fk", U, b_h))
-    V = Vt * kept[..., None]                                                     # (f, k, n)
-    r = g - np.einsum("fnm,fm->fn", H, x_h)
-    # N H N = H - V^T X - X^T V with X = V H - (V H V^T) V / 2 (N = I - V^T V).
-    VH = V @ H                                                                  # (f, k, n)
-    X = VH - 0.5 * (VH @ np.swapaxes(V, -1, -2)) @ V
-    VX = np.swapaxes(V, -1, -2) @ X
-    NHN = H - VX - np.swapaxes(VX, -1, -2)
-    NHN[:, np.arange(n), np.arange(n)] += damping
-    project = lambda v: v - np.einsum("fkn,fk->fn", V, np.einsum("fkn,fn->fk", V, v))  # noqa: E731
-    z = np.linalg.solve(NHN, project(r)[..., None])[..., 0]
-    return x_h + project(z)
+    0 locked): the least |A_s C x - b_s|^2 + damping |x|^2 (H = A_s^T A_s + damping I,
+    g = A_s^T b_s) subject to A_h C x = b_h, by its Schur complement,
+
+        x = H'^-1 g + H'^-1 A^T lambda,   (A H'^-1 A^T + delta I) lambda = b_h - A H'^-1 g,
+
+    with H' = C H C + damping I and A = A_h C. delta = _HARD_DAMPING^2 leaves zero rows (tasks
+    not active in a frame) and redundant ones (a rigid pair of pins) out, and damps the hard
+    step only in directions A moves less than _HARD_DAMPING per unit step; where the hard tasks
+    can be met, the iteration meets them exactly. Returns x and lambda (f, m): a row's lambda is
+    the force its task exerts, along the row (positive: toward increasing A_h x)."""
+    n, m = H.shape[-1], A_h.shape[1]
+    if not np.all(cols == 1.0):
+        H = H * cols[:, :, None] * cols[:, None, :]
+        H[:, np.arange(n), np.arange(n)] += damping * (1.0 - cols * cols)
+        g = g * cols
+        A_h = A_h * cols[:, None, :]
+    X = np.linalg.solve(H, np.concatenate([g[..., None], np.swapaxes(A_h, -1, -2)], axis=-1))
+    x, HA = X[..., 0], X[..., 1:]                                                       # (f, n), (f, n, m)
+    if not m:
+        return x, np.zeros(g.shape[:1] + (0,))
+    S = A_h @ HA
+    S[:, np.arange(m), np.arange(m)] += _HARD_DAMPING**2
+    lam = np.linalg.solve(S, (b_h - np.einsum("fmn,fn->fm", A_h, x))[..., None])
+    return x + (HA @ lam)[..., 0], lam[..., 0]
 
 
 def limited_step(scene: Scene, q, H, g, A_h, b_h, max_step: float, damping: float) -> np.ndarray:
     """priority_step with the joint limits held exactly (as update.weighted_step holds them): a
     coordinate the step would take past a limit is put on it and locked, its motion taken out of
     both levels' right-hand sides, and the other coordinates solved again; the free part of the
-    step is scaled to at most max_step."""
+    step is scaled to at most max_step. Returns the step and the hard rows' lambda."""
     free = np.empty(q.shape, dtype=bool)
     free[:] = scene.joint_weight > 0
     locked = np.zeros(q.shape)
     inside = np.empty(q.shape)
+    lam = np.zeros(b_h.shape)
     rows = np.arange(q.shape[0])
     for _ in range(scene.n_coordinates + 1):
         cols = scene.joint_weight * free[rows]
         gl = g[rows] - np.einsum("fnm,fm->fn", H[rows], locked[rows])
         bl = b_h[rows] - np.einsum("fmn,fn->fm", A_h[rows], locked[rows])
-        step = cols * priority_step(H[rows], gl, A_h[rows], bl, cols, damping)
+        x, lam[rows] = priority_step(H[rows], gl, A_h[rows], bl, cols, damping)
+        step = cols * x
         largest = np.abs(step).max(axis=-1, initial=0.0)
         step *= np.where(largest > max_step, max_step / np.maximum(largest, 1e-300), 1.0)[:, None]
         moved = q[rows] + step + locked[rows]
@@ -186,7 +200,7 @@ def limited_step(scene: Scene, q, H, g, A_h, b_h, max_step: float, damping: floa
         rows, hit = rows[again], hit[again]
         locked[rows] = np.where(hit, scene.wrap(inside[rows]) - q[rows], locked[rows])
         free[rows] &= ~hit
-    return scene.wrap(inside) - q
+    return scene.wrap(inside) - q, lam
 
 
 @one_blas_thread()
@@ -203,29 +217,46 @@ def solve(problem: Problem, q0: np.ndarray, *, max_iterations: int = 40, max_ste
     iterations = np.zeros(F, dtype=int)
     converged = np.zeros(F, dtype=bool)
     active = np.arange(F)
-    for _ in range(max_iterations + 1):
-        if not active.size:
-            break
-        rows = System(problem, q[active], active, rotation_mask)
-        floor_active = ~rows.pinned & (rows.height < problem.floor)
-        dq = np.zeros((active.size, q.shape[1]))
-        redo = np.arange(active.size)
-        for _ in range(P + 1):
-            A_h, b_h = rows.hard(floor_active[redo], problem.floor, redo)
-            dq[redo] = limited_step(scene, q[active[redo]], rows.H[redo], rows.g[redo], A_h, b_h, max_step, damping)
-            predicted = rows.height[redo] + np.einsum("fpn,fn->fp", rows.up_rows[redo], dq[redo])
-            new = ~rows.pinned[redo] & ~floor_active[redo] & (predicted < problem.floor - 1e-12)
-            if not new.any():
-                break
-            floor_active[redo] |= new
-            redo = redo[new.any(axis=1)]
+    while active.size:
+        rows = System(problem, q[active], active, rotation_mask, damping)
+        dq = _step(scene, q[active], rows, problem.floor, P, max_step, damping)
         settled = (np.abs(dq).max(axis=1, initial=0.0) <= step_tolerance) & \
             (rows.hard_error(problem.floor) <= hard_tolerance)
         converged[active[settled]] = True
-        if iterations[active[0]] >= max_iterations:
-            break
-        moving = ~settled
-        q[active[moving]] += dq[moving]
-        iterations[active[moving]] += 1
-        active = active[moving]
+        going = ~settled & (iterations[active] < max_iterations)
+        active, dq = active[going], dq[going]
+        q[active] += dq
+        iterations[active] += 1
     return Solution(q=q, iterations=iterations, converged=converged)
+
+
+def copied(problem: Problem, q: np.ndarray, hard_tolerance: float) -> Solution:
+    """The start q itself as a solution (no iteration), converged where its hard tasks hold."""
+    scene = Scene(problem.model, [])
+    q = scene.project(np.asarray(q, dtype=float))
+    masks = problem.model.moves[:, problem.rotation_segments].astype(float)
+    rows = System(problem, q, np.arange(q.shape[0]), (masks * problem.rotation_weight) @ masks.T)
+    return Solution(q=q, iterations=np.zeros(q.shape[0], dtype=int),
+                    converged=rows.hard_error(problem.floor) <= hard_tolerance)
+
+
+def _step(scene: Scene, q: np.ndarray, rows: System, floor: float, P: int, max_step: float, damping: float):
+    """limited_step with the floor as an inequality, by active sets: a contact point not pinned
+    gets a floor row where it lies below the floor or the step would take it there, and loses it
+    where the row pulls it down (lambda < 0: it would rise off the floor); the frames whose set
+    changed are solved again, a bounded number of times."""
+    floor_active = ~rows.pinned & (rows.height < floor)
+    dq = np.zeros(q.shape)
+    redo = np.arange(q.shape[0])
+    for _ in range(2 * P + 2):
+        A_h, b_h = rows.hard(floor_active[redo], floor, redo)
+        dq[redo], lam = limited_step(scene, q[redo], rows.H[redo], rows.g[redo], A_h, b_h, max_step, damping)
+        predicted = rows.height[redo] + np.einsum("fpn,fn->fp", rows.up_rows[redo], dq[redo])
+        add = ~rows.pinned[redo] & ~floor_active[redo] & (predicted < floor - 1e-12)
+        drop = floor_active[redo] & (lam.reshape(redo.size, P, 3)[..., 0] < 0.0)
+        change = add | drop
+        if not change.any():
+            break
+        floor_active[redo] ^= change
+        redo = redo[change.any(axis=1)]
+    return dq

@@ -1,9 +1,9 @@
 """A synthetic walk for the retarget tests: a source whose contacts are known analytically, and
 targets of other proportions and rest poses.
 
-The source walks along -Y at SPEED, Z up, FPS frames per second. Each foot is planted flat on one
-world point for STANCE frames of every PERIOD-frame cycle (the left foot from frame LEFT_OFFSET,
-the right one from RIGHT_OFFSET) and swings to its next plant in between (straight ahead at
+The source walks along -Y at SPEED, Z up. Its cycle is counted in frames at FPS (sampled at any
+rate): each foot is planted flat on one world point for STANCE frames of every PERIOD-frame cycle
+(the left foot from frame LEFT_OFFSET, the right one from RIGHT_OFFSET) and swings to its next plant in between (straight ahead at
 constant speed, lifted by a half sine of height LIFT). Thighs and shins follow from the hip and
 ankle positions by the two-bone triangle in the sagittal plane, knees forward; the pelvis yaws,
 the spine counter-rotates and the arms swing, each by a sine of the cycle. Arms hang ARM_DROP
@@ -39,29 +39,38 @@ def rotation_along(direction, side=_X) -> np.ndarray:
     return np.stack([x, y, np.cross(x, y)], axis=-1)
 
 
-def true_spans(n_frames: int, offset: int) -> list:
+def _phase(n_frames: int, offset: int, fps: float):
+    """Per frame: the cycle index k and the phase within it, in frames of the 30 fps cycle."""
+    t = np.arange(n_frames) * (FPS / fps) - offset
+    k = np.floor(t / PERIOD)
+    return k, t - k * PERIOD
+
+
+def true_spans(n_frames: int, offset: int, fps: float = FPS) -> list:
     """The frames where a foot with this cycle offset is planted, as Spans."""
-    t = np.arange(n_frames)
-    planted = (t - offset) % PERIOD < STANCE
+    planted = _phase(n_frames, offset, fps)[1] <= STANCE - 1
     edges = np.diff(np.concatenate([[0], planted.astype(int), [0]]))
     return [Span(a, b - 1) for a, b in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1))]
 
 
-def ankle_path(n_frames: int, offset: int, x: float) -> np.ndarray:
-    """(F, 3): planted under the hips' mid-stance position, swinging to the next plant."""
-    t = np.arange(n_frames)
-    k = np.floor_divide(t - offset, PERIOD)
-    phase = (t - offset) - k * PERIOD
-    plant = lambda k: -SPEED * (offset + PERIOD * k + (STANCE - 1) / 2) / FPS  # noqa: E731
-    s = np.where(phase < STANCE, 0.0, (phase - (STANCE - 1)) / (PERIOD - STANCE + 1))
-    y = plant(k) + s * (plant(k + 1) - plant(k))
+def ankle_path(n_frames: int, offset: int, x: float, fps: float = FPS, skate: float = 0.0) -> np.ndarray:
+    """(F, 3): planted under the hips' mid-stance position (sliding forward at `skate` m/s about
+    it, as a foot of careless mocap does), swinging to the next plant."""
+    k, phase = _phase(n_frames, offset, fps)
+    half = (STANCE - 1) / 2
+    plant = lambda k: -SPEED * (offset + PERIOD * k + half) / FPS  # noqa: E731
+    stance = phase <= STANCE - 1
+    s = np.where(stance, 0.0, (phase - (STANCE - 1)) / (PERIOD - STANCE + 1))
+    lift, land = plant(k) - skate * half / FPS, plant(k + 1) + skate * half / FPS
+    y = np.where(stance, plant(k) - skate * (phase - half) / FPS, lift + s * (land - lift))
     z = ANKLE + LIFT * np.sin(np.pi * s)
     return np.stack([np.full(n_frames, x), y, z], axis=-1)
 
 
-def walk_source(n_frames: int = 100, arm_drop: float = 0.0) -> Source:
-    """The synthetic walk (module docstring) as a Source."""
-    t = np.arange(n_frames)
+def walk_source(n_frames: int = 100, arm_drop: float = 0.0, fps: float = FPS, skate: float = 0.0) -> Source:
+    """The synthetic walk (module docstring) as a Source sampled at `fps`, planted feet sliding
+    at `skate` m/s."""
+    t = np.arange(n_frames) * (FPS / fps)            # in frames of the 30 fps cycle
     cycle = 2 * np.pi * t / PERIOD
     hips = np.stack([np.zeros(n_frames), -SPEED * t / FPS, np.full(n_frames, HIPS_HEIGHT)], axis=-1)
     yaw = 0.1 * np.sin(cycle)
@@ -77,7 +86,7 @@ def walk_source(n_frames: int = 100, arm_drop: float = 0.0) -> Source:
         heads[role] = hips + [0.0, 0.0, height]
     for side, sign, offset in (("L", 1.0, LEFT_OFFSET), ("R", -1.0, RIGHT_OFFSET)):
         hip = hips + [sign * HIP_WIDTH, 0.0, -HIP_DROP]
-        ankle = ankle_path(n_frames, offset, sign * HIP_WIDTH)
+        ankle = ankle_path(n_frames, offset, sign * HIP_WIDTH, fps, skate)
         d = ankle - hip
         length = np.linalg.norm(d, axis=-1, keepdims=True)
         u = d / length
@@ -103,7 +112,7 @@ def walk_source(n_frames: int = 100, arm_drop: float = 0.0) -> Source:
         elbow = arm_root + 0.28 * upper[..., :, 1]
         rotations[f"forearm.{side}"], heads[f"forearm.{side}"] = fore, elbow
         rotations[f"hand.{side}"], heads[f"hand.{side}"] = fore, elbow + 0.25 * fore[..., :, 1]
-    return Source(rotations=rotations, heads=heads, fps=FPS)
+    return Source(rotations=rotations, heads=heads, fps=fps)
 
 
 KNEE_LIMIT = (0.0, 1.5)

@@ -14,7 +14,8 @@ from solver.kinematics import forward_kinematics, point_jacobian
 from solver.limits import violation
 from solver.retarget import (ROLES, ContactDetection, ContactPoint, Source, Span, Target, calibrate, detect_contacts,
                              retarget, target_model)
-from solver.retarget.solve import Problem, System, _points
+from solver.retarget.solve import Problem, System, _points, _step
+from solver.scene import Scene
 from solver.rotations import exp_map, log_map
 from tests.apps.retarget_walk import (KNEE_LIMIT, LEFT_OFFSET, RIGHT_OFFSET, walk_source, walk_target, true_spans)
 
@@ -74,9 +75,9 @@ def assert_held(target: Target, result, up=(0.0, 0.0, 1.0)):
     assert result.converged.all()
 
 
-def assert_spans_match_truth(contacts, n_frames=F):
+def assert_spans_match_truth(contacts, n_frames=F, fps=30.0):
     for name, spans in contacts.items():
-        truth = true_spans(n_frames, SIDE[name[-1]])
+        truth = true_spans(n_frames, SIDE[name[-1]], fps)
         assert len(spans) == len(truth), (name, spans, truth)
         for found, true in zip(spans, truth):
             assert abs(found.start - true.start) <= 1 and abs(found.end - true.end) <= 1, (name, found, true)
@@ -211,6 +212,72 @@ def test_user_edited_spans_are_honoured(walk):
     assert np.ptp(paths["heel.L"][removed.start:removed.end + 1], axis=0).max() > 10 * HELD
 
 
+def test_copy_baseline_copies_rotations_and_slides(walk):
+    """method="copy" (what name-map tools do) gives every free bone its calibrated rotation
+    exactly and holds nothing: its feet slide on the spans the IK holds."""
+    target, ik = walk
+    copy = retarget(walk_source(F), walk_target(limits=False), method="copy")
+    for role in UNPINNED:
+        assert copy.style_difference[role] < 1e-9, role
+    assert copy.contacts == ik.contacts
+    assert np.nanmax(copy.pin_error) > 100 * HELD
+    assert np.all(copy.iterations == 0)
+
+
+def test_pins_out_of_reach_are_reported_not_converged():
+    """Legs made rigid (every axis of thighs and shins locked) cannot stand on two pins a stride
+    apart: those frames come back not converged, finite, inside the limits, and every frame that
+    says converged holds its pins and the floor (measured by blender_fk)."""
+    import dataclasses
+    target = walk_target()
+    stiff = [dataclasses.replace(b, lock=(True, True, True), limits=(None, None, None))
+             if b.name.startswith(("thigh", "shin")) else b for b in target.bones]
+    target = Target(stiff, target.roles)
+    result = retarget(walk_source(F), target)
+    assert np.all(np.isfinite(result.q)) and np.all(np.isfinite(result.world))
+    for name in ("thigh.L", "shin.L", "thigh.R", "shin.R"):
+        assert np.abs(result.local_rotations[:, result.bone_names.index(name)] - np.eye(3)).max() == 0.0
+    both = (~np.isnan(result.pin_error)).sum(axis=1) == 4          # both feet pinned
+    assert both.any() and not result.converged[both].any()
+    paths = contact_paths(target, result)
+    for name, spans in result.contacts.items():
+        for span, pin in zip(spans, result.pins[name]):
+            frames = span.frames[result.converged[span.frames]]
+            assert np.linalg.norm(paths[name][frames] - pin, axis=-1).max(initial=0.0) < HELD
+        assert (paths[name][result.converged] @ [0, 0, 1.0]).min() > result.floor - HELD
+
+
+def test_contact_points_reach_and_leave_their_pins_without_a_jump():
+    """Feet that skate 10 cm/s in the source, at 120 fps: pins hold, and each contact point's
+    largest second difference (its jerkiest frame) stays near that of the copied motion, which
+    follows the source exactly; without blending, the pins make it jump at the spans' edges."""
+    source, target = walk_source(400, fps=120.0, skate=0.1), walk_target()
+
+    def jerk(result, rig):
+        return {name: np.linalg.norm(np.diff(path, 2, axis=0), axis=-1).max()
+                for name, path in contact_paths(rig, result).items()}
+
+    copy = jerk(retarget(source, walk_target(limits=False), method="copy"), target)
+    blended = retarget(source, target)
+    assert_spans_match_truth(blended.contacts, 400, 120.0)
+    assert_held(target, blended)
+    sharp = jerk(retarget(source, target, blend_frames=0), target)
+    for name, smooth in jerk(blended, target).items():
+        assert smooth < 1.3 * copy[name], name
+        assert sharp[name] > 2.0 * copy[name], name
+    # A plant split in two by a short gap (the foot lifted for 4 frames): two pins 4 cm apart, the
+    # point slides from one to the other in the gap.
+    split = {name: list(spans) for name, spans in blended.contacts.items()}
+    for name in ("heel.L", "ball.L"):
+        first = split[name][1]
+        split[name][1:2] = [Span(first.start, first.start + 20), Span(first.start + 25, first.end)]
+    gapped = retarget(source, target, contacts=split)
+    assert_held(target, gapped)
+    assert np.linalg.norm(gapped.pins["heel.L"][1] - gapped.pins["heel.L"][2]) > 0.03
+    for name, smooth in jerk(gapped, target).items():
+        assert smooth < 1.3 * copy[name], name
+
+
 def test_given_floor_moves_the_clip_onto_it():
     target = walk_target()
     result = retarget(walk_source(40), target, floor=0.25)
@@ -223,6 +290,57 @@ def test_no_contacts_no_pins():
     assert all(not spans for spans in result.contacts.values())
     assert np.isnan(result.pin_error).all()
     assert result.floor_penetration.max() <= HELD
+
+
+def test_floor_is_an_inequality():
+    """Without pins and with the floor at the median height of the feet's paths, the feet press
+    on it: a point the soft tasks pull down rests exactly on the floor, while its partner on the
+    same foot, which the floor would have to pull down to keep there, is let go above it."""
+    target = walk_target()
+    result = retarget(walk_source(F), target, contacts=None, detection=ContactDetection(percentile=50))
+    assert result.converged.all()
+    paths = contact_paths(target, result)
+    height = np.stack([paths[name][:, 2] for name in result.point_names], axis=1) - result.floor
+    assert height.min() > -HELD
+    resting = np.abs(height) < 1e-9
+    left, right = [result.point_names.index(f"{p}.{s}") for p in ("heel", "ball") for s in "L"], \
+        [result.point_names.index(f"{p}.{s}") for p in ("heel", "ball") for s in "R"]
+    for heel, ball in (left, right):
+        one = resting[:, heel] ^ resting[:, ball]
+        assert one.sum() > 5
+        assert height[one][:, [heel, ball]].max() > 1e-3                # the other point is clear of it
+
+
+def test_floor_lets_go_of_a_point_it_would_pull_down():
+    """One step from the rest pose with both points of the left foot 1 mm below the floor, the
+    foot asked to pitch toes down: the ball is held on the floor, the heel, which the floor would
+    have to pull down, is let go above it (linear prediction of the step)."""
+    target = walk_target(limits=False)
+    tm = target_model(target)
+    model, roles = tm.model, list(target.roles)
+    points = target.points()
+    q = np.zeros((1, model.n_coordinates))
+    frames = forward_kinematics(model, q).frames
+    segments = np.array([tm.role_segment[r] for r in roles])
+    rotations = frames[:, segments, :3, :3].copy()
+    foot = roles.index("foot.L")
+    rotations[:, foot] = exp_map(np.array([0.3, 0.0, 0.0])) @ rotations[:, foot]
+    contact_segments = np.array([tm.role_segment[p.role] for p in points])
+    local = np.array([p.point for p in points])
+    floor = _points(frames, contact_segments, local)[0, :, 2].max() + 1e-3
+    problem = Problem(model, segments, rotations, np.full(len(roles), 1.0), np.array([tm.root]), np.zeros((1, 3)),
+                      frames[:, tm.root, :3, 3][:, None], np.full((1, 1), 10.0), contact_segments, local,
+                      np.zeros((1, 4, 3)), np.zeros((1, 4), bool), np.zeros((1, 4, 3)), np.zeros((1, 4)), floor,
+                      np.array([0.0, 0.0, 1.0]))
+    masks = model.moves[:, segments].astype(float)
+    system = System(problem, q, np.arange(1), masks @ masks.T, 1e-6)
+    assert (system.height < floor).all()
+    dq = _step(Scene(model, []), q, system, floor, 4, 0.5, 1e-6)
+    predicted = system.height + np.einsum("fpn,fn->fp", system.up_rows, dq)
+    names = [p.name for p in points]
+    heel, ball = names.index("heel.L"), names.index("ball.L")
+    assert abs(predicted[0, ball] - floor) < 1e-9
+    assert predicted[0, heel] > floor + 1e-3
 
 
 def hysteresis_reference(points, fps, floor, size, detection):
@@ -351,6 +469,7 @@ def test_bad_input_is_named():
         (source, target, {"contacts": {"heel.L": [Span(5, 12)]}}, "runs past the source's last frame 11"),
         (source, target, {"contacts": {"heel.L": [Span(1, 5), Span(4, 8)]}}, "overlap"),
         (source, target, {"calibration_frame": 12}, "calibration frame 12"),
+        (source, target, {"method": "naive"}, "method must be 'ik' or 'copy'"),
         (source, Target(target.bones, target.roles, (ContactPoint("tip", "toe.X", (0, 0, 0)),)), {}, "toe.X"),
     ]
     for bad_source, bad_target, options, message in cases:
