@@ -187,7 +187,7 @@ class Job:
     default); see the module docstring and `api.retarget`."""
 
     def __init__(self, rig, source_obj, frame_start=None, frame_end=None, *, bone_map=None, contacts="auto",
-                 calibration_frame=None, method="itasc", precision=1e-4, blend_frames=4, weights=None,
+                 calibration_frame=None, method="itasc", precision=1e-4, blend_frames=None, weights=None,
                  detection=None, settings=None, record=True):
         self.started = time.perf_counter()
         rig, src = _armature(rig, "target"), _armature(source_obj, "source")
@@ -233,7 +233,7 @@ class Job:
         render = bpy.context.scene.render
         self.fps = render.fps / render.fps_base
         self.contacts_in = self._contacts(contacts)
-        self.options = {"blend_frames": int(blend_frames)}
+        self.options = {} if blend_frames is None else {"blend_frames": int(blend_frames)}
         if weights is not None:
             self.options["weights"] = weights
         if detection is not None:
