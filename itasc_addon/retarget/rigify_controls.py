@@ -5,8 +5,8 @@ The retarget solves on the ORG- bones (the `bone_maps` preset "rigify"); the key
 controls an animator uses, with the limbs in IK: the torso (location and rotation, carrying the
 hips), the FK spine's top control, neck and head, the shoulders, per limb the IK control of the
 foot or hand (location and rotation), the toe's IK control, and the pole (location), with each
-limb's IK_FK switch at IK, its pole switched on and its IK stretch off (the solved limbs keep
-their lengths, so Blender's IK reaches the same knee and elbow).
+limb's IK_FK switch at IK and its pole switched on, the pole carried by the limb's upper bone (its IK stretch as the rig has it: Rigify
+holds a non-stretching limb's target within reach, which would move a hand at full reach).
 
 Each control c is paired with the ORG- bone o it carries rigidly (its pose is c's times a fixed
 offset). Rigify hangs controls under helper bones driven by other controls, so a control's
@@ -18,8 +18,7 @@ own evaluation: with c_a, o_a the evaluated pose matrices at a frame and o_d the
 which puts o on o_d exactly once c's parent has settled (rotation-only controls keep their
 location; poles move to the wanted point). The first pass starts from the rest pose; each pass
 settles one more level of the hierarchy; passes stop when every paired bone is within the
-tolerance or after `MAX_PASSES`. The pole of a limb lies in the plane of its three joints, one
-upper-bone length from the middle joint, on the side the middle joint bends to.
+tolerance or after `MAX_PASSES`.
 """
 
 from __future__ import annotations
@@ -95,29 +94,14 @@ def needed_bones(obj):
     return names
 
 
-def pole_points(world, rest, joints):
-    """The pole point (F, 3) of a limb whose joints' pose matrices are world[names[j]] (F, 4, 4)."""
-    upper, middle, lower = (world[n] for n in joints)
-    a, b, c = upper[:, :3, 3], middle[:, :3, 3], lower[:, :3, 3]
-    axis = c - a
-    axis /= np.maximum(np.linalg.norm(axis, axis=-1, keepdims=True), 1e-12)
-    bend = (b - a) - np.sum((b - a) * axis, axis=-1, keepdims=True) * axis
-    size = np.linalg.norm(b - a, axis=-1)
-    # Where the limb is straight, the upper bone's own frame carries the rest pose's bend direction.
-    r_up = rest[joints[0]]
-    rest_bend = (rest[joints[1]][:3, 3] - r_up[:3, 3])
-    rest_axis = rest[joints[2]][:3, 3] - r_up[:3, 3]
-    rest_axis /= np.linalg.norm(rest_axis)
-    rest_bend = rest_bend - (rest_bend @ rest_axis) * rest_axis
-    if np.linalg.norm(rest_bend) < 1e-9:
-        rest_bend = r_up[:3, 2]                        # a straight rest limb bends about its X: along Z
-    local = r_up[:3, :3].T @ rest_bend
-    fallback = upper[:, :3, :3] @ local
-    fallback = fallback - np.sum(fallback * axis, axis=-1, keepdims=True) * axis
-    weak = np.linalg.norm(bend, axis=-1) < 1e-6 * size
-    bend = np.where(weak[:, None], fallback, bend)
-    bend /= np.maximum(np.linalg.norm(bend, axis=-1, keepdims=True), 1e-12)
-    return b + bend * size[:, None]
+def pole_points(world, rest, pole, joints):
+    """The pole point (F, 3) of a limb: where its pole sits at rest, carried by the limb's upper
+    bone as posed in `world` ({bone: (F, 4, 4)}). Rigify's pole angle makes the rest pole give
+    the rest pose, so a pole that turns with the upper bone gives Blender's IK that bone's twist
+    (a straight limb included, where the bend plane alone says nothing)."""
+    upper = joints[0]
+    carried = world[upper] @ (np.linalg.inv(rest[upper]) @ rest[pole])
+    return carried[:, :3, 3]
 
 
 def _switch(obj, frames, bone, name, value):
@@ -193,12 +177,11 @@ def write_controls(obj, frames, wanted: dict, tolerance=2e-5, record=True, progr
     for _, _, limb in pole_list:
         switches += _switch(obj, frames, limb, "IK_FK", 0.0)
         switches += _switch(obj, frames, limb, "pole_vector", True)
-        switches += _switch(obj, frames, limb, "IK_Stretch", 0.0)     # the solved limbs keep their lengths
     # Wanted control poses: each paired control where it sits relative to its bone at rest.
     goal = {c: wanted[o] @ (np.linalg.inv(rest[o]) @ rest[c]) for c, o, _ in pair_list}
     for pole, joints, _ in pole_list:
         G = np.broadcast_to(rest[pole], (F, 4, 4)).copy()
-        G[:, :3, 3] = pole_points(wanted, rest, joints)
+        G[:, :3, 3] = pole_points(wanted, rest, pole, joints)
         goal[pole] = G
     located = {c for c, _, loc in pair_list if loc} | {p for p, _, _ in pole_list}
     turning = {c for c, _, _ in pair_list}
