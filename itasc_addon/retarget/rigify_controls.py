@@ -16,7 +16,9 @@ own evaluation: with c_a, o_a the evaluated pose matrices at a frame and o_d the
     basis_c <- basis_c  c_a^-1 (o_d o_a^-1) c_a,
 
 which puts o on o_d exactly once c's parent has settled (rotation-only controls keep their
-location; poles move to the wanted point). The first pass starts from the rest pose; each pass
+location; poles move to the wanted point). The first pass starts from each control's parent as
+far as it is known without Blender (`_first_guess`: Rigify's helper bones follow the root or a
+solved ORG- bone), so the IK controls and poles mostly settle at once; each further pass
 settles one more level of the hierarchy; passes stop when every paired bone is within the
 tolerance or after `MAX_PASSES`.
 """
@@ -142,6 +144,26 @@ def _read(obj, frames, rows):
     return out
 
 
+def _first_guess(obj, control, wanted, rest, F):
+    """The control's pose (F, 4, 4) with an identity basis, as far as it can be told before
+    Blender evaluates anything: Rigify hangs a control on a helper bone whose Armature constraint
+    follows one bone (the root, or an ORG- bone being solved); that bone's wanted pose carries
+    the helper. Otherwise the helper is taken at rest (the passes correct it)."""
+    parent = obj.pose.bones[control].parent
+    if parent is None:
+        return np.broadcast_to(rest[control], (F, 4, 4))
+    helper = np.broadcast_to(rest[parent.name], (F, 4, 4))
+    for constraint in parent.constraints:
+        if constraint.type != "ARMATURE" or constraint.mute or constraint.influence < 1.0:
+            continue
+        followed = [t.subtarget for t in constraint.targets if t.weight > 0.0]
+        weights = [t.weight for t in constraint.targets if t.weight > 0.0]
+        if len(followed) == 1 and abs(weights[0] - 1.0) < 1e-9 and followed[0] in wanted:
+            bone = followed[0]
+            helper = wanted[bone] @ (np.linalg.inv(rest[bone]) @ rest[parent.name])
+    return helper @ (np.linalg.inv(rest[parent.name]) @ rest[control])
+
+
 def _update(basis, C_a, C_d, L, local, located, moves):
     """One fixed-point step of a control's basis (F, 4, 4): its evaluated pose C_a, wanted pose
     C_d, rest offset from its parent L; `local`: its location is in its own rest frame (else in
@@ -190,7 +212,7 @@ def write_controls(obj, frames, wanted: dict, tolerance=2e-5, record=True, progr
               for c in controls}
     local = {c: bones[c].use_local_location for c in controls}
     start = np.broadcast_to(np.eye(4), (F, 4, 4))
-    bases = {c: _update(start, np.broadcast_to(rest[c], (F, 4, 4)), goal[c], offset[c], local[c], c in located,
+    bases = {c: _update(start, _first_guess(obj, c, wanted, rest, F), goal[c], offset[c], local[c], c in located,
                         c in turning) for c in controls}
     index = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
     orgs = [o for _, o, _ in pair_list]
