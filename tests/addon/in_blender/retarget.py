@@ -127,14 +127,14 @@ def metarig_session():
     a, b = edited["ball.R"][0]
     edited["ball.R"][0] = (a + 2, b - 2)
     edited["heel.L"].insert(0, (removed[0] + 5, removed[0] + 25))       # a new, shorter one inside it
-    mine = api.retarget(rig, walk, calibration_frame=1, contacts=edited)
+    mine = api.retarget(rig, walk, calibration_frame=1, contacts=edited)          # the whole walk: spans to its end
     out["edited"] = {"asked": {p: [list(s) for s in v] for p, v in edited.items()},
                      "used": {p: [list(s) for s in v] for p, v in mine.contacts.items()},
                      "removed": list(removed), **_summary(mine)}
 
     # The other clip (its walk part) onto the metarig.
-    out["131"] = _summary(api.retarget(rig, clip, 480, 800, calibration_frame=480))
-    out["131_naive"] = _summary(api.retarget(rig, clip, 480, 800, calibration_frame=480, method="naive"))
+    out["131"] = _summary(api.retarget(rig, clip, 480, 720, calibration_frame=480))
+    out["131_naive"] = _summary(api.retarget(rig, clip, 480, 720, calibration_frame=480, method="naive"))
 
     # T-pose source (the walk's frame 1 is the conversion's T-pose) onto an A-pose target (a copy
     # of the metarig with its arms lowered 40 degrees at rest), and an A-pose source (the metarig
@@ -153,17 +153,61 @@ def metarig_session():
             bone = a_rig.data.edit_bones[name]
             bone.transform(turn)
     bpy.ops.object.mode_set(mode="OBJECT")
-    t_to_a = api.retarget(a_rig, walk, calibration_frame=1, contacts=ours.contacts)
+    short = {p: [s for s in v if s[1] <= 160] for p, v in ours.contacts.items()}
+    out["short_spans"] = [[p, a, b] for p, v in short.items() for a, b in v]
+    t_to_a = api.retarget(a_rig, walk, 1, 160, calibration_frame=1, contacts=short)
     out["t_to_a"] = _summary(t_to_a)
     out["t_to_a_arm_rest_z"] = [a_rig.data.bones["hand.L"].head_local.z, rig.data.bones["hand.L"].head_local.z]
     # the reverse: the A-pose rig (now keyed with the walk) as the source of the T-pose metarig
     t_rig = metarig("metarig_T")
     a_map = {r: (b, b) for r, b in bone_maps.auto_map([b.name for b in a_rig.data.bones]).items()}
-    a_to_t = api.retarget(t_rig, a_rig, int(frames[0]), int(frames[-1]), bone_map=a_map,
-                          calibration_frame=int(frames[0]) + 10, contacts=ours.contacts)
+    a_to_t = api.retarget(t_rig, a_rig, 1, 160, bone_map=a_map, calibration_frame=11, contacts=short)
     out["a_to_t"] = _summary(a_to_t)
 
     out["bad"] = bad_input(rig, walk)
+    out["ui"] = panel_and_operators(rig, walk)
+    return out
+
+
+def panel_and_operators(rig, walk):
+    """The panel's way: auto map, the map through JSON and back, spans edited with the list
+    operators (add, move, remove), the retarget operator holding exactly those spans; what it
+    keyed on the target, and whether anything else changed."""
+    import tempfile
+
+    scene = bpy.context.scene
+    p = scene.itasc_retarget
+    p.source, p.target = walk, rig
+    out = {"auto": bpy.ops.itasc.retarget_auto_map() == {"FINISHED"}}
+    out["mapped"] = sum(bool(r.source_bone and r.target_bone) for r in p.bone_map)
+    path = Path(tempfile.mkdtemp()) / "map.json"
+    bpy.ops.itasc.retarget_map_export(filepath=str(path))
+    before_map = [(r.role, r.source_bone, r.target_bone) for r in p.bone_map]
+    p.bone_map[0].source_bone = "nothing"
+    bpy.ops.itasc.retarget_map_import(filepath=str(path))
+    out["json"] = [(r.role, r.source_bone, r.target_bone) for r in p.bone_map] == before_map
+    p.spans.clear()
+    for point, a, b in (("heel.L", 10, 70), ("ball.L", 12, 80), ("heel.R", 75, 140)):
+        row = p.spans.add()
+        row.point, row.start, row.end = point, a, b
+    p.span_index = 2
+    out["up"] = bpy.ops.itasc.retarget_span(action="UP") == {"FINISHED"}
+    p.span_index = 0
+    out["remove"] = bpy.ops.itasc.retarget_span(action="REMOVE") == {"FINISHED"}
+    scene.frame_set(20)
+    out["add"] = bpy.ops.itasc.retarget_span(action="ADD") == {"FINISHED"}
+    p.spans[p.span_index].point = "heel.L"
+    out["listed"] = [(r.point, r.start, r.end) for r in p.spans]
+    p.calibration_frame = 1
+    others = {o.name: all_keys(o) for o in bpy.data.objects if o != rig and o.animation_data}
+    before = all_keys(rig)
+    out["run"] = bpy.ops.itasc.retarget() == {"FINISHED"}
+    after = all_keys(rig)
+    out["others_unchanged"] = json.dumps(others) == json.dumps(
+        {o.name: all_keys(o) for o in bpy.data.objects if o != rig and o.animation_data})
+    out["changed_channels"] = sorted(k for k in after if before.get(k) != after[k])
+    out["summary"] = p.summary
+    out["frame"] = scene.frame_current
     return out
 
 
@@ -233,6 +277,6 @@ def generated_session():
     out["walk"] = _summary(ours)
     out["keyed_bones"] = sorted({path.split('"]')[0].split('["')[1] for path in all_keys(rig)})
     out["walk_naive"] = _summary(api.retarget(rig, walk, calibration_frame=1, method="naive", contacts=ours.contacts))
-    out["131"] = _summary(api.retarget(rig, clip, 480, 800, calibration_frame=480))
+    out["131"] = _summary(api.retarget(rig, clip, 480, 640, calibration_frame=480))
     out["ik_fk"] = [rig.pose.bones[f"thigh_parent.{s}"]["IK_FK"] for s in "LR"]
     return json.loads(json.dumps(out, default=float))
