@@ -220,8 +220,14 @@ class Job:
         self.rigify = rigify_controls.is_generated_rigify(rig)
         self.parents = parents_of(rig)
         names = solved_bones(rig, self.t_map, self.parents)
-        bones = [replace(engine_bone(rig, n, False), parent=None if i == 0 else self.parents[n])
-                 for i, n in enumerate(names)]
+        settings_of = rigify_controls.ik_settings_of(rig) if self.rigify else {}
+        bones = []
+        for i, n in enumerate(names):
+            bone = replace(engine_bone(rig, n, False), parent=None if i == 0 else self.parents[n])
+            if n in settings_of:                     # a Rigify ORG bone moves as its IK chain's bone may
+                chain = engine_bone(rig, settings_of[n], False)
+                bone = replace(bone, lock=chain.lock, limits=chain.limits, stiffness=chain.stiffness)
+            bones.append(bone)
         self.bone_names = names
         self.target = engine.Target(bones=bones, roles=dict(self.t_map))
         try:

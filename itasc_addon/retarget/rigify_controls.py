@@ -66,13 +66,28 @@ def org_parents(obj):
     return out
 
 
-def pairs(obj):
-    """[(control, ORG bone, located)] the armature has, parents' controls first."""
-    out = [("torso", "ORG-spine", True), ("spine_fk.003", "ORG-spine.003", False), ("neck", "ORG-spine.004", False),
-           ("head", "ORG-spine.006", False)]
+def ik_settings_of(obj):
+    """{ORG bone: the bone of Rigify's IK chain whose IK locks and limits it moves with}: the
+    knees and elbows are hinges there (lock Y and Z), and the solve should keep them so."""
+    out = {}
     for s in "LR":
-        out += [(f"foot_ik.{s}", f"ORG-foot.{s}", True), (f"toe_ik.{s}", f"ORG-toe.{s}", False),
-                (f"shoulder.{s}", f"ORG-shoulder.{s}", False), (f"hand_ik.{s}", f"ORG-hand.{s}", True)]
+        for org, mch in ((f"ORG-shin.{s}", f"MCH-shin_ik.{s}"), (f"ORG-forearm.{s}", f"MCH-forearm_ik.{s}")):
+            if org in obj.data.bones and mch in obj.data.bones:
+                out[org] = mch
+    return out
+
+
+def pairs(obj):
+    """[(control, ORG bone, what it follows: "full" pose, "turn" rotation, "move" head)] the
+    armature has, parents' controls first. The FK spine turns the upper chest; its tweak
+    controls carry each spine bone, so the spine bends as solved."""
+    out = [("torso", "ORG-spine", "full"), ("tweak_spine.001", "ORG-spine.001", "full"),
+           ("tweak_spine.002", "ORG-spine.002", "full"), ("spine_fk.003", "ORG-spine.003", "turn"),
+           ("tweak_spine.003", "ORG-spine.003", "move"), ("neck", "ORG-spine.004", "turn"),
+           ("head", "ORG-spine.006", "turn")]
+    for s in "LR":
+        out += [(f"foot_ik.{s}", f"ORG-foot.{s}", "full"), (f"toe_ik.{s}", f"ORG-toe.{s}", "turn"),
+                (f"shoulder.{s}", f"ORG-shoulder.{s}", "turn"), (f"hand_ik.{s}", f"ORG-hand.{s}", "full")]
     bones = obj.data.bones
     return [p for p in out if p[0] in bones and p[1] in bones]
 
@@ -97,13 +112,13 @@ def needed_bones(obj):
 
 
 def pole_points(world, rest, pole, joints):
-    """The pole point (F, 3) of a limb: where its pole sits at rest, carried by the limb's upper
-    bone as posed in `world` ({bone: (F, 4, 4)}). Rigify's pole angle makes the rest pole give
-    the rest pose, so a pole that turns with the upper bone gives Blender's IK that bone's twist
-    (a straight limb included, where the bend plane alone says nothing)."""
-    upper = joints[0]
-    carried = world[upper] @ (np.linalg.inv(rest[upper]) @ rest[pole])
-    return carried[:, :3, 3]
+    """The pole point (F, 3) of a limb posed as `world` ({bone: (F, 4, 4)}): where the pole sits
+    at rest, carried by the limb's upper bone. The solve keeps the middle joint a hinge about the
+    upper bone's X axis (`ik_settings_of`), so the joints stay in the plane of the upper bone's
+    Y and Z axes, which holds the rest pole: Rigify's pole angle then gives Blender's IK the
+    solved bend plane and the upper bone's twist, a straight or overstretched limb included."""
+    upper = world[joints[0]]
+    return (upper @ (np.linalg.inv(rest[joints[0]]) @ rest[pole]))[:, :3, 3]
 
 
 def _switch(obj, frames, bone, name, value):
@@ -205,8 +220,8 @@ def write_controls(obj, frames, wanted: dict, tolerance=2e-5, record=True, progr
         G = np.broadcast_to(rest[pole], (F, 4, 4)).copy()
         G[:, :3, 3] = pole_points(wanted, rest, pole, joints)
         goal[pole] = G
-    located = {c for c, _, loc in pair_list if loc} | {p for p, _, _ in pole_list}
-    turning = {c for c, _, _ in pair_list}
+    located = {c for c, _, how in pair_list if how != "turn"} | {p for p, _, _ in pole_list}
+    turning = {c for c, _, how in pair_list if how != "move"}
     controls = list(goal)
     offset = {c: (np.linalg.inv(rest[bones[c].parent.name]) @ rest[c] if bones[c].parent else rest[c])
               for c in controls}
@@ -230,16 +245,16 @@ def write_controls(obj, frames, wanted: dict, tolerance=2e-5, record=True, progr
         O = {o: _rigid(seen[:, len(controls) + i]) for i, o in enumerate(orgs)}
         # The torso, feet and hands (and the poles) settle exactly; the spine between hips and
         # chest follows Rigify's own interpolation, so the rotation-only controls are not waited for.
-        pos_err = max([np.abs(O[o][:, :3, 3] - wanted[o][:, :3, 3]).max() for _, o, loc in pair_list if loc]
+        pos_err = max([np.abs(O[o][:, :3, 3] - wanted[o][:, :3, 3]).max() for _, o, how in pair_list if how != "turn"]
                       + [np.abs(C[p][:, :3, 3] - goal[p][:, :3, 3]).max() for p, _, _ in pole_list])
-        rot_err = max(np.abs(O[o][:, :3, :3] - wanted[o][:, :3, :3]).max() for _, o, loc in pair_list if loc)
+        rot_err = max(np.abs(O[o][:, :3, :3] - wanted[o][:, :3, :3]).max() for _, o, how in pair_list if how == "full")
         if pos_err <= tolerance and rot_err <= tolerance:
             break
         if passes == MAX_PASSES:
             break
         for c, o, _ in pair_list:
             C_d = wanted[o] @ np.linalg.inv(O[o]) @ C[c]
-            bases[c] = _update(bases[c], C[c], C_d, offset[c], local[c], c in located, True)
+            bases[c] = _update(bases[c], C[c], C_d, offset[c], local[c], c in located, c in turning)
         for p, _, _ in pole_list:
             bases[p] = _update(bases[p], C[p], goal[p], offset[p], local[p], True, False)
     return written, passes, float(pos_err), float(rot_err)
