@@ -44,13 +44,12 @@ from .solve import Problem, _points, copied, solve
 BLEND_SECONDS = 0.1       # blend_frames' default, in seconds of the source
 
 
-
-
 @dataclass(frozen=True)
 class Weights:
-    """Soft task weights: `rotation` per radian of each mapped bone's world rotation error,
-    `effector`, `root` and `blend` per leg length of position error; `roles` overrides the rotation weight
-    of single roles (0 leaves a role's rotation free)."""
+    """Soft task weights: `rotation` per radian of each mapped bone's world rotation error;
+    `effector`, `root` and `blend` per leg length of position error; `effectors` the roles whose
+    heads follow the source's; `roles` overrides the rotation weight of single roles (0 leaves a
+    role's rotation free)."""
 
     rotation: float = 1.0
     effector: float = 0.3
@@ -290,7 +289,8 @@ def _rigid_links(tm: TargetModel, points):
 def _pins(spans, names, paths, rigid, link, up, floor) -> dict:
     """Each span's pin: the mean of its point's mapped path over the span, put on the floor; a
     point rigidly linked to one already pinned over an overlapping span is then moved (on the
-    floor) to the distance the link fixes, so that every set of pins can be held at once."""
+    floor) to the distance the link fixes, so that every set of pins can be held at once (with
+    several such partners, by alternating projections onto each distance and the floor)."""
     order = sorted((s.start, s.end, i) for i, name in enumerate(names) for s in spans[name])
     pins = {name: [] for name in names}
     placed = []

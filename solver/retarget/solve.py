@@ -10,12 +10,13 @@ their Jacobian and target - point), one Gauss-Newton step is the task-priority s
 (H = A_s^T A_s and g = A_s^T b_s suffice; priority_step solves it by its Schur complement): the
 soft tasks move only what leaves the hard ones met to first order, and the iteration converges
 to poses where the hard tasks hold exactly and the soft error is least among them (mu damps the
-step, not the answer). Since the gradient of |log(D R^T)|^2 / 2 with respect to the
-bone's angular velocity is exactly -log(D R^T), the rotation rows' fixed point is the true
-least-squares optimum. Joint limits hold exactly as in the update law (as update.weighted_step holds them:
-coordinates that would leave are put on their limit and locked, the rest solved again). The
-floor is an inequality: a contact point not pinned in a frame gets a floor row where it lies
-below the floor or the step would take it there (rows added until no new one binds).
+step, not the answer). Since the gradient of |log(D R^T)|^2 / 2 with respect to the bone's
+angular velocity is exactly -log(D R^T), the rotation rows' fixed point is the true least-squares
+optimum. Joint limits hold exactly, as update.weighted_step holds them: coordinates that would
+leave are put on their limit and locked, the rest solved again. The floor is an inequality, by
+active sets: a contact point not pinned in a frame gets a floor row where it lies below the floor
+or the step would take it there, and loses it where the row's multiplier pulls it down (it would
+rise off the floor); frames whose set changed are solved again.
 
 Every array has a leading frame axis; frames that have converged drop out of the iteration.
 """
@@ -29,8 +30,8 @@ import numpy as np
 from ..kinematics import forward_kinematics
 from ..model import Model
 from ..rotations import log_map, skew
-from ..scene import Scene
 from ..runtime.blas_threads import one_blas_thread
+from ..scene import Scene
 
 _HARD_DAMPING = 1e-6      # scene units per unit step: hard directions weaker than this are damped
 
@@ -65,6 +66,8 @@ class Problem:
 
 @dataclass
 class Solution:
+    """Coordinates (F, n), iterations taken (F,), converged (F,)."""
+
     q: np.ndarray
     iterations: np.ndarray
     converged: np.ndarray

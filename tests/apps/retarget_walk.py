@@ -3,11 +3,12 @@ targets of other proportions and rest poses.
 
 The source walks along -Y at SPEED, Z up. Its cycle is counted in frames at FPS (sampled at any
 rate): each foot is planted flat on one world point for STANCE frames of every PERIOD-frame cycle
-(the left foot from frame LEFT_OFFSET, the right one from RIGHT_OFFSET) and swings to its next plant in between (straight ahead at
-constant speed, lifted by a half sine of height LIFT). Thighs and shins follow from the hip and
-ankle positions by the two-bone triangle in the sagittal plane, knees forward; the pelvis yaws,
-the spine counter-rotates and the arms swing, each by a sine of the cycle. Arms hang ARM_DROP
-radians below horizontal (0: a T-pose) plus their swing.
+(the left foot from frame LEFT_OFFSET, the right one from RIGHT_OFFSET), optionally skating about
+that point, and swings to its next plant in between (straight ahead at constant speed, lifted by a
+half sine of height LIFT). Thighs and shins follow from the hip and ankle positions by the two-bone
+triangle in the sagittal plane, knees forward; the pelvis yaws, the spine counter-rotates and the
+arms swing, each by a sine of the cycle. Arms hang `arm_drop` radians below horizontal (0: a
+T-pose) plus their swing.
 """
 
 from __future__ import annotations
