@@ -171,6 +171,16 @@ def solved_bones(rig, t_map, parents):
     return order
 
 
+def _orthonormal(M):
+    """A rest matrix (4, 4) with its rotation made exactly orthonormal (the polar factor):
+    Blender keeps bone matrices in float32, about 3e-6 from a rotation, and the engine tells
+    rigidly linked contact points apart by distances that no pose changes."""
+    u, _, vt = np.linalg.svd(np.asarray(M, float)[:3, :3])
+    out = np.array(M, dtype=float)
+    out[:3, :3] = u @ vt
+    return out
+
+
 def _angle(A, B):
     """Angle (...) between rotations A and B (..., 3, 3)."""
     c = (np.trace(np.swapaxes(A, -1, -2) @ B, axis1=-2, axis2=-1) - 1.0) / 2.0
@@ -227,7 +237,7 @@ class Job:
             if n in settings_of:                     # a Rigify ORG bone moves as its IK chain's bone may
                 chain = engine_bone(rig, settings_of[n], False)
                 bone = replace(bone, lock=chain.lock, limits=chain.limits, stiffness=chain.stiffness)
-            bones.append(bone)
+            bones.append(replace(bone, matrix=_orthonormal(bone.matrix)))
         self.bone_names = names
         self.target = engine.Target(bones=bones, roles=dict(self.t_map))
         try:
