@@ -59,6 +59,7 @@ def _summary(result):
         "below_floor": float(np.max(result.floor_penetration)),
         "finite": bool(np.isfinite(result.rotation_error).all() and np.isfinite(result.floor_penetration).all()),
         "keyed_rotation_error": float(np.max(result.rotation_error)),
+        "keyed_by_role": dict(zip(result.roles, np.max(result.rotation_error, axis=0).tolist())),
         "style": result.style_difference, "converged": int(result.converged.sum()),
         "seconds": result.seconds, "solve_seconds": result.solve_seconds, "method": result.method,
         "engine_converged": int(np.sum(result.engine.converged)) if result.engine is not None else None,
@@ -160,9 +161,14 @@ def metarig_session():
     out["t_to_a_arm_rest_z"] = [a_rig.data.bones["hand.L"].head_local.z, rig.data.bones["hand.L"].head_local.z]
     # the reverse: the A-pose rig (now keyed with the walk) as the source of the T-pose metarig
     t_rig = metarig("metarig_T")
+    for name, mode in (("thigh.L", "YXZ"), ("spine.003", "AXIS_ANGLE")):       # keys in each bone's own mode
+        t_rig.pose.bones[name].rotation_mode = mode
     a_map = {r: (b, b) for r, b in bone_maps.auto_map([b.name for b in a_rig.data.bones]).items()}
     a_to_t = api.retarget(t_rig, a_rig, 1, 160, bone_map=a_map, calibration_frame=11, contacts=short)
     out["a_to_t"] = _summary(a_to_t)
+    out["a_to_t_paths"] = sorted({k.split("].")[1].split("[")[0] for k in all_keys(t_rig)
+                                  if k.startswith(('pose.bones["thigh.L"]', 'pose.bones["spine.003"]'))})
+    out["steps"] = job_steps(rig, walk)
 
     out["bad"] = bad_input(rig, walk)
     out["ui"] = panel_and_operators(rig, walk)
@@ -208,6 +214,25 @@ def panel_and_operators(rig, walk):
     out["changed_channels"] = sorted(k for k in after if before.get(k) != after[k])
     out["summary"] = p.summary
     out["frame"] = scene.frame_current
+    return out
+
+
+def job_steps(rig, walk):
+    """A retarget run step by step as the modal operator runs it: progress never goes back and
+    ends at the total; a job stopped before its write step leaves every key as it was."""
+    job_module = addon("retarget.job")
+    before = json.dumps(all_keys(rig))
+    stopped = job_module.Job(rig, walk, calibration_frame=1)
+    for _ in range(3):
+        stopped.step()
+    out = {"stopped_phase": stopped.phase, "stopped_message": stopped.cancel(),
+           "unchanged": json.dumps(all_keys(rig)) == before}
+    job = job_module.Job(rig, walk, 1, 100, calibration_frame=1)
+    progress = [job.done]
+    while job.step():
+        progress.append(job.done)
+    progress.append(job.done)
+    out.update(progress=progress, total=job.total, converged=bool(job.result.converged.all()))
     return out
 
 
