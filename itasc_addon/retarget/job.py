@@ -309,8 +309,11 @@ class Job:
             self._write()
             self.phase, self.i = "verify", 0
         elif phase == "verify":
-            stop = min(self.i + CHUNK, len(self.frames))
-            self.seen.append(source.read_motion(self.rig, self.bone_names, self.frames[self.i:stop]).world)
+            if self.rigify:                           # the control passes' last reading is it
+                stop = len(self.frames)
+            else:
+                stop = min(self.i + CHUNK, len(self.frames))
+                self.seen.append(source.read_motion(self.rig, self.bone_names, self.frames[self.i:stop]).world)
             self.i = stop
             if stop == len(self.frames):
                 self.times["verify"] += time.perf_counter() - started
@@ -427,8 +430,9 @@ class Job:
             if missing:
                 raise RigError(f"the bone map leaves the Rigify rig's ORG- bone(s) {', '.join(missing)} unsolved; "
                                "use the 'rigify' preset")
-            self.keys_written, self.passes, _, _ = rigify_controls.write_controls(
-                self.rig, self.frames, wanted, record=self.record)
+            self.keys_written, self.passes, _, _, seen = rigify_controls.write_controls(
+                self.rig, self.frames, wanted, record=self.record, also=self.bone_names)
+            self.seen = [np.array(self.rig.matrix_world) @ seen]       # read after the last keys: no second reading
             return
         rest = {b: np.array(self.rig.data.bones[b].matrix_local) for b in self.bone_names}
         bases = {}

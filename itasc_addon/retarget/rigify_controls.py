@@ -200,11 +200,13 @@ def _update(basis, C_a, C_d, L, local, located, moves):
     return out
 
 
-def write_controls(obj, frames, wanted: dict, tolerance=2e-5, record=True, progress=None):
+def write_controls(obj, frames, wanted: dict, tolerance=1e-4, record=True, progress=None, also=()):
     """Key the controls (module docstring) so that Blender poses each ORG- bone of `wanted`
     ({ORG bone: (F, 4, 4) armature-space pose matrix}; it must hold `needed_bones`) as given.
     Returns (keys written, passes, largest remaining position error of the torso's, feet's and
-    hands' bones and the poles in armature units, their largest rotation matrix entry error)."""
+    hands' bones and the poles in armature units, their largest rotation matrix entry error,
+    Blender's pose matrices (F, len(also), 4, 4) of the bones `also` as the final keys give them:
+    the last pass reads after the last keys, so that reading is Blender's evaluation of them)."""
     frames = np.asarray(frames, float)
     F = len(frames)
     bones = obj.data.bones
@@ -231,7 +233,7 @@ def write_controls(obj, frames, wanted: dict, tolerance=2e-5, record=True, progr
                         c in turning) for c in controls}
     index = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
     orgs = [o for _, o, _ in pair_list]
-    rows = np.array([index[n] for n in controls + orgs], dtype=int)
+    rows = np.array([index[n] for n in controls + orgs + list(also)], dtype=int)
     written, passes = 0, 0
     pos_err = rot_err = np.inf
     for passes in range(1, MAX_PASSES + 1):
@@ -257,4 +259,4 @@ def write_controls(obj, frames, wanted: dict, tolerance=2e-5, record=True, progr
             bases[c] = _update(bases[c], C[c], C_d, offset[c], local[c], c in located, c in turning)
         for p, _, _ in pole_list:
             bases[p] = _update(bases[p], C[p], goal[p], offset[p], local[p], True, False)
-    return written, passes, float(pos_err), float(rot_err)
+    return written, passes, float(pos_err), float(rot_err), seen[:, len(controls) + len(orgs):]
