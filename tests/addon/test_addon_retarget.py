@@ -165,4 +165,9 @@ def test_panel_operators_edit_spans_and_the_retarget_holds_them(metarig):
                                *(f"{b}.{s}" for b in ("thigh", "shin", "foot", "toe", "shoulder", "upper_arm",
                                                       "forearm", "hand") for s in "LR")}
     locations = {c for c in ui["changed_channels"] if ".location" in c}
+    drawn = ui["drawn"]
+    assert ["list", "bone_map", 22] in drawn and ["list", "spans", 3] in drawn
+    assert {"itasc.retarget", "itasc.import_bvh_retarget", "itasc.retarget_auto_map", "itasc.retarget_span"} <= \
+        {d[1] for d in drawn if d[0] == "operator"}
+    assert ["label", "Unmapped: spine"] in drawn and any(d[0] == "label" and "itasc:" in d[1] for d in drawn)
     assert locations == {f'pose.bones["spine"].location[{i}]' for i in range(3)}

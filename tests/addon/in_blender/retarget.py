@@ -214,7 +214,55 @@ def panel_and_operators(rig, walk):
     out["changed_channels"] = sorted(k for k in after if before.get(k) != after[k])
     out["summary"] = p.summary
     out["frame"] = scene.frame_current
+    p.bone_map[1].source_bone = ""                               # an unmapped role shows in the panel
+    out["drawn"] = draw_panel()
     return out
+
+
+class Layout:
+    """Records what a panel draws (the UI layout only exists while Blender draws a region)."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def row(self, **kw):
+        return Layout(self.log)
+
+    column = box = row
+
+    def label(self, text="", icon="NONE"):
+        self.log.append(["label", text])
+
+    def prop(self, data, name, **kw):
+        getattr(data, name)
+        self.log.append(["prop", name])
+
+    def prop_search(self, data, name, search_data, search_name, **kw):
+        getattr(data, name)
+        getattr(search_data, search_name)
+        self.log.append(["prop_search", name])
+
+    def template_list(self, list_type, list_id, data, name, active_data, active_name, **kw):
+        getattr(bpy.types, list_type)
+        items = getattr(data, name)
+        getattr(active_data, active_name)
+        for item in items:                                          # each row as the list draws it
+            getattr(bpy.types, list_type).draw_item(None, bpy.context, self, data, item, 0, active_data, active_name)
+        self.log.append(["list", name, len(items)])
+
+    def operator(self, idname, **kw):
+        module, name = idname.split(".")
+        getattr(getattr(bpy.ops, module), name).get_rna_type()
+        self.log.append(["operator", idname])
+        return type("Props", (), {})()
+
+
+def draw_panel():
+    """What the Retarget panel draws now."""
+    panels = addon("retarget.panels")
+    log = []
+    panels.ITASC_PT_retarget.draw(type("PanelSelf", (), {"layout": Layout(log)})(), bpy.context)
+    return log
 
 
 def job_steps(rig, walk):
