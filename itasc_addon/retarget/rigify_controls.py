@@ -159,24 +159,43 @@ def _read(obj, frames, rows):
     return out
 
 
-def _first_guess(obj, control, wanted, rest, F):
+def _first_guess(obj, control, known, rest, F):
     """The control's pose (F, 4, 4) with an identity basis, as far as it can be told before
-    Blender evaluates anything: Rigify hangs a control on a helper bone whose Armature constraint
-    follows one bone (the root, or an ORG- bone being solved); that bone's wanted pose carries
-    the helper. Otherwise the helper is taken at rest (the passes correct it)."""
-    parent = obj.pose.bones[control].parent
-    if parent is None:
-        return np.broadcast_to(rest[control], (F, 4, 4))
-    helper = np.broadcast_to(rest[parent.name], (F, 4, 4))
-    for constraint in parent.constraints:
+    Blender evaluates anything. Up its parents, bones without constraints (and without keys of
+    ours) move rigidly with the first bone whose pose is `known` ({bone: (F, 4, 4)}: the solved
+    ORG- bones, the controls guessed before); a helper whose Armature constraint follows one
+    known bone moves with it (how Rigify hangs IK controls and poles on the root, the torso or a
+    solved bone). Where the chain meets anything else, that bone is taken at rest (the passes
+    correct it)."""
+    pb = obj.pose.bones[control]
+    chain, bone, anchor = [], pb.parent, None
+    while bone is not None:
+        if bone.name in known:
+            anchor = known[bone.name] @ np.linalg.inv(rest[bone.name])
+            break
+        chain.append(bone)
+        followed = _followed(bone)
+        if followed is not None:
+            if followed in known:
+                anchor = known[followed] @ np.linalg.inv(rest[followed])
+            break
+        if len(bone.constraints):
+            break
+        bone = bone.parent
+    if anchor is None:
+        anchor = np.broadcast_to(np.eye(4), (F, 4, 4))
+    return anchor @ rest[control]
+
+
+def _followed(bone):
+    """The one bone an Armature constraint of `bone` follows with full weight (None: not so)."""
+    for constraint in bone.constraints:
         if constraint.type != "ARMATURE" or constraint.mute or constraint.influence < 1.0:
             continue
-        followed = [t.subtarget for t in constraint.targets if t.weight > 0.0]
-        weights = [t.weight for t in constraint.targets if t.weight > 0.0]
-        if len(followed) == 1 and abs(weights[0] - 1.0) < 1e-9 and followed[0] in wanted:
-            bone = followed[0]
-            helper = wanted[bone] @ (np.linalg.inv(rest[bone]) @ rest[parent.name])
-    return helper @ (np.linalg.inv(rest[parent.name]) @ rest[control])
+        targets = [(t.subtarget, t.weight) for t in constraint.targets if t.weight > 0.0]
+        if len(targets) == 1 and abs(targets[0][1] - 1.0) < 1e-9:
+            return targets[0][0]
+    return None
 
 
 def _update(basis, C_a, C_d, L, local, located, moves):
@@ -200,7 +219,7 @@ def _update(basis, C_a, C_d, L, local, located, moves):
     return out
 
 
-def write_controls(obj, frames, wanted: dict, tolerance=1e-4, record=True, progress=None, also=()):
+def write_controls(obj, frames, wanted: dict, tolerance=2e-4, record=True, progress=None, also=()):
     """Key the controls (module docstring) so that Blender poses each ORG- bone of `wanted`
     ({ORG bone: (F, 4, 4) armature-space pose matrix}; it must hold `needed_bones`) as given.
     Returns (keys written, passes, largest remaining position error of the torso's, feet's and
@@ -229,8 +248,19 @@ def write_controls(obj, frames, wanted: dict, tolerance=1e-4, record=True, progr
               for c in controls}
     local = {c: bones[c].use_local_location for c in controls}
     start = np.broadcast_to(np.eye(4), (F, 4, 4))
-    bases = {c: _update(start, _first_guess(obj, c, wanted, rest, F), goal[c], offset[c], local[c], c in located,
-                        c in turning) for c in controls}
+    known = dict(wanted)
+    if "root" in bones:
+        known.setdefault("root", np.broadcast_to(rest["root"], (F, 4, 4)))   # Rigify's root stays (not keyed here)
+    bases = {}
+    for c in controls:                                    # parents' controls first
+        guess = _first_guess(obj, c, known, rest, F)
+        bases[c] = _update(start, guess, goal[c], offset[c], local[c], c in located, c in turning)
+        if c in located and c in turning:
+            known[c] = goal[c]
+    # A pole whose helper follows a solved bone is placed exactly by its first guess once that bone
+    # is where it was solved; correcting it from a bone not settled yet would only move it away.
+    corrected_poles = [p for p, _, _ in pole_list if _followed(obj.pose.bones[p].parent or obj.pose.bones[p])
+                       not in wanted]
     index = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
     orgs = [o for _, o, _ in pair_list]
     rows = np.array([index[n] for n in controls + orgs + list(also)], dtype=int)
@@ -248,7 +278,7 @@ def write_controls(obj, frames, wanted: dict, tolerance=1e-4, record=True, progr
         # The torso, feet and hands (and the poles) settle exactly; the spine between hips and
         # chest follows Rigify's own interpolation, so the rotation-only controls are not waited for.
         pos_err = max([np.abs(O[o][:, :3, 3] - wanted[o][:, :3, 3]).max() for _, o, how in pair_list if how != "turn"]
-                      + [np.abs(C[p][:, :3, 3] - goal[p][:, :3, 3]).max() for p, _, _ in pole_list])
+                      + [np.abs(C[p][:, :3, 3] - goal[p][:, :3, 3]).max() for p in corrected_poles])
         rot_err = max(np.abs(O[o][:, :3, :3] - wanted[o][:, :3, :3]).max() for _, o, how in pair_list if how == "full")
         if pos_err <= tolerance and rot_err <= tolerance:
             break
@@ -257,6 +287,6 @@ def write_controls(obj, frames, wanted: dict, tolerance=1e-4, record=True, progr
         for c, o, _ in pair_list:
             C_d = wanted[o] @ np.linalg.inv(O[o]) @ C[c]
             bases[c] = _update(bases[c], C[c], C_d, offset[c], local[c], c in located, c in turning)
-        for p, _, _ in pole_list:
+        for p in corrected_poles:
             bases[p] = _update(bases[p], C[p], goal[p], offset[p], local[p], True, False)
     return written, passes, float(pos_err), float(rot_err), seen[:, len(controls) + len(orgs):]
