@@ -88,8 +88,8 @@ def run_in_scene(out_dir, clip=str(CLIP)):
 
 def table(data):
     """Per span: the foot slide of both methods (mm); then both times."""
-    lines = [f"CMU walk ({len(data['frames'])} frames at {data['fps']:.0f} fps, "
-             f"{len(data['frames']) / data['fps']:.2f} s) onto the generated Rigify rig, Blender {data['blender']}",
+    lines = [(f"CMU walk ({len(data['frames'])} frames at {data['fps']:.0f} fps, "
+              f"{len(data['frames']) / data['fps']:.2f} s) onto the generated Rigify rig, Blender {data['blender']}"),
              f"{'contact point':<14}{'frames':>12}{'ours (mm)':>12}{'naive (mm)':>12}"]
     for (p, a, b, s), (_, _, _, n) in zip(data["ours"]["spans"], data["naive"]["spans"]):
         lines.append(f"{p:<14}{f'{a}-{b}':>12}{s * 1e3:>12.3f}{n * 1e3:>12.1f}")

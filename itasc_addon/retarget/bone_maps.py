@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from ...solver.retarget import REQUIRED_ROLES as REQUIRED
+from ...solver.retarget import REQUIRED_ROLES as REQUIRED  # noqa: F401 (the roles a retarget needs)
 from ...solver.retarget import ROLES
 
 SIDES = ("L", "R")

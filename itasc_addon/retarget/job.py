@@ -28,7 +28,7 @@ import numpy as np
 from ...solver import retarget as engine
 from ...solver.retarget.roles import mapped_parent
 from ...solver.retarget.skeletons import rest_ground
-from .. import solving
+from .. import keys, solving
 from ..rig import RigError, engine_bone
 from . import bone_maps, naive, rigify_controls, source, target, writing
 
@@ -217,8 +217,7 @@ class Job:
         if frames.size < 2:
             raise RigError("the source has fewer than two frames in the range; nothing to retarget")
         self.frames = frames
-        from ..keys import action_frames
-        action_frames(rig, frames)
+        keys.action_frames(rig, frames)          # frames the action cannot play at (NLA tweak mode) are refused
         self.rig, self.src, self.method, self.precision, self.record = rig, src, method, float(precision), record
         self.s_map, self.t_map = split_map(rig, src, bone_map)
         self.roles = list(self.s_map)
@@ -420,7 +419,6 @@ class Job:
 
     def _write(self):
         """Keys: on the solved bones (their bases), or on a generated Rigify rig's controls."""
-        F = len(self.frames)
         hips = self.t_map["hips"]
         self.passes = 0
         if self.rigify:

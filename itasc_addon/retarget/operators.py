@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import bpy
-from bpy.props import EnumProperty, IntProperty, StringProperty
+from bpy.props import EnumProperty, StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
 from ..modal_job import ModalJob
@@ -30,8 +30,8 @@ def _ready(cls, context):
 
 def make_job(context, props, **overrides):
     """A retarget job from the panel's settings."""
-    options = dict(bone_map=map_pairs(props), method=props.method,
-                   contacts=span_dict(props) if props.use_spans else "auto")
+    options = {"bone_map": map_pairs(props), "method": props.method,
+               "contacts": span_dict(props) if props.use_spans else "auto"}
     if props.calibration_frame >= 0:
         options["calibration_frame"] = props.calibration_frame
     options.update(overrides)

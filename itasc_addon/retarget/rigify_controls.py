@@ -219,7 +219,7 @@ def _update(basis, C_a, C_d, L, local, located, moves):
     return out
 
 
-def write_controls(obj, frames, wanted: dict, tolerance=2e-4, record=True, progress=None, also=()):
+def write_controls(obj, frames, wanted: dict, tolerance=2e-4, record=True, also=()):
     """Key the controls (module docstring) so that Blender poses each ORG- bone of `wanted`
     ({ORG bone: (F, 4, 4) armature-space pose matrix}; it must hold `needed_bones`) as given.
     Returns (keys written, passes, largest remaining position error of the torso's, feet's and
@@ -270,8 +270,6 @@ def write_controls(obj, frames, wanted: dict, tolerance=2e-4, record=True, progr
         written = writing.write(obj, frames, writing.plan(obj, bases, located, switches), record=record)
         switches = []
         seen = _read(obj, frames, rows)
-        if progress is not None:
-            progress(passes)
         # Rigid parts only: an IK chain that stretches scales its bones, which no control follows.
         C = {c: _rigid(seen[:, i]) for i, c in enumerate(controls)}
         O = {o: _rigid(seen[:, len(controls) + i]) for i, o in enumerate(orgs)}
