@@ -59,6 +59,13 @@ test-numpy-lines:
 demo: build
 	$(PY) tools/demo_rigify.py --zip $(ZIP)
 
+# Retargeting demo: the CMU walk (../shared/data/bvh) onto the generated Rigify rig, ours beside the
+# naive copy-rotation retarget; prints per-span foot slide and times, writes out/retarget.blend and
+# out/retarget_feet.png.
+.PHONY: demo-retarget
+demo-retarget: build
+	$(PY) tools/demo_retarget.py --zip $(ZIP)
+
 ZIP = dist/$(shell sed -n 's/^id *= *"\(.*\)"/\1/p' blender_manifest.toml)-$(shell sed -n 's/^version *= *"\(.*\)"/\1/p' blender_manifest.toml).zip
 
 build: venv

@@ -36,6 +36,7 @@ import numpy as np
 from solver import keep_freed_memory
 
 from . import bake, blender, chains, fly_vs_ikpy, live, long_bake, opensim_ik, opensim_scapula, random_poses, scaling
+from . import retarget as retarget_bench
 from .common import RESULTS
 
 # name: (run(quick) -> Table, draw(table, path))
@@ -52,6 +53,7 @@ BENCHMARKS = {
     "random_poses": (random_poses.run, random_poses.draw),
     "random_poses_iterations": (random_poses.iterations_table, random_poses.draw_iterations),
     "live": (live.run, live.draw),
+    "retarget": (retarget_bench.run, retarget_bench.draw),
 }
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 

@@ -39,10 +39,11 @@ import bpy
 import numpy as np
 
 from . import handover, keys, solving
+from .retarget import job as retarget_job
 from .rig import RigError
 from .solving import SolveResult
 
-__all__ = ["RigError", "SolveResult", "bake", "clear_bake", "drive", "release", "solve_frame"]
+__all__ = ["RigError", "SolveResult", "bake", "clear_bake", "drive", "release", "retarget", "solve_frame"]
 
 
 def _armature(obj):
@@ -86,6 +87,22 @@ def bake(obj, frame_start, frame_end, *, step=1, only_selected=False, **options)
     if only_selected:
         bones = selected_bones(obj)
     return solving.Job(obj, frames, bake=True, bones=bones, **options).run()
+
+
+def retarget(rig, source, frame_start=None, frame_end=None, *, bone_map=None, contacts="auto", **options):
+    """Retarget the motion of armature `source` (e.g. from Blender's BVH or FBX import) onto the
+    armature `rig` at frames frame_start..frame_end (default: the source's keyed frames), with
+    each foot contact held on one world point for its whole span; keys are written as `bake`
+    writes them (on a rig Rigify generated: its IK and FK animator controls). `bone_map`
+    {role: (source bone, target bone)} (None: made from the bone names, `retarget.bone_maps`);
+    `contacts` "auto" (detected from the source), None, or {contact point: [(first, last)
+    frame]}. Options: calibration_frame (the frame whose source pose the target's rest pose
+    matches; default the first), method ('itasc', or 'naive' for the copy-rotation retarget),
+    precision (scene units), blend_frames, weights, detection, settings (the engine's). Returns
+    a `retarget.job.RetargetResult`, measured on Blender's evaluation of the keys: the usual
+    arrays plus ``contacts`` and ``foot_slide`` (per span, scene units). Bad input raises
+    `RigError` and writes nothing."""
+    return retarget_job.Job(rig, source, frame_start, frame_end, bone_map=bone_map, contacts=contacts, **options).run()
 
 
 def clear_bake(obj) -> int:

@@ -1,0 +1,127 @@
+"""Retargeting a whole clip in Blender, end to end: the 994-frame CMU clip 131_01
+(../shared/data/bvh, 8.28 s at 120 fps) onto Rigify's human metarig and onto the rig Rigify
+generates, against the clip's duration and against Blender's own bake of a naive retarget.
+
+Per rig, in one fresh bpy process with the extension installed from the built zip:
+
+- import: Blender's BVH importer (reported, not counted in "ours");
+- ours: `api.retarget(rig, clip)` over every frame: reading the source by Blender's evaluation,
+  the engine's solve (contacts detected and pinned), keys (on the generated rig: its controls,
+  fixed-point passes on Blender's evaluation), and Blender's evaluation of every written frame;
+- nla.bake: a second copy of the rig keyed with the naive retarget (`method="naive"`), then
+  ``bpy.ops.nla.bake`` (visual keying, the mapped bones, every frame): what baking a retarget
+  costs in Blender itself. A constraint-driven naive setup would bake slower (its constraints
+  are evaluated too), so this is the cheaper side of that baseline.
+
+Ratios: ours / the clip's duration (below 1: faster than it plays), ours / nla.bake.
+
+    .venv/bin/python -m bench --only retarget --markdown BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .common import Column, Table, blender_session, plot
+
+CLIP = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "bvh" / "cmu_131_01_start_walk_stop.bvh"
+CMU_UNIT = 0.056444
+QUICK_FRAMES = 240
+
+
+def in_blender(rig_kind: str, n_frames: int | None = None):
+    """Inside Blender: one row's figures (module docstring)."""
+    import importlib
+
+    import bpy
+    import numpy as np
+
+    from tools.blender_session import EXTENSION_MODULE
+
+    api = importlib.import_module(f"{EXTENSION_MODULE}.itasc_addon.api")
+    if bpy.ops.preferences.addon_enable(module="rigify") != {"FINISHED"}:
+        raise RuntimeError("could not enable Blender's bundled Rigify add-on")
+    bpy.ops.wm.read_homefile(use_empty=True)
+    started = time.perf_counter()
+    bpy.ops.import_anim.bvh(filepath=str(CLIP), global_scale=CMU_UNIT, update_scene_fps=True,
+                            update_scene_duration=True)
+    import_seconds = time.perf_counter() - started
+    clip = bpy.context.view_layer.objects.active
+    first, last = (int(v) for v in clip.animation_data.action.frame_range)
+    if n_frames:
+        last = first + n_frames - 1
+
+    def rig():
+        bpy.ops.object.armature_human_metarig_add()
+        meta = bpy.context.view_layer.objects.active
+        bpy.ops.object.mode_set(mode="OBJECT")
+        if rig_kind == "metarig":
+            return meta
+        if bpy.ops.pose.rigify_generate() != {"FINISHED"}:
+            raise RuntimeError("Rigify could not generate its rig")
+        generated = bpy.context.view_layer.objects.active
+        meta.hide_viewport = True
+        return generated
+
+    ours_rig = rig()
+    ours = api.retarget(ours_rig, clip, first, last)
+    ours_rig.hide_viewport = True                    # not evaluated while the baseline runs
+    naive_rig = rig()
+    naive = api.retarget(naive_rig, clip, first, last, method="naive", contacts=ours.contacts)
+    bones = sorted({t for _, t in naive.bone_map.values()})
+    bpy.context.view_layer.objects.active = naive_rig
+    bpy.ops.object.mode_set(mode="POSE")
+    for pb in naive_rig.pose.bones:
+        selected = pb.name in bones
+        if hasattr(pb, "select"):
+            pb.select = selected
+        else:
+            naive_rig.data.bones[pb.name].select = selected
+    started = time.perf_counter()
+    bpy.ops.nla.bake(frame_start=first, frame_end=last, only_selected=True, visual_keying=True,
+                     clear_constraints=False, use_current_action=True, bake_types={"POSE"})
+    bake_seconds = time.perf_counter() - started
+    bpy.ops.object.mode_set(mode="OBJECT")
+    fps = bpy.context.scene.render.fps / bpy.context.scene.render.fps_base
+    slides = [s for *_, s in ours.spans()]
+    naive_slides = [s for *_, s in naive.spans()]
+    return {"blender": bpy.app.version_string, "frames": last - first + 1, "fps": fps, "import": import_seconds,
+            "ours": ours.seconds, "read": ours.read_seconds, "solve": ours.solve_seconds, "keys": ours.write_seconds,
+            "verify": ours.verify_seconds, "naive_keys": naive.seconds, "nla_bake": bake_seconds,
+            "spans": len(slides), "slide_max": float(max(slides)), "naive_slide_max": float(max(naive_slides)),
+            "below_floor": float(np.max(ours.floor_penetration))}
+
+
+def run(quick: bool = False) -> Table:
+    n = QUICK_FRAMES if quick else None
+    table = Table(
+        "retarget", "Retargeting a 994-frame BVH clip end to end in Blender, against its duration and nla.bake",
+        "CMU 131_01 (Blender's BVH importer, metres, 120 fps) onto Rigify's human metarig and the rig Rigify "
+        "generates, one fresh bpy process per row. ours: `api.retarget(rig, clip)` over every frame (source read "
+        "by Blender's evaluation, the engine's solve with contacts detected and pinned, keys, Blender's evaluation "
+        "of every written frame); import excluded. nla.bake: a copy of the rig keyed with the naive retarget, then "
+        "`bpy.ops.nla.bake` (visual keying, the mapped bones, every frame). Foot slide: the largest of any contact "
+        "span, Blender's evaluation of the keys, ours and naive on the same spans.",
+        [Column("rig", "rig", text=True), Column("frames", "frames"), Column("clip_s", "clip s", "{:.2f}"),
+         Column("ours", "ours s", "{:.2f}"), Column("solve", "solve s", "{:.2f}"), Column("keys", "keys s", "{:.2f}"),
+         Column("nla_bake", "nla.bake s", "{:.2f}"), Column("per_clip", "ours / clip", "{:.2f}"),
+         Column("per_bake", "ours / nla.bake", "{:.2f}"), Column("slide_mm", "slide ours (mm)", "{:.3f}"),
+         Column("naive_mm", "slide naive (mm)", "{:.1f}"), Column("import", "import s", "{:.2f}")])
+    version = None
+    for kind in ("metarig", "generated"):
+        r = blender_session("retarget", f"in_blender({kind!r}, {n!r})", exit_at_once=True)
+        version = r["blender"]
+        clip = r["frames"] / r["fps"]
+        table.rows.append({"rig": kind, "frames": r["frames"], "clip_s": clip, "ours": r["ours"], "solve": r["solve"],
+                           "keys": r["keys"], "nla_bake": r["nla_bake"], "per_clip": r["ours"] / clip,
+                           "per_bake": r["ours"] / r["nla_bake"], "slide_mm": 1e3 * r["slide_max"],
+                           "naive_mm": 1e3 * r["naive_slide_max"], "import": r["import"], "raw": r})
+    table.title += f" (Blender {version})"
+    return table
+
+
+def draw(table: Table, path) -> None:
+    plot(path, "Retarget of a BVH clip end to end, seconds", "seconds (log)",
+         {f"{r['rig']}: {label}": r[key] for r in table.rows
+          for key, label in (("ours", "ours"), ("nla_bake", "nla.bake of naive"), ("clip_s", "clip duration"))})

@@ -1,0 +1,24 @@
+"""Motion-capture retargeting in Blender: a source armature's motion (what Blender's BVH or FBX
+importer makes) onto a target rig, by the engine's batched solve (`solver.retarget`) with foot
+contacts held exactly, keys written as a bake writes them and measured by Blender.
+
+Modules by role, lowest first: `bone_maps` (roles -> bone names, presets, JSON), `source`
+(Blender's evaluation of an armature's bones into arrays), `target` (bases that give bones
+chosen world matrices), `naive` (the copy-rotation retarget, for contrast), `writing` (keys),
+`rigify_controls` (keys on a generated Rigify rig's animator controls), `job` (one retarget in
+steps, measured); above them the UI: `properties`, `operators`, `panels`.
+"""
+
+from . import operators, panels, properties
+
+_modules = (properties, operators, panels)
+
+
+def register():
+    for module in _modules:
+        module.register()
+
+
+def unregister():
+    for module in reversed(_modules):
+        module.unregister()

@@ -1,0 +1,525 @@
+"""One retarget of a source armature's motion onto a target armature, in steps (progress and Esc
+for the operator, `run()` for scripts), measured by Blender's evaluation of what it wrote.
+
+Data flows one way: the bone maps (`bone_maps`) -> the source's bones as Blender evaluates them
+at every frame (`source`), in the target armature's space -> the engine's `Source` and `Target`
+(the target's mapped bones and those between them, with their IK locks and limits) -> the
+engine's batched solve (`solver.retarget.retarget`: soft style and effector tasks, hard contact
+pins, floor and limits) -> keys (`writing`; on a rig Rigify generated, its animator controls,
+`rigify_controls`) -> Blender's evaluation of every written frame -> the result: per contact
+point and frame the distance from its pin (`position_error`), per span the foot slide, floor
+penetration, per role the style difference, all from what Blender shows.
+
+`method="naive"` writes the retarget the usual tools do instead (`naive`), through the same
+steps, measured the same way (its contacts: the caller's, e.g. another result's, or detected
+on the source's feet).
+
+Nothing is written before every check passed: bad input raises `RigError` with what to change.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+import bpy
+import numpy as np
+
+from ...solver import retarget as engine
+from ...solver.retarget.roles import mapped_parent
+from ...solver.retarget.skeletons import rest_ground
+from .. import keys, solving
+from ..rig import RigError, engine_bone
+from . import bone_maps, naive, rigify_controls, source, target, writing
+
+CHUNK = 48          # frames read per step
+
+
+@dataclass
+class RetargetResult:
+    """What a retarget did, measured on Blender's evaluation of the keys it wrote.
+
+    Per frame (F) and contact point (P): `position_error` the contact point's distance from its
+    pin (scene units; NaN where no span holds it; for the naive method, from where the span
+    started), `floor_penetration` how far below the floor it is (0 above). Per frame and mapped
+    role (R, `roles`): `rotation_error`, the angle between the bone's world rotation as Blender
+    shows it and as the solve posed it (radians). `iterations`, `converged` (F,): the engine's
+    iterations; converged where the engine converged and Blender shows every held point within
+    `precision` of its pin and none below the floor by more. `contacts` {point: [(first, last)
+    scene frame]}, `foot_slide` {point: (spans,)} the largest distance of the point from its
+    position at the span's first frame, `pin_distance` {point: (spans,)} from its pin.
+    `style_difference` {role: radians}: mean angle between the calibrated source's and the
+    target's local rotations (relative to the nearest mapped ancestor role; world for the hips),
+    as Blender shows the target. `seconds` the whole retarget; `solve_seconds`, `write_seconds`,
+    `verify_seconds` its parts; `point_positions` (F, P, 3) the contact points in world space as
+    Blender shows them; `engine` the engine's own result (None for the naive method)."""
+
+    frames: np.ndarray
+    position_error: np.ndarray
+    rotation_error: np.ndarray
+    iterations: np.ndarray
+    converged: np.ndarray
+    seconds: float
+    contacts: dict = field(default_factory=dict)
+    foot_slide: dict = field(default_factory=dict)
+    pin_distance: dict = field(default_factory=dict)
+    floor_penetration: np.ndarray | None = None
+    floor: float = 0.0
+    style_difference: dict = field(default_factory=dict)
+    points: list = field(default_factory=list)
+    roles: list = field(default_factory=list)
+    bone_map: dict = field(default_factory=dict)
+    method: str = "itasc"
+    scale: float = 1.0
+    keys_written: int = 0
+    warnings: list = field(default_factory=list)
+    precision: float = 1e-4
+    solve_seconds: float = 0.0
+    write_seconds: float = 0.0
+    verify_seconds: float = 0.0
+    read_seconds: float = 0.0
+    control_passes: int = 0
+    point_positions: np.ndarray | None = None
+    engine: object = None
+
+    @property
+    def not_converged(self) -> int:
+        return int(np.count_nonzero(~self.converged))
+
+    def spans(self):
+        """[(point, first frame, last frame, foot slide)] every span, in order."""
+        return [(p, a, b, float(s)) for p in self.contacts for (a, b), s in zip(self.contacts[p], self.foot_slide[p])]
+
+    def summary(self) -> str:
+        slides = [s for *_, s in self.spans()]
+        worst = max(slides) if slides else 0.0
+        return (f"{self.method}: {len(self.frames)} frame(s), {len(slides)} contact span(s), foot slide max "
+                f"{worst:.3g}, {self.not_converged} not converged (as Blender shows it), {self.seconds:.2f} s")
+
+
+def _armature(obj, what):
+    if isinstance(obj, str):
+        obj = bpy.data.objects.get(obj)
+    if obj is None or getattr(obj, "type", None) != "ARMATURE":
+        raise RigError(f"the {what} must be an armature object")
+    return obj
+
+
+def split_map(rig, src, bone_map):
+    """(source map, target map) {role: bone}: `bone_map` {role: (source bone, target bone)} or,
+    where None, each armature's automatic map (`bone_maps.auto_map`); roles the other side does
+    not map are dropped from both."""
+    if bone_map is None:
+        s_map = bone_maps.auto_map([b.name for b in src.data.bones])
+        t_map = bone_maps.auto_map([b.name for b in rig.data.bones])
+    else:
+        s_map, t_map = {}, {}
+        for role, pair in dict(bone_map).items():
+            if role not in bone_maps.ROLES:
+                raise RigError(f"unknown role {role!r} in the bone map; roles: {', '.join(bone_maps.ROLES)}")
+            s, t = pair
+            if s:
+                s_map[role] = s
+            if t:
+                t_map[role] = t
+    both = [r for r in bone_maps.ROLES if r in s_map and r in t_map]
+    missing = [r for r in bone_maps.REQUIRED if r not in both]
+    if missing:
+        detail = "; ".join(f"{r}: source {s_map.get(r) or '-'}, target {t_map.get(r) or '-'}" for r in missing)
+        raise RigError(f"the bone map leaves required role(s) unmapped ({detail}); hips and both legs down to "
+                       "the feet are needed on both armatures (a target without legs cannot hold contacts); "
+                       "map them in the panel's bone map or pass bone_map; nothing was written")
+    for obj, mapping, what in ((src, s_map, "source"), (rig, t_map, "target")):
+        absent = [f"{r}: {mapping[r]}" for r in both if mapping[r] not in obj.data.bones]
+        if absent:
+            raise RigError(f"the bone map names bones the {what} '{obj.name}' does not have ({', '.join(absent)}); "
+                           "nothing was written")
+    return {r: s_map[r] for r in both}, {r: t_map[r] for r in both}
+
+
+def parents_of(rig):
+    """{bone: parent bone name or None}: the armature's own hierarchy, or on a rig Rigify generated
+    the metarig's hierarchy of its ORG- bones (`rigify_controls.org_parents`)."""
+    out = {b.name: b.parent.name if b.parent else None for b in rig.data.bones}
+    if rigify_controls.is_generated_rigify(rig):
+        out.update(rigify_controls.org_parents(rig))
+    return out
+
+
+def solved_bones(rig, t_map, parents):
+    """The target bones the solve moves: the mapped ones and those between them and the hips,
+    in the armature's parent-first order."""
+    hips = t_map["hips"]
+    keep = set()
+    for bone in t_map.values():
+        b = bone
+        chain = []
+        while b is not None and b != hips:
+            chain.append(b)
+            b = parents[b]
+        if b is None:
+            raise RigError(f"target bone '{bone}' does not hang from the hips bone '{hips}'; fix the bone map")
+        keep.update(chain)
+    keep.add(hips)
+    order, placed = [], set()
+    pending = [b.name for b in rig.data.bones if b.name in keep]
+    while pending:                                  # parents first (Rigify lists ORG- bones otherwise)
+        ready = [n for n in pending if n == hips or parents[n] in placed]
+        order += ready
+        placed.update(ready)
+        pending = [n for n in pending if n not in placed]
+    return order
+
+
+def _orthonormal(M):
+    """A rest matrix (4, 4) with its rotation made exactly orthonormal (the polar factor):
+    Blender keeps bone matrices in float32, about 3e-6 from a rotation, and the engine tells
+    rigidly linked contact points apart by distances that no pose changes."""
+    u, _, vt = np.linalg.svd(np.asarray(M, float)[:3, :3])
+    out = np.array(M, dtype=float)
+    out[:3, :3] = u @ vt
+    return out
+
+
+def _angle(A, B):
+    """Angle (...) between rotations A and B (..., 3, 3)."""
+    c = (np.trace(np.swapaxes(A, -1, -2) @ B, axis1=-2, axis2=-1) - 1.0) / 2.0
+    return np.arccos(np.clip(c, -1.0, 1.0))
+
+
+def _unit_axes(M):
+    R = M[..., :3, :3]
+    return R / np.linalg.norm(R, axis=-2, keepdims=True)
+
+
+class Job:
+    """A retarget of `source` onto `rig` at `frames` (scene frames, the source's keys' frames by
+    default); see the module docstring and `api.retarget`."""
+
+    def __init__(self, rig, source_obj, frame_start=None, frame_end=None, *, bone_map=None, contacts="auto",
+                 calibration_frame=None, method="itasc", precision=1e-4, blend_frames=None, weights=None,
+                 detection=None, settings=None, record=True):
+        self.started = time.perf_counter()
+        rig, src = _armature(rig, "target"), _armature(source_obj, "source")
+        if rig == src:
+            raise RigError("the source and the target are the same armature")
+        if method not in ("itasc", "naive"):
+            raise RigError(f"method must be 'itasc' or 'naive', not {method!r}")
+        solving.check_writable(rig)
+        first, last = source.action_range(src)
+        a = first if frame_start is None else int(frame_start)
+        b = last if frame_end is None else int(frame_end)
+        if b < a:
+            raise RigError(f"frame_end {b} comes before frame_start {a}: a source with zero frames; nothing was written")
+        frames = np.arange(max(a, first), min(b, last) + 1, dtype=float)
+        if frames.size == 0:
+            raise RigError(f"frames {a}-{b} hold none of the source's frames ({first}-{last}); nothing was written")
+        if frames.size < 2:
+            raise RigError("the source has fewer than two frames in the range; nothing to retarget")
+        self.frames = frames
+        keys.action_frames(rig, frames)          # frames the action cannot play at (NLA tweak mode) are refused
+        self.rig, self.src, self.method, self.precision, self.record = rig, src, method, float(precision), record
+        self.s_map, self.t_map = split_map(rig, src, bone_map)
+        self.roles = list(self.s_map)
+        source.check_channels(src, [self.s_map[r] for r in self.roles], located=(self.s_map["hips"],))
+        calib = frames[0] if calibration_frame is None else float(calibration_frame)
+        if calib not in frames:
+            raise RigError(f"calibration frame {calib:g} is not a frame of the retarget ({frames[0]:g}-{frames[-1]:g})")
+        self.calibration = int(np.flatnonzero(frames == calib)[0])
+        self.rigify = rigify_controls.is_generated_rigify(rig)
+        self.parents = parents_of(rig)
+        names = solved_bones(rig, self.t_map, self.parents)
+        settings_of = rigify_controls.ik_settings_of(rig) if self.rigify else {}
+        bones = []
+        for i, n in enumerate(names):
+            bone = replace(engine_bone(rig, n, False), parent=None if i == 0 else self.parents[n])
+            if n in settings_of:                     # a Rigify ORG bone moves as its IK chain's bone may
+                chain = engine_bone(rig, settings_of[n], False)
+                bone = replace(bone, lock=chain.lock, limits=chain.limits, stiffness=chain.stiffness)
+            bones.append(replace(bone, matrix=_orthonormal(bone.matrix)))
+        self.bone_names = names
+        self.target = engine.Target(bones=bones, roles=dict(self.t_map))
+        try:
+            self.target.check()
+            self.points = list(self.target.points())
+        except ValueError as err:
+            raise RigError(f"target '{rig.name}': {err}; nothing was written") from None
+        self.floor = rest_ground(bones)
+        render = bpy.context.scene.render
+        self.fps = render.fps / render.fps_base
+        self.contacts_in = self._contacts(contacts)
+        self.options = {} if blend_frames is None else {"blend_frames": int(blend_frames)}
+        if weights is not None:
+            self.options["weights"] = weights
+        if detection is not None:
+            self.options["detection"] = detection
+        if settings is not None:
+            self.options["settings"] = settings
+        self.phase, self.i = "read", 0
+        self.pieces = []
+        self.result = None
+        self.seen = []
+        self.times = {"read": 0.0, "solve": 0.0, "write": 0.0, "verify": 0.0}
+
+    def _contacts(self, contacts):
+        if contacts is None or (isinstance(contacts, str) and contacts == "auto"):
+            return contacts
+        if isinstance(contacts, str):
+            raise RigError(f"contacts must be 'auto', None or {{point: [(first, last) frame]}}, not {contacts!r}")
+        names = [p.name for p in self.points]
+        out = {}
+        f0, f1 = int(self.frames[0]), int(self.frames[-1])
+        for point, spans in dict(contacts).items():
+            if point not in names:
+                raise RigError(f"contact point {point!r} is not one of the target's ({', '.join(names)})")
+            out[point] = []
+            for span in spans:
+                a, b = (span.start + f0, span.end + f0) if isinstance(span, engine.Span) else span
+                if not (f0 <= a <= b <= f1):
+                    raise RigError(f"contact span {a}-{b} of {point} is not within frames {f0}-{f1}")
+                out[point].append(engine.Span(int(a) - f0, int(b) - f0))
+        return out
+
+    # --- steps -------------------------------------------------------------------------------
+
+    @property
+    def total(self):
+        return 3 * len(self.frames) + 2
+
+    @property
+    def done(self):
+        F = len(self.frames)
+        return {"read": self.i, "solve": F, "write": F + 1, "verify": 2 * F + 1 + self.i,
+                "finished": self.total}[self.phase]
+
+    def step(self):
+        started = time.perf_counter()
+        phase = self.phase
+        if phase == "read":
+            stop = min(self.i + CHUNK, len(self.frames))
+            self.pieces.append(source.read_motion(self.src, [self.s_map[r] for r in self.roles], self.frames[self.i:stop]))
+            self.i = stop
+            if stop == len(self.frames):
+                self.phase = "solve"
+        elif phase == "solve":
+            self._solve()
+            self.phase = "write"
+        elif phase == "write":
+            self._write()
+            self.phase, self.i = "verify", 0
+        elif phase == "verify":
+            if self.rigify:                           # the control passes' last reading is it
+                stop = len(self.frames)
+            else:
+                stop = min(self.i + CHUNK, len(self.frames))
+                self.seen.append(source.read_motion(self.rig, self.bone_names, self.frames[self.i:stop]).world)
+            self.i = stop
+            if stop == len(self.frames):
+                self.times["verify"] += time.perf_counter() - started
+                self.result = self._measure()
+                self.phase = "finished"
+                return False
+        else:
+            return False
+        self.times[phase] += time.perf_counter() - started
+        return True
+
+    def run(self):
+        while self.step():
+            pass
+        return self.result
+
+    def cancel(self):
+        """Stop (Esc). Before the write step nothing was written: None. Later the keys stay."""
+        if self.phase in ("read", "solve", "write"):
+            return None
+        return "Cancelled while checking Blender's evaluation: the keys are written, the result is not measured"
+
+    def restore_frame(self):
+        pass            # every reading pass puts the scene back at its frame
+
+    # --- the work ----------------------------------------------------------------------------
+
+    def _source(self):
+        """The engine's Source: the source bones' world motion in the target armature's space."""
+        world = np.concatenate([p.world for p in self.pieces])
+        self.source_world = world
+        to_target = np.linalg.inv(np.array(self.rig.matrix_world))
+        M = to_target @ world
+        R = _unit_axes(M)
+        u, _, vt = np.linalg.svd(R)
+        R = u @ vt
+        self.motion = source.Motion(self.frames, [self.s_map[r] for r in self.roles], world,
+                                    self.pieces[0].rest, self.pieces[0].lengths)
+        return engine.Source(rotations={r: R[:, i] for i, r in enumerate(self.roles)},
+                             heads={r: M[:, i, :3, 3] for i, r in enumerate(self.roles)}, fps=self.fps)
+
+    def _solve(self):
+        src = self._source()
+        try:
+            src.check()
+            if self.method == "itasc":
+                self.engine_result = engine.retarget(src, self.target, contacts=self.contacts_in,
+                                                     calibration_frame=self.calibration, floor=self.floor,
+                                                     **self.options)
+                self.contacts = self.engine_result.contacts
+                self.calib = self.engine_result.calibration
+                self.posed = self.engine_result.world                    # (F, B, 4, 4) armature space
+            else:
+                self.engine_result = None
+                self.calib = engine.calibrate(src, self.target, self.calibration)
+                self.posed = self._naive()
+                self.contacts = self._naive_contacts(src)
+        except ValueError as err:
+            raise RigError(f"retarget of '{self.src.name}' onto '{self.rig.name}': {err}; nothing was written") from None
+        if not np.all(np.isfinite(self.posed)):
+            raise RigError("the retarget produced non-finite poses; nothing was written")
+        self.engine_source = src
+
+    def _naive(self):
+        """Pose matrices (F, B, 4, 4) in armature space of the naive retarget (`naive`)."""
+        skeleton = target.read_skeleton(self.rig, self.bone_names, self.parents)
+        wanted, hips, self.k = naive.naive_world(self.motion, self.roles, skeleton, self.t_map, self.calibration)
+        bases = skeleton.bases(wanted, located={hips})
+        return self._pose_of(bases)
+
+    def _pose_of(self, bases):
+        """Pose matrices (F, B, 4, 4) (armature space) of the solved bones with these bases."""
+        F = len(self.frames)
+        rest = {b: np.array(self.rig.data.bones[b].matrix_local) for b in self.bone_names}
+        out = np.empty((F, len(self.bone_names), 4, 4))
+        at = {}
+        for i, name in enumerate(self.bone_names):
+            parent = self.parents[name]
+            basis = bases.get(name, np.broadcast_to(np.eye(4), (F, 4, 4)))
+            if i == 0 or parent not in at:
+                out[:, i] = rest[name] @ basis
+            else:
+                out[:, i] = out[:, at[parent]] @ np.linalg.inv(rest[parent]) @ rest[name] @ basis
+            at[name] = i
+        return out
+
+    def _naive_contacts(self, src):
+        """The caller's spans, or spans detected on the source's heels and balls (the foot's and
+        toe's heads) scaled to the target's legs."""
+        if isinstance(self.contacts_in, dict):
+            return self.contacts_in
+        if self.contacts_in is None:
+            return {}
+        size = engine.leg_length({r: np.asarray(self.target.bone(r).matrix)[:3, 3] for r in engine.LEG_ROLES})
+        k = size / engine.leg_length({r: src.heads[r][self.calibration] for r in engine.LEG_ROLES})
+        out = {}
+        for p in self.points:
+            side = p.name.rsplit(".", 1)[-1]
+            role = f"toe.{side}" if p.name.startswith("ball") and f"toe.{side}" in src.heads else f"foot.{side}"
+            out[p.name] = engine.detect_contacts(src.heads[role] * k, self.fps, size=size,
+                                                 **({"detection": self.options["detection"]}
+                                                    if "detection" in self.options else {}))
+        return out
+
+    def _write(self):
+        """Keys: on the solved bones (their bases), or on a generated Rigify rig's controls."""
+        hips = self.t_map["hips"]
+        self.passes = 0
+        if self.rigify:
+            wanted = {n: self.posed[:, i] for i, n in enumerate(self.bone_names)}
+            need = rigify_controls.needed_bones(self.rig)
+            missing = sorted(need - set(wanted))
+            if missing:
+                raise RigError(f"the bone map leaves the Rigify rig's ORG- bone(s) {', '.join(missing)} unsolved; "
+                               "use the 'rigify' preset")
+            self.keys_written, self.passes, _, _, seen = rigify_controls.write_controls(
+                self.rig, self.frames, wanted, record=self.record, also=self.bone_names)
+            self.seen = [np.array(self.rig.matrix_world) @ seen]       # read after the last keys: no second reading
+            return
+        rest = {b: np.array(self.rig.data.bones[b].matrix_local) for b in self.bone_names}
+        bases = {}
+        for i, name in enumerate(self.bone_names):
+            parent = self.parents[name]
+            if i == 0 or parent not in rest:
+                local_rest = rest[name]
+                parent_pose = np.eye(4)
+            else:
+                parent_pose = self.posed[:, self.bone_names.index(parent)]
+                local_rest = np.linalg.inv(rest[parent]) @ rest[name]
+            bases[name] = np.linalg.inv(parent_pose @ local_rest) @ self.posed[:, i]
+        for name in bases:
+            u, _, vt = np.linalg.svd(bases[name][:, :3, :3])
+            bases[name][:, :3, :3] = u @ vt
+        plan = writing.plan(self.rig, bases, located={hips})
+        self.keys_written = writing.write(self.rig, self.frames, plan, record=self.record)
+
+    def _measure(self):
+        """The result from Blender's evaluation of the written keys (class docstring)."""
+        seen = np.concatenate(self.seen)                      # (F, B, 4, 4) world
+        world = np.array(self.rig.matrix_world)
+        F = len(self.frames)
+        at = {n: i for i, n in enumerate(self.bone_names)}
+        names = [p.name for p in self.points]
+        positions = np.empty((F, len(self.points), 3))
+        for j, p in enumerate(self.points):
+            M = seen[:, at[self.t_map[p.role]]]
+            positions[:, j] = (M @ np.append(np.asarray(p.point, float), 1.0))[:, :3]
+        floor_world = (world @ [0.0, 0.0, self.floor, 1.0])[2]
+        penetration = np.maximum(floor_world - positions[..., 2], 0.0)
+        error = np.full((F, len(self.points)), np.nan)
+        contacts, slide, pin_distance = {}, {}, {}
+        f0 = int(self.frames[0])
+        pins = getattr(self.engine_result, "pins", None) or {}
+        for j, name in enumerate(names):
+            spans = list(self.contacts.get(name, []))
+            contacts[name] = [(s.start + f0, s.end + f0) for s in spans]
+            slide[name] = np.zeros(len(spans))
+            pin_distance[name] = np.full(len(spans), np.nan)
+            for k, s in enumerate(spans):
+                path = positions[s.start:s.end + 1, j]
+                slide[name][k] = np.linalg.norm(path - path[0], axis=-1).max()
+                if name in pins:
+                    pin = (world @ np.append(np.asarray(pins[name][k], float), 1.0))[:3]
+                    d = np.linalg.norm(path - pin, axis=-1)
+                    pin_distance[name][k] = d.max()
+                else:
+                    d = np.linalg.norm(path - path[0], axis=-1)
+                error[s.start:s.end + 1, j] = d
+        # Rotations: Blender's against the solve's, per mapped role.
+        posed_world = world @ self.posed
+        rotation = np.stack([_angle(_unit_axes(seen[:, at[self.t_map[r]]]), _unit_axes(posed_world[:, at[self.t_map[r]]]))
+                             for r in self.roles], axis=1)
+        style = self._style(seen)
+        if self.engine_result is not None:
+            iterations = np.asarray(self.engine_result.iterations, int)
+            converged = np.asarray(self.engine_result.converged, bool).copy()
+        else:
+            iterations, converged = np.zeros(F, int), np.ones(F, bool)
+        held = np.where(np.isnan(error), 0.0, error) if self.engine_result is not None else np.zeros_like(error)
+        converged &= (held <= self.precision).all(axis=1) & (penetration <= self.precision).all(axis=1)
+        converged &= np.isfinite(seen).all(axis=(1, 2, 3))
+        seconds = time.perf_counter() - self.started
+        return RetargetResult(
+            frames=self.frames.copy(), position_error=error, rotation_error=rotation, iterations=iterations,
+            converged=converged, seconds=seconds, contacts=contacts, foot_slide=slide, pin_distance=pin_distance,
+            floor_penetration=penetration, floor=float(floor_world), style_difference=style, points=names,
+            roles=list(self.roles), bone_map={r: (self.s_map[r], self.t_map[r]) for r in self.roles},
+            method=self.method, scale=float(getattr(self.engine_result, "scale", getattr(self, "k", 1.0))),
+            keys_written=self.keys_written, precision=self.precision, solve_seconds=self.times["solve"],
+            write_seconds=self.times["write"], verify_seconds=self.times["verify"], read_seconds=self.times["read"],
+            control_passes=self.passes, point_positions=positions, engine=self.engine_result)
+
+    def _style(self, seen):
+        """{role: mean angle} between the calibrated source's local rotations and Blender's."""
+        to_target = np.linalg.inv(np.array(self.rig.matrix_world))
+        W = _unit_axes(to_target @ seen)
+        at = {n: i for i, n in enumerate(self.bone_names)}
+        D = self.calib.desired_rotations(self.engine_source)
+        out = {}
+        for r in self.roles:
+            if r not in D:
+                continue
+            p = mapped_parent(r, D)
+            Wr = W[:, at[self.t_map[r]]]
+            if p is None:
+                out[r] = float(np.mean(_angle(D[r], Wr)))
+            else:
+                Wp = W[:, at[self.t_map[p]]]
+                out[r] = float(np.mean(_angle(np.swapaxes(D[p], -1, -2) @ D[r], np.swapaxes(Wp, -1, -2) @ Wr)))
+        return out
