@@ -152,16 +152,16 @@ def write_c3d(path, markers, first_frame, invalid=(), units="mm"):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)            # "No analog data found in file."
         writer = c3d.Writer(point_rate=float(markers.data_rate), point_units=units)
-    writer.set_point_labels(markers.names)
-    writer.set_start_frame(first_frame)
-    points = np.zeros((markers.n_frames, markers.n_markers, 5), np.float32)
-    points[..., :3] = np.nan_to_num(markers.positions * scale)
-    points[np.isnan(markers.positions[..., 0]), 3] = -1
-    for f, m in invalid:
-        points[f, m, 3] = -1
-    writer.add_frames([(p, np.zeros((0, 0))) for p in points])
-    with open(path, "wb") as fh:
-        writer.write(fh)
+        writer.set_point_labels(markers.names)
+        writer.set_start_frame(first_frame)
+        points = np.zeros((markers.n_frames, markers.n_markers, 5), np.float32)
+        points[..., :3] = np.nan_to_num(markers.positions * scale)
+        points[np.isnan(markers.positions[..., 0]), 3] = -1
+        for f, m in invalid:
+            points[f, m, 3] = -1
+        writer.add_frames([(p, np.zeros((0, 0))) for p in points])
+        with open(path, "wb") as fh:
+            writer.write(fh)
 
 
 def setup_for(tmp_path, marker_file: Path, name: str) -> Path:
