@@ -138,7 +138,10 @@ def run_batch(specs, out_dir, *, scheduler: str | None = None, workers: int | No
             bar.update(0, 0)
             for future, value in as_completed(futures, with_results=True, raise_errors=False):
                 spec = by_key[future.key]
-                outcome = value if isinstance(value, Outcome) else lost(spec, value)
+                if isinstance(value, Outcome):
+                    outcome = value
+                else:                                   # (type, exception, traceback) of a task that failed
+                    outcome = lost(spec, value[1] if isinstance(value, tuple) else value)
                 future.release()
                 write_outputs(out_dir, outcome, spec)
                 if outcome.status == "done":
