@@ -59,7 +59,8 @@ def local_cluster(workers: int | None = None):
     """A LocalCluster of `workers` processes (default: one per core), one thread each, BLAS on one thread."""
     from distributed import LocalCluster
     return LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                        dashboard_address=None, silence_logs=logging.ERROR, env=dict(BLAS_ONE_THREAD))
+                        dashboard_address=":0", scheduler_kwargs={"dashboard": False},
+                        silence_logs=logging.ERROR, env=dict(BLAS_ONE_THREAD))
 
 
 def write_outputs(out_dir: Path, outcome: Outcome, spec: TrialSpec) -> None:
