@@ -115,8 +115,17 @@ def _trial(path, reader, labels, rate, units, first_frame, points, valid, analog
 
 # -------------------------------------------------------------------------------- c3d package
 
+def _library(name: str, path):
+    """The C3D library `name`, or an OpenSimFileError saying how to install it."""
+    import importlib
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise _fail(path, f"reading a C3D file needs the `{name}` package (pip install {name})") from None
+
+
 def _read_with_c3d(path) -> dict:
-    import c3d
+    c3d = _library("c3d", path)
     with open(path, "rb") as fh, warnings.catch_warnings():
         warnings.simplefilter("ignore")           # the package warns (missing parameters, EOF): we check
         try:
@@ -185,7 +194,7 @@ def _c3d_parameters(r, path) -> dict:
 # ------------------------------------------------------------------------------------- ezc3d
 
 def _read_with_ezc3d(path) -> dict:
-    import ezc3d
+    ezc3d = _library("ezc3d", path)
     try:
         c = ezc3d.c3d(str(path))
     except Exception as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 import warnings
 from pathlib import Path
 
@@ -213,3 +214,12 @@ def test_the_ik_command_takes_a_c3d_marker_file(tmp_path, capsys):
     broken.write_bytes((tmp_path / "walk.c3d").read_bytes()[:3000])
     assert solver_main(["ik", str(setup_for(tmp_path, broken, "broken"))]) == 1
     assert f"{broken.resolve()}: truncated" in capsys.readouterr().err
+
+
+def test_without_the_library_the_error_says_what_to_install(monkeypatch, tmp_path):
+    path = tmp_path / "any.c3d"
+    path.write_bytes(bytes([2, 0x50]) + bytes(510))
+    for library in ("c3d", "ezc3d"):
+        monkeypatch.setitem(sys.modules, library, None)            # as if it were not installed
+        with pytest.raises(OpenSimFileError, match=f"needs the `{library}` package \\(pip install {library}\\)"):
+            read_c3d(path, reader=library)
