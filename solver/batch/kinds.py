@@ -2,9 +2,11 @@
 
 A TrialSpec names the kind, the trial's output name, its input file, every file its outputs
 depend on (for resuming) and the kind's options. `solve_trial(spec)` runs it and returns an
-Outcome: the output files as bytes (the client writes them, so a worker lost halfway leaves no
-half-written file), the JSON report as a dict, and the status. It never raises for a bad trial:
+Outcome: the output files as bytes, the JSON report as a dict, and the status. It never raises for a bad trial:
 any error, and the per-trial time limit, make a 'failed' outcome with the message.
+`solve_and_write(spec, out_dir)` is what a batch's worker runs: solve_trial, then `write_outputs`
+(each file written whole under a temporary name and renamed into place, the JSON report last),
+returning the report alone, so that nothing a worker holds in memory is needed once it finished.
 
 Kinds:
 
@@ -25,6 +27,7 @@ import json
 import os
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -97,6 +100,30 @@ def solve_trial(spec: TrialSpec, seconds_limit: float | None = None) -> Outcome:
     report.update(status="done", message="", **details, seconds=round(time.perf_counter() - started, 6))
     files[f"{spec.name}.json"] = report_bytes(report)
     return Outcome(spec.name, "done", files, report)
+
+
+def write_outputs(out_dir, outcome: Outcome, spec: TrialSpec) -> None:
+    """The trial's files in `out_dir`, each written whole under a name of its own and renamed into
+    place (two runs of one trial, as after a lost worker, never mix their bytes); the JSON last.
+    A failed trial's other outputs from earlier runs are removed: no stale result beside a failure."""
+    out_dir = Path(out_dir)
+    if outcome.status != "done":
+        for name in output_names(spec):
+            if name not in outcome.files:
+                (out_dir / name).unlink(missing_ok=True)
+    for name, data in outcome.files.items():
+        target = out_dir / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(f"{target.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.part")
+        part.write_bytes(data)
+        os.replace(part, target)
+
+
+def solve_and_write(spec: TrialSpec, out_dir, seconds_limit: float | None = None) -> dict:
+    """A batch worker's task: solve the trial, write its files, return its report."""
+    outcome = solve_trial(spec, seconds_limit)
+    write_outputs(out_dir, outcome, spec)
+    return outcome.report
 
 
 # ------------------------------------------------------------------------------------ marker IK

@@ -3,17 +3,18 @@
 Where: a LocalCluster by default (one worker process per core, one thread each, BLAS libraries on
 one thread: the engine's small factorisations are fastest that way and each process keeps its
 core), or an existing cluster's scheduler (`scheduler='tcp://host:8786'`), or a Client given.
-Workers must see the trial files, the model and the task set at the same paths (a cluster's
-shared file system) and import `solver` (installed, or on PYTHONPATH).
+Workers must see the trial files, the model, the task set and the output folder at the same
+paths (a cluster's shared file system) and import `solver` (installed, or on PYTHONPATH).
 
-How: one task per trial, `kinds.solve_trial`, which returns the trial's output files as bytes and
-never raises for a bad trial. The client writes each trial's files as its result comes in, each
-through a temporary file renamed into place and the JSON report last, so an interrupted run
-leaves whole files only and a resumed run (plan.select) sees exactly what was finished. A worker
-that dies takes its running trials with it; the scheduler runs them again on the other workers
-(Dask's own recovery), and a trial that kills workers again and again is reported failed with
-Dask's KilledWorker. At the end (also after Ctrl-C) the summary CSV lists every trial of the batch,
-from each one's last JSON report.
+How: one task per trial, `kinds.solve_and_write`, which never raises for a bad trial and writes
+the trial's files itself, each through a temporary file renamed into place and the JSON report
+last, so an interrupted run leaves whole files only and a resumed run (plan.select) sees exactly
+what was finished. The client waits for tasks to finish and reads each finished trial's report
+from its JSON file: it never fetches a result from a worker, so a worker lost after finishing a
+trial costs nothing. A worker that dies takes its running trials with it; the scheduler runs them
+again on the other workers (Dask's own recovery), and a trial that kills workers again and again
+is reported failed with Dask's KilledWorker. At the end (also after Ctrl-C) the summary CSV lists
+every trial of the batch, from each one's last JSON report.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .kinds import Outcome, TrialSpec, output_names, report_bytes, solve_trial
+from .kinds import Outcome, TrialSpec, report_bytes, solve_and_write, write_outputs
 from .plan import last_report, select
 from .progress import Progress
 
@@ -63,21 +64,6 @@ def local_cluster(workers: int | None = None):
                         silence_logs=logging.ERROR, env=dict(BLAS_ONE_THREAD))
 
 
-def write_outputs(out_dir: Path, outcome: Outcome, spec: TrialSpec) -> None:
-    """The trial's files, each written whole and renamed into place; a failed trial's other
-    outputs from earlier runs are removed, so no stale result stands beside a failure."""
-    if outcome.status != "done":
-        for name in output_names(spec):
-            if name not in outcome.files:
-                (out_dir / name).unlink(missing_ok=True)
-    for name, data in outcome.files.items():
-        target = out_dir / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        part = target.with_name(target.name + ".part")
-        part.write_bytes(data)
-        os.replace(part, target)
-
-
 def lost(spec: TrialSpec, exc: BaseException) -> Outcome:
     """The failed outcome of a trial whose task itself failed (its workers died)."""
     message = f"{type(exc).__name__}: {exc}"
@@ -111,7 +97,7 @@ def run_batch(specs, out_dir, *, scheduler: str | None = None, workers: int | No
     trials that are up to date, `only_failed` solves only those whose last report failed;
     `time_limit` (s) stops a trial that runs longer; `on_outcome(outcome)` is called after each
     trial's files are written. Ctrl-C stops the run cleanly (result.interrupted)."""
-    from distributed import Client, as_completed
+    from distributed import Client, wait
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -135,23 +121,37 @@ def run_batch(specs, out_dir, *, scheduler: str | None = None, workers: int | No
             for i, spec in enumerate(todo):
                 key = f"trial-{run_id}-{i:06d}-{spec.name}"
                 by_key[key] = spec
-                futures.append(client.submit(solve_trial, spec, time_limit, key=key, pure=False))
+                futures.append(client.submit(solve_and_write, spec, str(out_dir.resolve()), time_limit, key=key,
+                                             pure=False))
             bar.update(0, 0)
-            for future, value in as_completed(futures, with_results=True, raise_errors=False):
-                spec = by_key[future.key]
-                if isinstance(value, Outcome):
-                    outcome = value
-                else:                                   # (type, exception, traceback) of a task that failed
-                    outcome = lost(spec, value[1] if isinstance(value, tuple) else value)
-                future.release()
-                write_outputs(out_dir, outcome, spec)
-                if outcome.status == "done":
-                    result.solved.append(spec.name)
-                else:
-                    result.failed[spec.name] = outcome.message
-                bar.update(len(result.solved), len(result.failed))
-                if on_outcome is not None:
-                    on_outcome(outcome)
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when="FIRST_COMPLETED")
+                for future in done:
+                    spec = by_key[future.key]
+                    if future.status == "finished":
+                        report = last_report(spec, out_dir)
+                        if report is None:
+                            outcome = lost(spec, FileNotFoundError(
+                                f"the worker wrote no report into {out_dir}: workers must see the output folder"))
+                            write_outputs(out_dir, outcome, spec)
+                        else:
+                            outcome = Outcome(spec.name, report.get("status", "failed"), {}, report,
+                                              report.get("message", ""))
+                    elif future.status == "error":
+                        outcome = lost(spec, future.exception())
+                        write_outputs(out_dir, outcome, spec)
+                    else:                                   # lost again before we looked: wait for it anew
+                        pending.add(future)
+                        continue
+                    future.release()
+                    if outcome.status == "done":
+                        result.solved.append(spec.name)
+                    else:
+                        result.failed[spec.name] = outcome.message
+                    bar.update(len(result.solved), len(result.failed))
+                    if on_outcome is not None:
+                        on_outcome(outcome)
     except KeyboardInterrupt:
         result.interrupted = True
         if futures:
