@@ -202,6 +202,14 @@ def test_the_time_limit_stops_a_trial_in_a_worker_thread(specs):
     assert solve_trial(spec, seconds_limit=60).status == "done"
 
 
+def test_a_batch_time_limit_fails_the_trials_that_exceed_it(specs, client, tmp_path):
+    some = [s for s in specs if s.name in ("subject_a/trial_01", "subject_a/trial_02")]
+    result = run_batch(some, tmp_path, client=client, progress=False, time_limit=1e-3)
+    assert result.solved == [] and set(result.failed.values()) == {"stopped at the time limit of 0.001 s"}
+    assert not (tmp_path / "subject_a/trial_01.mot").exists()
+    assert "stopped at the time limit" in (tmp_path / "batch_summary.csv").read_text()
+
+
 def test_the_fly_kind_solves_every_keypoint_file(client, tmp_path):
     if not FLY.is_dir():
         pytest.skip("shared/data/fly_pose is not beside the repository")
