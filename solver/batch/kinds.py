@@ -2,19 +2,20 @@
 
 A TrialSpec names the kind, the trial's output name, its input file, every file its outputs
 depend on (for resuming) and the kind's options. `solve_trial(spec)` runs it and returns an
-Outcome: the output files as bytes, the JSON report as a dict, and the status. It never raises for a bad trial:
-any error, and the per-trial time limit, make a 'failed' outcome with the message.
-`solve_and_write(spec, out_dir)` is what a batch's worker runs: solve_trial, then `write_outputs`
-(each file written whole under a temporary name and renamed into place, the JSON report last),
-returning the report alone, so that nothing a worker holds in memory is needed once it finished.
+Outcome: the output files as bytes, the JSON report as a dict, and the status. It never raises
+for a bad trial: any error, and the per-trial time limit, make a 'failed' outcome with the
+message. `solve_and_write(spec, out_dir)` is what a batch's worker runs: solve_trial, then
+`write_outputs` (each file written whole under a temporary name and renamed into place, the JSON
+report last), returning the report alone, so that nothing a worker holds in memory is needed
+once it has finished.
 
 Kinds:
 
 * 'ik', marker IK: `options['setup_xml']` is the trial's own InverseKinematicsTool setup (the
-  template's model, tasks and accuracy, this trial's marker file, absolute paths; plan.py writes
-  it beside the outputs). The worker runs it exactly as `python -m solver ik SETUP.xml` does
+  template's model, tasks and accuracy, this trial's marker file, absolute paths; written
+  beside the outputs as `<name>_setup.xml`). The worker runs it exactly as `python -m solver ik SETUP.xml` does
   (solver.opensim.run_ik_setup), so each output is byte for byte the one that command writes.
-  Outputs: `<name>.mot`, `<name>_ik_marker_errors.sto`, `<name>.json`. The model is loaded once
+  Outputs: `<name>_setup.xml`, `<name>.mot`, `<name>_ik_marker_errors.sto`, `<name>.json`. The model is loaded once
   per worker process (cached by path, size and modification time).
 * 'fly', the fly's leg pipeline (solver.fly.solve_legs) on one keypoint pickle: `<name>_angles.mot`
   (time at `options['rate']` Hz, `<leg>_<angle>` in degrees) and `<name>.json`.

@@ -34,10 +34,10 @@ def find_trials(kind: str, sources, patterns=None) -> list:
             files = sorted(p for p in source.rglob("*") if p.is_file()
                            and any(fnmatch.fnmatch(p.name.lower(), pat.lower()) for pat in patterns))
             pairs = [(p.relative_to(source).with_suffix("").as_posix(), p) for p in files]
-        elif source.is_file() or not source.exists():
-            if not source.exists():
-                raise FileNotFoundError(f"no such trial file or folder: {source}")
+        elif source.is_file():
             pairs = [(source.stem, source)]
+        else:
+            raise FileNotFoundError(f"no such trial file or folder: {source}")
         for name, path in pairs:
             if name in found and found[name] != path.resolve():
                 raise ValueError(f"two trials would write the same outputs {name!r}: {found[name]} and {path} "
