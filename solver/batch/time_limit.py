@@ -2,7 +2,9 @@
 threads, where signals cannot reach): a timer raises TrialTimeLimit inside the thread that entered
 the block, through CPython's asynchronous exception (PyThreadState_SetAsyncExc). The exception
 lands at the next Python bytecode the thread runs, so a single long call into C (one huge numpy
-operation) ends first; the engine's solves are made of many short calls.
+operation) ends first; the engine's solves are made of many short calls. It can land where
+Python ignores exceptions (a garbage-collector callback, as Dask's workers install: "Exception
+ignored in ..."), so the timer raises it again every RETRY seconds until the block has ended.
 
 Where the interpreter is not CPython the limit is not enforced (the block runs to its end).
 """
@@ -12,6 +14,9 @@ from __future__ import annotations
 import ctypes
 import platform
 import threading
+
+
+RETRY = 0.05
 
 
 class TrialTimeLimit(Exception):
@@ -34,20 +39,25 @@ class time_limit:
             if self._active:
                 self._fired = True
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._ident), ctypes.py_object(TrialTimeLimit))
+                self._start_timer(RETRY)
+
+    def _start_timer(self, seconds):
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
 
     def __enter__(self):
         if self.seconds is not None and platform.python_implementation() == "CPython":
             self._active, self._ident = True, threading.get_ident()
-            self._timer = threading.Timer(self.seconds, self._fire)
-            self._timer.daemon = True
-            self._timer.start()
+            self._start_timer(self.seconds)
         return self
 
     def __exit__(self, *exc):
         with self._lock:
             self._active = False
-            if self._fired and exc[0] is None:       # the block ended before the exception landed: drop it
+            if self._fired:                          # drop a raise still pending (the block ended, or a retry)
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._ident), None)
-        if self._timer is not None:
-            self._timer.cancel()
+            timer = self._timer
+        if timer is not None:
+            timer.cancel()
         return False

@@ -190,23 +190,39 @@ def test_a_run_stopped_halfway_resumes_with_what_was_missing(specs, alone, clien
     assert only.solved == [] and list(only.failed) == [CORRUPT] and len(only.skipped) == N_TRIALS - 1
 
 
-def test_the_time_limit_stops_a_trial_in_a_worker_thread(specs):
-    spec = next(s for s in specs if s.name == "subject_a/trial_01")
+@pytest.fixture(scope="module")
+def long_specs(tmp_path_factory):
+    """Two trials of the gait2354 trial played 20 times over (1460 frames): solves of seconds."""
+    folder = tmp_path_factory.mktemp("long")
+    gait = read_trc(GAIT / "subject01_synthetic_marker_data.trc")
+    F = gait.n_frames
+    gait.positions = np.tile(gait.positions, (20, 1, 1))
+    gait.frame_numbers = np.arange(20 * F) + 1
+    gait.time = np.round(np.arange(20 * F) / gait.data_rate, 9)
+    for name in ("long_a", "long_b"):
+        write_trc(folder / f"{name}.trc", gait, units="mm")
+    return ik_specs(SETUP, find_trials("ik", [folder]))
+
+
+def test_the_time_limit_stops_a_trial_in_a_worker_thread(long_specs, specs):
+    spec = long_specs[0]
     found = {}
-    thread = threading.Thread(target=lambda: found.update(outcome=solve_trial(spec, seconds_limit=1e-3)))
+    thread = threading.Thread(target=lambda: found.update(outcome=solve_trial(spec, seconds_limit=0.05)))
+    started = time.perf_counter()
     thread.start()
-    thread.join(30)
+    thread.join(60)
     outcome = found["outcome"]
-    assert outcome.status == "failed" and outcome.message == "stopped at the time limit of 0.001 s"
-    assert list(outcome.files) == ["subject_a/trial_01.json"]
-    assert solve_trial(spec, seconds_limit=60).status == "done"
+    assert outcome.status == "failed" and outcome.message == "stopped at the time limit of 0.05 s"
+    assert list(outcome.files) == ["long_a.json"] and time.perf_counter() - started < 5
+    short = next(s for s in specs if s.name == "subject_a/trial_01")
+    assert solve_trial(short, seconds_limit=60).status == "done"
 
 
-def test_a_batch_time_limit_fails_the_trials_that_exceed_it(specs, client, tmp_path):
-    some = [s for s in specs if s.name in ("subject_a/trial_01", "subject_a/trial_02")]
-    result = run_batch(some, tmp_path, client=client, progress=False, time_limit=1e-3)
-    assert result.solved == [] and set(result.failed.values()) == {"stopped at the time limit of 0.001 s"}
-    assert not (tmp_path / "subject_a/trial_01.mot").exists()
+def test_a_batch_time_limit_fails_the_trials_that_exceed_it(long_specs, client, tmp_path):
+    result = run_batch(long_specs, tmp_path, client=client, progress=False, time_limit=0.05)
+    reports = [json.loads((tmp_path / f"{s.name}.json").read_text()) for s in long_specs]
+    assert result.solved == [] and set(result.failed.values()) == {"stopped at the time limit of 0.05 s"}, reports
+    assert not (tmp_path / "long_a.mot").exists()
     assert "stopped at the time limit" in (tmp_path / "batch_summary.csv").read_text()
 
 
