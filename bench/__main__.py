@@ -14,7 +14,8 @@ against frames: 1,000 to 20,000), random_poses (6-D pose IK of the 7-DOF Franka 
 reachable poses: ours with random restarts, IKPy, TRAC-IK's published figures), random_poses_iterations
 (the same poses' solve rate against iterations allowed per pose, one start at a time), live (live preview per
 frame in animation and in simulation mode on the 6-bone chain, Rigify's metarig and the generated rig, ours
-vs Blender's iTaSC in the same mode or the generated rig's Standard IK). --markdown rewrites
+vs Blender's iTaSC in the same mode or the generated rig's Standard IK), batch (marker IK trials per second:
+`python -m solver batch` on 1 and 2 Dask workers vs one by one vs OpenSim's tool one by one). --markdown rewrites
 the part of that file between the bench markers with the tables, the command, date and machine
 (tables it did not run stay as they were).
 """
@@ -35,7 +36,7 @@ import numpy as np
 
 from solver import keep_freed_memory
 
-from . import bake, blender, chains, fly_vs_ikpy, live, long_bake, opensim_ik, opensim_scapula, random_poses, scaling
+from . import bake, batch, blender, chains, fly_vs_ikpy, live, long_bake, opensim_ik, opensim_scapula, random_poses, scaling
 from . import retarget as retarget_bench
 from .common import RESULTS
 
@@ -54,6 +55,7 @@ BENCHMARKS = {
     "random_poses_iterations": (random_poses.iterations_table, random_poses.draw_iterations),
     "live": (live.run, live.draw),
     "retarget": (retarget_bench.run, retarget_bench.draw),
+    "batch": (batch.table, batch.draw),
 }
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 

@@ -1,5 +1,6 @@
 """Command line: `python -m solver demo` (see solver.examples.demo) and `python -m solver ik SETUP.xml`
-(marker IK from an OpenSim InverseKinematicsTool setup, see solver.opensim.ik)."""
+(marker IK from an OpenSim InverseKinematicsTool setup, .trc or .c3d markers, see solver.opensim.ik) and
+`python -m solver batch {ik,fly} ...` (many trials on Dask, see solver.batch)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ def main(argv=None) -> int:
                     help="start frame f from frame f-1's solution as OpenSim does (default), or every frame "
                          "from the default pose")
     ik.add_argument("-v", "--verbose", action="store_true", help="one line per frame")
+    from .batch.cli import add_parser as add_batch_parser
+    add_batch_parser(commands)
     args = parser.parse_args(argv)
     from . import keep_freed_memory
     keep_freed_memory()
@@ -30,6 +33,9 @@ def main(argv=None) -> int:
     elif args.command == "ik":
         from .opensim.ik import cli
         return cli(args.setup, args.output_dir, args.warm_start, args.verbose)
+    elif args.command == "batch":
+        from .batch.cli import run as run_batch
+        return run_batch(args)
     return 0
 
 

@@ -3,9 +3,14 @@
     python tools/build_extension.py [--out-dir dist] [--no-validate]
 
 The zip holds only what Blender loads: the manifest, the entry ``__init__.py``,
-the engine's ``solver/**.py`` and the whole ``itasc_addon/`` package (no tests,
-benchmarks, dotfiles or caches). Entries are sorted and time-stamped 1980-01-01,
-so the same sources give the same bytes.
+the engine's ``solver/**.py``, the whole ``itasc_addon/`` package (no tests,
+benchmarks, dotfiles or caches) and the wheels the manifest lists (``wheels = [...]``:
+Blender installs them when the extension is installed). Entries are sorted and
+time-stamped 1980-01-01, so the same sources give the same bytes.
+
+Wheels are not kept in the repository: each listed ``./wheels/<name>-<version>-....whl``
+is taken from ``build/wheels/`` or fetched there once from the package index by pip
+(``pip download <name>==<version> --no-deps --only-binary=:all:``).
 """
 
 import argparse
@@ -18,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = "blender_manifest.toml"
+WHEEL_CACHE = Path("build") / "wheels"
 
 
 class BuildError(RuntimeError):
@@ -41,6 +47,23 @@ def package_files(root=ROOT):
     return sorted({f for f in files if not _skipped(f)}, key=lambda p: p.as_posix())
 
 
+def wheel_files(root=ROOT):
+    """{path inside the zip: path on disk} of the manifest's wheels, fetched into the cache when missing."""
+    found = {}
+    for entry in manifest(root).get("wheels", []):
+        inside = Path(entry).as_posix().removeprefix("./")
+        cached = root / WHEEL_CACHE / Path(inside).name
+        if not cached.is_file():
+            name, version = Path(inside).name.split("-")[:2]
+            cmd = [sys.executable, "-m", "pip", "download", f"{name}=={version}", "--no-deps", "--only-binary=:all:",
+                   "--quiet", "--dest", str(cached.parent)]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0 or not cached.is_file():
+                raise BuildError(f"could not fetch the wheel {cached.name} ({' '.join(cmd)}):\n{proc.stderr}")
+        found[inside] = cached
+    return found
+
+
 def write_zip(out_dir, root=ROOT):
     meta = manifest(root)
     out_dir = Path(out_dir)
@@ -52,6 +75,11 @@ def write_zip(out_dir, root=ROOT):
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             zf.writestr(info, (root / rel).read_bytes())
+        for inside, cached in sorted(wheel_files(root).items()):
+            info = zipfile.ZipInfo(inside, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, cached.read_bytes())
     return path
 
 
@@ -90,7 +118,7 @@ def main(argv=None):
     parser.add_argument("--no-validate", action="store_true", help="skip Blender's validator")
     args = parser.parse_args(argv)
     path = write_zip(args.out_dir)
-    print(f"wrote {path} ({len(package_files())} files)")
+    print(f"wrote {path} ({len(package_files())} files, {len(wheel_files())} wheels)")
     if not args.no_validate:
         try:
             print(validate(path))

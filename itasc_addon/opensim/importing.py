@@ -1,5 +1,5 @@
-"""Import OpenSim files into Blender: an .osim model as an armature with its markers, a .trc
-trial as animated marker empties.
+"""Import OpenSim files into Blender: an .osim model as an armature with its markers, a marker
+trial (.trc or .c3d, one Trial structure: solver.opensim.read_trial) as animated marker empties.
 
 Spaces. OpenSim's ground is Y-up, Blender's world Z-up. Everything an import makes keeps
 OpenSim's ground in its own object space, and the object's world matrix turns it upright
@@ -34,7 +34,9 @@ which the empty's location accounts for), so they move with the skeleton and sit
 measured markers the way OpenSim's GUI shows both. Markers fixed in the ground hang from the
 armature object.
 
-Trial. A root empty (the lab frame, named after the file) with one child empty per marker, its
+Trial. A .c3d file reads through the `c3d` package (a wheel the extension bundles), in metres
+from its POINT:UNITS, with an invalid sample (negative residual) as a missing marker; C3D labs
+are mostly Z-up, so such a trial is usually imported with y_up=False. A root empty (the lab frame, named after the file) with one child empty per marker, its
 location keyed in bulk at every sample where the marker is present (metres -> scene units, linear
 interpolation). Sample i lands on frame start + (n_i - n_0) / rate * fps with n its frame number
 in the file, rate the data rate and fps the scene's (by time, t_i - t_0, when the frame numbers
@@ -52,7 +54,7 @@ import bpy
 import numpy as np
 from mathutils import Matrix
 
-from ...solver.opensim import load_osim, read_trc
+from ...solver.opensim import load_osim, read_trial
 from .. import keys
 
 LAB_TO_BLENDER = np.array([[1.0, 0.0, 0.0, 0.0],
@@ -265,12 +267,12 @@ def _key_marker(obj, frames, positions):
 
 
 def import_trial(context, path, *, y_up=True, adjust_scene=True, first_frame=None, model=None, marker_size=0.01):
-    """Make animated marker empties of the .trc file at `path` (module docstring); returns the
+    """Make animated marker empties of the .trc or .c3d file at `path` (module docstring); returns the
     root empty. `adjust_scene`: set the scene's frame rate to the data rate and its frame range
     to the trial. `first_frame`: the frame of the first sample (None: its frame number in the
     file). `model`: an OpenSim model armature to bind the trial to."""
     path = Path(bpy.path.abspath(str(path))).resolve()
-    data = read_trc(path)
+    data = read_trial(path)
     scene = context.scene
     if not data.n_frames:
         raise ValueError(f"{path.name} has no samples")

@@ -71,14 +71,14 @@ class ITASC_OT_opensim_import_model(bpy.types.Operator, ImportHelper):
 
 
 class ITASC_OT_opensim_import_trc(bpy.types.Operator, ImportHelper):
-    """Import a .trc marker trial as animated marker empties; bind it to the selected OpenSim model"""
+    """Import a .trc or .c3d marker trial as animated marker empties; bind it to the selected OpenSim model"""
 
     bl_idname = "itasc.opensim_import_trc"
     bl_label = "Import Marker Trial"
     bl_options = {"REGISTER", "UNDO"}
 
     filename_ext = ".trc"
-    filter_glob: StringProperty(default="*.trc", options={"HIDDEN"})
+    filter_glob: StringProperty(default="*.trc;*.c3d", options={"HIDDEN"})
     y_up: BoolProperty(name="Y Up to Z Up", default=True,
                        description="Turn the lab's Y-up frame upright in Blender, as the model import does")
     adjust_scene: BoolProperty(
@@ -133,7 +133,7 @@ class ITASC_OT_opensim_solve(ModalJob, bpy.types.Operator):
         if not _model_poll(cls, context):
             return False
         if solve.model_object(context.object).itasc_opensim.trial is None:
-            cls.poll_message_set("Bind a trial: import a .trc with the model selected, or pick one in the panel")
+            cls.poll_message_set("Bind a trial: import a .trc or .c3d with the model selected, or pick one in the panel")
             return False
         if context.mode not in ("OBJECT", "POSE"):
             cls.poll_message_set("Switch to Object or Pose Mode first")

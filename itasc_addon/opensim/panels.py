@@ -34,7 +34,7 @@ class ITASC_PT_opensim(bpy.types.Panel):
         layout = self.layout
         col = layout.column(align=True)
         col.operator("itasc.opensim_import_model", text="Import Model (.osim)", icon="ARMATURE_DATA")
-        col.operator("itasc.opensim_import_trc", text="Import Markers (.trc)", icon="EMPTY_DATA")
+        col.operator("itasc.opensim_import_trc", text="Import Markers (.trc, .c3d)", icon="EMPTY_DATA")
         obj = solve.model_object(context.object)
         if obj is None:
             layout.label(text="Select an OpenSim model", icon="INFO")

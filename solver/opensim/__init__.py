@@ -1,4 +1,4 @@
-"""OpenSim file formats and models for the numpy engine: .trc markers, .mot/.sto storage,
+"""OpenSim file formats and models for the numpy engine: .trc and C3D markers (one Trial), .mot/.sto storage,
 InverseKinematicsTool setups and IK task sets, OpenSim functions, .osim models turned into an
 engine Model plus a Coupling from OpenSim coordinates to per-axis joint values, and marker IK as
 OpenSim's InverseKinematicsTool defines it, solved by the engine (ik.py).
@@ -17,6 +17,9 @@ from .osim import MarkerSet, OpenSimModel, OsimModel, build_model, load_osim, re
 from .setup import IKCoordinateTask, IKMarkerTask, IKSetup, IKTaskSet, read_ik_setup, read_ik_task_set
 from .storage import Storage, read_storage, write_storage
 from .trc import MarkerData, read_trc, write_trc
+from .trial import Trial
+from .c3d import read_c3d
+from .marker_file import MARKER_SUFFIXES, read_trial
 
 __all__ = [
     "OpenSimFileError", "OpenSimFileWarning",
@@ -26,7 +29,7 @@ __all__ = [
     "PiecewiseLinearFunction", "PolynomialFunction", "SimmSpline",
     "IKCoordinateTask", "IKMarkerTask", "IKSetup", "IKTaskSet", "read_ik_setup", "read_ik_task_set",
     "Storage", "read_storage", "write_storage",
-    "MarkerData", "read_trc", "write_trc",
+    "MarkerData", "read_trc", "write_trc", "Trial", "read_c3d", "read_trial", "MARKER_SUFFIXES",
     "IKResult", "IKRun", "MarkerIK", "MarkerScene", "frame_range", "output_paths", "run_ik_setup", "solve_marker_ik",
     "write_marker_errors", "write_marker_locations", "write_motion",
 ]

@@ -101,6 +101,7 @@ from ..settings import Settings
 from .errors import OpenSimFileError, OpenSimFileWarning
 from .gauss_newton import GaussNewton
 from .coupling import coupler_tangent, fill_dependents
+from .marker_file import read_trial
 from .marker_kinematics import MarkerKinematics
 from .osim import OpenSimModel, load_osim
 from .setup import IKSetup, IKTaskSet, read_ik_setup
@@ -516,7 +517,7 @@ class MarkerIK:
         if setup.marker_file is None:
             raise OpenSimFileError(setup.path, None, "the setup names no marker_file")
         coordinate_data = read_storage(setup.coordinate_file) if setup.coordinate_file is not None else None
-        return cls(om, read_trc(setup.marker_file), setup.tasks, coordinate_data, setup.time_range, prescribed,
+        return cls(om, read_trial(setup.marker_file), setup.tasks, coordinate_data, setup.time_range, prescribed,
                    normalize, setup.constraint_weight)
 
     # --------------------------------------------------------------------------------- solve

@@ -4,6 +4,7 @@ import zipfile
 
 import pytest
 
+from tools import build_extension
 from tools.blender_session import EXTENSION_MODULE, call_in_blender
 
 pytestmark = pytest.mark.blender
@@ -13,7 +14,9 @@ def test_zip_holds_only_what_blender_needs(extension_zip):
     names = zipfile.ZipFile(extension_zip).namelist()
     assert {"blender_manifest.toml", "__init__.py", "itasc_addon/__init__.py"} <= set(names)
     top = {name.split("/")[0] for name in names}
-    assert top <= {"blender_manifest.toml", "__init__.py", "solver", "itasc_addon"}
+    assert top <= {"blender_manifest.toml", "__init__.py", "solver", "itasc_addon", "wheels"}
+    wheels = [n for n in names if n.startswith("wheels/")]
+    assert wheels == [w.removeprefix("./") for w in build_extension.manifest()["wheels"]]
     assert not [n for n in names if "__pycache__" in n or "/." in n or n.startswith(".")]
 
 

@@ -1,0 +1,65 @@
+"""`python -m solver batch {ik,fly} ...`: the command line of the batch runner."""
+
+from __future__ import annotations
+
+import sys
+
+
+def add_parser(commands) -> None:
+    batch = commands.add_parser(
+        "batch", help="solve many trials on Dask: a LocalCluster, or a cluster with --scheduler",
+        fromfile_prefix_chars="@",
+        description="Solve every trial with one setup, in parallel on Dask distributed. Trials are files or "
+                    "folders (searched recursively); @FILE reads more arguments, one per line, from FILE.")
+    kinds = batch.add_subparsers(dest="kind", required=True)
+    ik = kinds.add_parser("ik", help="marker IK: an InverseKinematicsTool setup as template, .trc/.c3d trials",
+                          fromfile_prefix_chars="@")
+    ik.add_argument("setup", help="the template setup .xml (its model, tasks and accuracy serve every trial)")
+    ik.add_argument("trials", nargs="+", help=".trc/.c3d files or folders")
+    ik.add_argument("--setup-time-range", action="store_true",
+                    help="solve the template's time_range of every trial (default: each whole trial)")
+    ik.add_argument("--warm-start", choices=("previous", "none"), default="previous")
+    fly = kinds.add_parser("fly", help="the fly's leg pipeline on keypoint pickles", fromfile_prefix_chars="@")
+    fly.add_argument("trials", nargs="+", help=".pkl keypoint files or folders")
+    fly.add_argument("--rate", type=float, default=100.0, help="frame rate of the keypoints (Hz), for the time column")
+    fly.add_argument("--method", default="sequential", choices=("sequential", "sequential-iterative", "whole_chain"))
+    for p in (ik, fly):
+        p.add_argument("-o", "--output-dir", required=True, help="where every trial's outputs and the summary go")
+        p.add_argument("--pattern", action="append", help="file pattern to take from folders (repeatable; "
+                                                          "default *.trc and *.c3d, or *.pkl)")
+        p.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786); "
+                                           "default: a LocalCluster on this machine")
+        p.add_argument("--workers", type=int, help="LocalCluster worker processes (default: one per core)")
+        p.add_argument("--resume", action="store_true",
+                       help="skip trials whose outputs are newer than the trial, the setup and the model")
+        p.add_argument("--only-failed", action="store_true", help="solve only the trials whose last run failed")
+        p.add_argument("--time-limit", type=float, help="seconds one trial may take before it is stopped as failed")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+
+
+def run(args, out=None) -> int:
+    """Exit status: 0 all done, 1 some trial failed (or bad arguments), 130 interrupted."""
+    out = out or sys.stdout
+    from .plan import find_trials, fly_specs, ik_specs
+    from .runner import run_batch
+    try:
+        trials = find_trials(args.kind, args.trials, args.pattern)
+        if not trials:
+            print("error: no trial files found", file=sys.stderr)
+            return 1
+        if args.kind == "ik":
+            specs = ik_specs(args.setup, trials, keep_time_range=args.setup_time_range, warm_start=args.warm_start)
+        else:
+            specs = fly_specs(trials, rate=args.rate, method=args.method)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    result = run_batch(specs, args.output_dir, scheduler=args.scheduler, workers=args.workers, resume=args.resume,
+                       only_failed=args.only_failed, time_limit=args.time_limit, progress=not args.quiet)
+    print(f"{len(specs)} trials: {len(result.solved)} solved, {len(result.failed)} failed, "
+          f"{len(result.skipped)} skipped, in {result.seconds:.1f} s on {result.workers} workers"
+          + (" (interrupted)" if result.interrupted else ""), file=out)
+    for name, message in result.failed.items():
+        print(f"failed {name}: {message}", file=out)
+    print(f"summary: {result.summary}", file=out)
+    return 130 if result.interrupted else (1 if result.failed else 0)

@@ -1,0 +1,205 @@
+"""What one trial of each batch kind is, and how a worker solves it.
+
+A TrialSpec names the kind, the trial's output name, its input file, every file its outputs
+depend on (for resuming) and the kind's options. `solve_trial(spec)` runs it and returns an
+Outcome: the output files as bytes, the JSON report as a dict, and the status. It never raises
+for a bad trial: any error, and the per-trial time limit, make a 'failed' outcome with the
+message. `solve_and_write(spec, out_dir)` is what a batch's worker runs: solve_trial, then
+`write_outputs` (each file written whole under a temporary name and renamed into place, the JSON
+report last), returning the report alone, so that nothing a worker holds in memory is needed
+once it has finished.
+
+Kinds:
+
+* 'ik', marker IK: `options['setup_xml']` is the trial's own InverseKinematicsTool setup (the
+  template's model, tasks and accuracy, this trial's marker file, absolute paths; written
+  beside the outputs as `<name>_setup.xml`). The worker runs it exactly as `python -m solver ik SETUP.xml` does
+  (solver.opensim.run_ik_setup), so each output is byte for byte the one that command writes.
+  Outputs: `<name>_setup.xml`, `<name>.mot`, `<name>_ik_marker_errors.sto`, `<name>.json`. The model is loaded once
+  per worker process (cached by path, size and modification time).
+* 'fly', the fly's leg pipeline (solver.fly.solve_legs) on one keypoint pickle: `<name>_angles.mot`
+  (time at `options['rate']` Hz, `<leg>_<angle>` in degrees) and `<name>.json`.
+* BVH retargets onto one rig are not a kind yet (README, "Batches").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .time_limit import TrialTimeLimit, time_limit
+
+KINDS = ("ik", "fly")
+
+
+@dataclass
+class TrialSpec:
+    kind: str
+    name: str                       # output name: a relative path in posix form, without suffix
+    input: str                      # the trial's file (absolute)
+    depends: tuple = ()             # every input file the outputs depend on (absolute)
+    options: dict = field(default_factory=dict)
+
+    @property
+    def base(self) -> str:
+        return self.name.rsplit("/", 1)[-1]
+
+
+@dataclass
+class Outcome:
+    name: str
+    status: str                     # 'done' or 'failed'
+    files: dict                     # {output file name relative to the output folder: bytes}
+    report: dict
+    message: str = ""
+
+
+def output_names(spec: TrialSpec) -> list:
+    """The files a trial writes, relative to the output folder; the JSON report last."""
+    if spec.kind == "ik":
+        names = [f"{spec.name}_setup.xml", f"{spec.name}.mot", f"{spec.name}_ik_marker_errors.sto"]
+    elif spec.kind == "fly":
+        names = [f"{spec.name}_angles.mot"]
+    else:
+        raise ValueError(f"unknown batch kind {spec.kind!r} (expected one of {KINDS})")
+    return names + [f"{spec.name}.json"]
+
+
+def report_bytes(report: dict) -> bytes:
+    return (json.dumps(report, indent=1, allow_nan=False) + "\n").encode()
+
+
+def _finite(x) -> float | None:
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def solve_trial(spec: TrialSpec, seconds_limit: float | None = None) -> Outcome:
+    """Solve one trial (module docstring): outputs and report, or a failed outcome."""
+    started = time.perf_counter()
+    report = {"trial": spec.name, "kind": spec.kind, "input": spec.input}
+    try:
+        try:
+            with time_limit(seconds_limit):
+                files, details = SOLVERS[spec.kind](spec)
+        except TrialTimeLimit:
+            raise TrialTimeLimit(f"stopped at the time limit of {seconds_limit:g} s") from None
+    except Exception as exc:                                  # any failure of this trial, reported, never raised
+        message = str(exc) if str(exc) else type(exc).__name__
+        if isinstance(exc, KeyError) and exc.args:
+            message = str(exc.args[0])
+        report.update(status="failed", message=message, seconds=round(time.perf_counter() - started, 6))
+        return Outcome(spec.name, "failed", {f"{spec.name}.json": report_bytes(report)}, report, message)
+    report.update(status="done", message="", **details, seconds=round(time.perf_counter() - started, 6))
+    files[f"{spec.name}.json"] = report_bytes(report)
+    return Outcome(spec.name, "done", files, report)
+
+
+def write_outputs(out_dir, outcome: Outcome, spec: TrialSpec) -> None:
+    """The trial's files in `out_dir`, each written whole under a name of its own and renamed into
+    place (two runs of one trial, as after a lost worker, never mix their bytes); the JSON last.
+    A failed trial's other outputs from earlier runs are removed: no stale result beside a failure."""
+    out_dir = Path(out_dir)
+    if outcome.status != "done":
+        for name in output_names(spec):
+            if name not in outcome.files:
+                (out_dir / name).unlink(missing_ok=True)
+    for name, data in outcome.files.items():
+        target = out_dir / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(f"{target.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.part")
+        part.write_bytes(data)
+        os.replace(part, target)
+
+
+def solve_and_write(spec: TrialSpec, out_dir, seconds_limit: float | None = None) -> dict:
+    """A batch worker's task: solve the trial, write its files, return its report."""
+    outcome = solve_trial(spec, seconds_limit)
+    write_outputs(out_dir, outcome, spec)
+    return outcome.report
+
+
+# ------------------------------------------------------------------------------------ marker IK
+
+@lru_cache(maxsize=8)
+def _model(path: str, size: int, mtime_ns: int):
+    from ..opensim import load_osim
+    return load_osim(path)
+
+
+def cached_model(path):
+    """The OpenSim model at `path`, loaded once per process while the file is unchanged."""
+    stat = os.stat(path)
+    return _model(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+def _marker_ik(spec: TrialSpec):
+    from ..opensim import read_ik_setup, run_ik_setup
+    with tempfile.TemporaryDirectory(prefix="itasc-batch-") as tmp:
+        setup_path = Path(tmp) / f"{spec.base}_setup.xml"
+        setup_path.write_text(spec.options["setup_xml"], encoding="utf-8")
+        setup = read_ik_setup(setup_path)
+        if setup.model_file is None:
+            raise ValueError(f"{spec.name}: the setup names no model_file")
+        run = run_ik_setup(setup_path, tmp, om=cached_model(setup.model_file),
+                           warm_start=spec.options.get("warm_start", "previous"))
+        files = {f"{spec.name}_setup.xml": spec.options["setup_xml"].encode("utf-8"),
+                 f"{spec.name}.mot": Path(run.files["motion"]).read_bytes(),
+                 f"{spec.name}_ik_marker_errors.sto": Path(run.files["marker_errors"]).read_bytes()}
+    r = run.result
+    F = r.n_frames
+    worst = int(np.argmax(r.marker_error_max)) if F else 0
+    late = ~np.asarray(r.converged, bool)
+    details = {"frames": F, "time_start": _finite(r.time[0]) if F else None,
+               "time_end": _finite(r.time[-1]) if F else None, "markers": len(r.marker_names),
+               "marker_error_rms_mean": _finite(np.mean(r.marker_error_rms)) if F else None,
+               "marker_error_rms_max": _finite(np.max(r.marker_error_rms)) if F else None,
+               "marker_error_max": _finite(r.marker_error_max[worst]) if F else None,
+               "worst_marker": r.worst_marker[worst] if F else "",
+               "worst_time": _finite(r.time[worst]) if F else None,
+               "frames_not_converged": int(late.sum()),
+               "times_not_converged": [float(t) for t in r.time[late]],
+               "ignored_markers": list(run.ignored_markers), "passes": int(r.passes),
+               "iterations": int(np.sum(r.iterations)), "solve_seconds": round(float(r.seconds), 6)}
+    return files, details
+
+
+# ------------------------------------------------------------------------------------------ fly
+
+def _fly(spec: TrialSpec):
+    from ..fly import ANGLES, KEYPOINTS, load_legs, solve_legs
+    from ..opensim import write_storage
+    legs = load_legs(spec.input)
+    frames = {len(v) for v in legs.values()}
+    if len(frames) != 1:
+        raise ValueError(f"{spec.input}: the legs have different frame counts {sorted(frames)}")
+    solutions = solve_legs(legs, method=spec.options.get("method", "sequential"))
+    F = frames.pop()
+    rate = float(spec.options.get("rate", 100.0))
+    labels = ["time"] + [f"{leg}_{angle}" for leg in solutions for angle in ANGLES]
+    data = np.column_stack([np.arange(F) / rate] + [np.degrees(s.angles) for s in solutions.values()])
+    with tempfile.TemporaryDirectory(prefix="itasc-batch-") as tmp:
+        target = Path(tmp) / "angles.mot"
+        write_storage(target, labels, data, name=f"{spec.base} leg angles", in_degrees=True)
+        files = {f"{spec.name}_angles.mot": target.read_bytes()}
+    errors = np.stack([s.error for s in solutions.values()])                  # (legs, F, 5)
+    leg, _, keypoint = np.unravel_index(int(np.nanargmax(errors)), errors.shape)
+    report = next(iter(solutions.values())).report                           # one report for all legs
+    stages = np.asarray(report.converged, bool)                              # (legs, F, stages)
+    converged = stages.reshape(-1, F, stages.shape[-1]).all(axis=(0, 2))
+    details = {"frames": F, "legs": list(solutions), "rate": rate,
+               "keypoint_error_mean": _finite(np.nanmean(errors)), "keypoint_error_max": _finite(np.nanmax(errors)),
+               "worst_leg": list(solutions)[leg], "worst_keypoint": KEYPOINTS[keypoint],
+               "frames_not_converged": int(np.sum(~converged))}
+    return files, details
+
+
+SOLVERS = {"ik": _marker_ik, "fly": _fly}

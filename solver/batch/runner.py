@@ -1,0 +1,167 @@
+"""Run a batch of trials on Dask `distributed`.
+
+Where: a LocalCluster by default (one worker process per core, one thread each, BLAS libraries on
+one thread: the engine's small factorisations are fastest that way and each process keeps its
+core), or an existing cluster's scheduler (`scheduler='tcp://host:8786'`), or a Client given.
+Workers must see the trial files, the model, the task set and the output folder at the same
+paths (a cluster's shared file system) and import `solver` (installed, or on PYTHONPATH).
+
+How: one task per trial, `kinds.solve_and_write`, which never raises for a bad trial and writes
+the trial's files itself, each through a temporary file renamed into place and the JSON report
+last, so an interrupted run leaves whole files only and a resumed run (plan.select) sees exactly
+what was finished. The client waits for tasks to finish and reads each finished trial's report
+from its JSON file: it never fetches a result from a worker, so a worker lost after finishing a
+trial costs nothing. A worker that dies takes its running trials with it; the scheduler runs them
+again on the other workers (Dask's own recovery), and a trial that kills workers again and again
+is reported failed with Dask's KilledWorker. At the end (also after Ctrl-C) the summary CSV lists
+every trial of the batch, from each one's last JSON report.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .kinds import Outcome, TrialSpec, report_bytes, solve_and_write, write_outputs
+from .plan import last_report, select
+from .progress import Progress
+
+SUMMARY = "batch_summary.csv"
+COLUMNS = {
+    "ik": ["marker_error_rms_mean", "marker_error_rms_max", "marker_error_max", "worst_marker", "markers"],
+    "fly": ["keypoint_error_mean", "keypoint_error_max", "worst_leg", "worst_keypoint"],
+}
+BLAS_ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                          "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")}
+
+
+@dataclass
+class BatchResult:
+    """What a run did: trials solved and failed now ({name: message}), trials skipped as up to
+    date (or, with only_failed, as not failed), the summary CSV, wall time, and whether it was
+    interrupted before the end."""
+
+    out_dir: Path
+    solved: list = field(default_factory=list)
+    failed: dict = field(default_factory=dict)
+    skipped: list = field(default_factory=list)
+    summary: Path | None = None
+    seconds: float = 0.0
+    interrupted: bool = False
+    workers: int = 0
+
+
+def local_cluster(workers: int | None = None):
+    """A LocalCluster of `workers` processes (default: one per core), one thread each, BLAS on one thread."""
+    from distributed import LocalCluster
+    return LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                        dashboard_address=":0", scheduler_kwargs={"dashboard": False},
+                        silence_logs=logging.ERROR, env=dict(BLAS_ONE_THREAD))
+
+
+def lost(spec: TrialSpec, exc: BaseException) -> Outcome:
+    """The failed outcome of a trial whose task itself failed (its workers died)."""
+    message = f"{type(exc).__name__}: {exc}"
+    report = {"trial": spec.name, "kind": spec.kind, "input": spec.input, "status": "failed", "message": message,
+              "seconds": None}
+    return Outcome(spec.name, "failed", {f"{spec.name}.json": report_bytes(report)}, report, message)
+
+
+def write_summary(out_dir: Path, specs) -> Path:
+    """One row per trial from its last JSON report (status 'not run' where it has none)."""
+    kind = specs[0].kind if specs else "ik"
+    columns = ["trial", "kind", "status", "frames", *COLUMNS.get(kind, []), "frames_not_converged", "seconds",
+               "message", "input"]
+    path = out_dir / SUMMARY
+    part = path.with_name(path.name + ".part")
+    with open(part, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(columns)
+        for spec in specs:
+            report = last_report(spec, out_dir) or {"trial": spec.name, "kind": spec.kind, "status": "not run",
+                                                    "input": spec.input}
+            writer.writerow(["" if report.get(c) is None else report.get(c) for c in columns])
+    os.replace(part, path)
+    return path
+
+
+def run_batch(specs, out_dir, *, scheduler: str | None = None, workers: int | None = None, client=None,
+              resume: bool = False, only_failed: bool = False, time_limit: float | None = None,
+              progress: bool = True, stream=None, on_outcome=None) -> BatchResult:
+    """Solve `specs` (plan.ik_specs / fly_specs) into `out_dir` (module docstring). `resume` skips
+    trials that are up to date, `only_failed` solves only those whose last report failed;
+    `time_limit` (s) stops a trial that runs longer; `on_outcome(outcome)` is called after each
+    trial's files are written. Ctrl-C stops the run cleanly (result.interrupted)."""
+    from distributed import Client, wait
+    started = time.perf_counter()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    specs = list(specs)
+    todo, skipped = select(specs, out_dir, resume=resume, only_failed=only_failed)
+    result = BatchResult(out_dir, skipped=[s.name for s in skipped])
+    bar = Progress(len(todo), skipped=len(skipped), stream=stream, enabled=progress)
+    cluster = own_client = None
+    futures = []
+    try:
+        if todo:
+            if client is None:
+                if scheduler is None:
+                    cluster = local_cluster(workers)
+                    own_client = client = Client(cluster)
+                else:
+                    own_client = client = Client(scheduler)
+            result.workers = len(client.scheduler_info(n_workers=-1)["workers"])
+            by_key = {}
+            run_id = uuid.uuid4().hex[:12]             # keys unique to this run, across clients and runs
+            for i, spec in enumerate(todo):
+                key = f"trial-{run_id}-{i:06d}-{spec.name}"
+                by_key[key] = spec
+                futures.append(client.submit(solve_and_write, spec, str(out_dir.resolve()), time_limit, key=key,
+                                             pure=False))
+            bar.update(0, 0)
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when="FIRST_COMPLETED")
+                for future in done:
+                    spec = by_key[future.key]
+                    if future.status == "finished":
+                        report = last_report(spec, out_dir)
+                        if report is None:
+                            outcome = lost(spec, FileNotFoundError(
+                                f"the worker wrote no report into {out_dir}: workers must see the output folder"))
+                            write_outputs(out_dir, outcome, spec)
+                        else:
+                            outcome = Outcome(spec.name, report.get("status", "failed"), {}, report,
+                                              report.get("message", ""))
+                    elif future.status == "error":
+                        outcome = lost(spec, future.exception())
+                        write_outputs(out_dir, outcome, spec)
+                    else:                                   # lost again before we looked: wait for it anew
+                        pending.add(future)
+                        continue
+                    future.release()
+                    if outcome.status == "done":
+                        result.solved.append(spec.name)
+                    else:
+                        result.failed[spec.name] = outcome.message
+                    bar.update(len(result.solved), len(result.failed))
+                    if on_outcome is not None:
+                        on_outcome(outcome)
+    except KeyboardInterrupt:
+        result.interrupted = True
+        if futures:
+            client.cancel(futures)
+    finally:
+        if own_client is not None:
+            own_client.close()
+        if cluster is not None:
+            cluster.close()
+        bar.close()
+        result.summary = write_summary(out_dir, specs)
+        result.seconds = time.perf_counter() - started
+    return result
