@@ -1,0 +1,309 @@
+"""One query, many starts racing in one batch from the first iteration (solver.restarts).
+
+`solve_with_restarts` solves a start and restarts a query only when it fails; one query at a
+time, that leaves a hard pose no budget for a second start. Here R starts of the same query move
+together, one iteration of all of them per pass (an iteration of R starts costs little more than
+one of a single start: the cost is numpy's calls, not arithmetic):
+
+    slot 0 starts at q0 (the middle of the limits when None), the other slots at uniform random
+    coordinates within the limits (starts.random_coordinates; frozen coordinates as q0);
+    every slot takes the animation mode's plain Levenberg-Marquardt steps (Settings(steps=
+    "damped", curvature=False): damping lambda from 0.1, relative to the largest diagonal of
+    A^T W A, divided by 3 on success and multiplied by 4 on failure; joint limits locked exactly as
+    update.weighted_step locks them; a step at most settings.max_step per coordinate), up to
+    settings.max_iterations for slot 0's first start and `restart_iterations` for every other;
+    a slot whose start has run its iterations, or whose damping gave up, starts again from a new
+    random draw in the same pass (at most `max_starts` starts in all);
+    the first pass in which a slot reaches the targets (position and rotation error within
+    settings.precision) ends the race: that slot's answer wins (the smallest squared error
+    among several that reach them in the same pass); the others stop.
+
+Without a winner by the deadline (the call's start + `budget` seconds; no pass begins that the
+previous one's duration says would end past it) the best answer seen is returned, not converged.
+Everything a call does counts toward its time: `charged` is the call's wall time.
+
+Where a slot's start is the one solve_animation would start from, its iterations are those of
+solve_animation with the same settings (the same step, acceptance and damping rules; sums
+rounded in another order, so to within rounding). For the scenes PoseChain evaluates (one pose
+task on a serial revolute chain) all slots are evaluated together in one PoseChain call with
+preallocated arrays; other scenes race through solve_with_restarts (rounds of solve_animation
+with racing groups).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from ..inputs import check_inputs, complete_frames
+from ..runtime.blas_threads import one_blas_thread
+from ..scene import Scene
+from ..settings import Settings
+from .chain import PoseChain, pose_chain
+from .solve import RestartResult, solve_with_restarts
+from .starts import middle_of_limits
+
+_LAMBDA_FIRST = 0.1        # damping of a start's first step (as solve_animation's damped steps)
+_LAMBDA_GIVE_UP = 1e12
+_SETTLED = 1e-13
+_NUDGE = 1e-3
+STARTS = 16
+
+
+@one_blas_thread()
+def solve_racing(scene: Scene, objects, settings: Settings = Settings(precision=1e-5, max_step=1.0, max_iterations=50),
+                 rng=None, budget: float = 0.005, starts: int = STARTS, q0=None,
+                 restart_iterations: int = 16, max_starts: int | None = None,
+                 max_passes: int | None = None) -> RestartResult:
+    """Race `starts` starts of one query (objects (1, K, 4, 4) or (K, 4, 4)) as above, within
+    `budget` seconds (inf: no time limit, then `max_starts` or `max_passes` must bound the work;
+    `max_passes` caps the passes, a budget counted in iterations that does not depend on the clock). rng: a seed or
+    numpy Generator for the random starts; with the same seed, a query that converges within
+    its budget always gets the same answer. Returns a RestartResult of one frame: `iterations`
+    summed over all starts, `restarts` the random starts drawn, `first_converged` whether the
+    winner is slot 0's first start, `charged` the call's wall time."""
+    t0 = time.perf_counter()
+    if not (budget >= 0):
+        raise ValueError(f"budget {budget} must be a number of seconds >= 0")
+    if starts < 1 or restart_iterations < 1 or (max_starts is not None and max_starts < 1):
+        raise ValueError("starts, restart_iterations and max_starts must be >= 1")
+    if not np.isfinite(budget) and max_starts is None and max_passes is None:
+        raise ValueError("an unlimited budget needs max_starts or max_passes")
+    objects = np.asarray(objects, dtype=float)
+    if objects.ndim == 3:
+        objects = objects[None]
+    if objects.ndim != 4 or objects.shape[0] != 1:
+        raise ValueError(f"solve_racing solves one query: objects (1, K, 4, 4), got {objects.shape}; "
+                         "solve_with_restarts solves many at once")
+    if q0 is None:
+        q0 = middle_of_limits(scene)[None]
+    q0, objects, _, _ = check_inputs(scene, np.reshape(q0, (1, -1)), objects, None)
+    if not isinstance(rng, np.random.Generator):
+        rng = np.random.default_rng(rng)
+    chain = pose_chain(scene)
+    if chain is None or not complete_frames(objects, 1)[0]:
+        limit = max_starts - 1 if max_starts is not None else max_passes   # passes: bounds the starts there
+        return solve_with_restarts(scene, objects, _damped(settings), rng, budget, q0=q0, min_batch=starts,
+                                   restart_iterations=restart_iterations, max_restarts=limit)
+    return _Race(chain, chain.target(objects[0]), q0[0], _damped(settings), rng, starts, restart_iterations,
+                 np.inf if max_starts is None else max_starts).run(t0, t0 + budget,
+                                                                   np.inf if max_passes is None else max_passes)
+
+
+def _damped(settings: Settings) -> Settings:
+    if settings.steps == "damped" and not settings.curvature:
+        return settings
+    return replace(settings, steps="damped", curvature=False)
+
+
+class _Race:
+    """The state of one race: per slot its current start's coordinates, evaluation, damping and
+    iterations, and the trial point the next evaluation measures."""
+
+    def __init__(self, chain: PoseChain, target, q0, settings: Settings, rng, R: int, restart_iterations: int,
+                 max_starts):
+        self.chain, self.target, self.settings, self.rng = chain, target, settings, rng
+        self.R, self.n = R, chain.n
+        self.restart_iterations, self.max_starts = restart_iterations, max_starts
+        self.ws = chain.workspace(R)
+        R, n = self.R, self.n
+        self.q0 = q0
+        self.q = np.empty((R, n))                 # each slot's accepted coordinates
+        self.trial = np.empty((R, n))             # what the next evaluation measures
+        self.y, self.A = np.zeros((R, 6)), np.zeros((R, 6, n))
+        self.cost = np.full(R, np.inf)            # inf: the slot's trial is a new start, taken as it is
+        self.position_error, self.rotation_error = np.full(R, np.inf), np.full(R, np.inf)
+        self.lam = np.full(R, _LAMBDA_FIRST)
+        self.iterations = np.zeros(R, dtype=int)  # of each slot's current start
+        self.cap = np.full(R, restart_iterations)
+        self.cap[0] = settings.max_iterations
+        self.nudged = np.zeros(R, dtype=bool)
+        self.forced = np.ones(R, dtype=bool)      # the trial is taken whatever its cost (a new start, a nudge)
+        self.first = np.zeros(R, dtype=bool)      # the slot still runs slot 0's first start
+        self.first[0] = True
+        self.total_iterations = 0
+        self.passes = 0
+        self.started = 0                          # starts drawn at random
+        self.best_q, self.best_score, self.best_errors = q0.copy(), np.inf, (np.nan, np.nan)
+        self.trial[0] = q0
+        self.started = min(R, max_starts) - 1
+        self.active = np.zeros(R, dtype=bool)     # slots with a start (max_starts may leave some idle)
+        self.active[:min(R, max_starts)] = True
+        if R > 1:
+            self.trial[1:] = self._draws(R - 1)
+        self.trial[~self.active] = q0
+        self.step_stuck = np.zeros(R, dtype=bool)
+        self.proposed = np.zeros(R)
+        self.step_ws = _StepWorkspace(R, n)
+        direction = np.sin(np.arange(1, n + 1) * 2.399963)     # as solve_animation nudges
+        self.nudge_direction = direction / max(np.linalg.norm(direction), 1e-300)
+
+    def _draws(self, m: int) -> np.ndarray:
+        """m uniform random coordinate vectors within the limits (frozen coordinates as q0)."""
+        chain = self.chain
+        lower = np.where(np.isfinite(chain.lower), chain.lower, self.q0 - np.pi)
+        upper = np.where(np.isfinite(chain.upper), chain.upper, self.q0 + np.pi)
+        q = self.rng.uniform(lower, upper, (m, self.n))
+        return np.where(chain.joint_weight > 0, q, self.q0)
+
+    def run(self, t0: float, deadline: float, max_passes) -> RestartResult:
+        chain, ws, settings = self.chain, self.ws, self.settings
+        winner, last_pass = -1, 0.0
+        while True:
+            began = time.perf_counter()
+            chain.evaluate(self.trial, self.target, ws)
+            self._accept()
+            reached = (self.position_error <= settings.precision) & (self.rotation_error <= settings.precision) \
+                & self.active
+            if reached.any():
+                score = np.where(reached, self.position_error ** 2 + self.rotation_error ** 2, np.inf)
+                winner = int(np.argmin(score))
+                break
+            ended = self.active & ~self.forced & ((self.iterations >= self.cap) | (self.lam >= _LAMBDA_GIVE_UP))
+            if ended.any() and not self._restart(ended):
+                break
+            if self.passes >= max_passes or time.perf_counter() + last_pass > deadline:
+                break
+            self.passes += 1
+            self._step(self.active & ~self.forced)
+            last_pass = time.perf_counter() - began
+        return self._result(winner, t0)
+
+    def _accept(self) -> None:
+        """Each slot takes its trial where the error fell (or the trial is forced), and its damping
+        moves as solve_animation's damped steps move it."""
+        ws = self.ws
+        stepped = self.active & ~self.forced
+        better = ws.cost < self.cost
+        lam = self.lam
+        np.copyto(lam, np.where(better, np.maximum(lam / 3.0, 1e-12), lam * 4.0), where=stepped)
+        settled = stepped & better & (self.cost - ws.cost <= _SETTLED * self.cost) \
+            & (self.proposed <= self.settings.precision)
+        lam[settled] = _LAMBDA_GIVE_UP
+        take = (better | self.forced) & self.active
+        column = take[:, None]
+        np.copyto(self.q, self.trial, where=column)
+        np.copyto(self.y, ws.y, where=column)
+        np.copyto(self.A, ws.A, where=column[:, :, None])
+        np.copyto(self.cost, ws.cost, where=take)
+        np.copyto(self.position_error, ws.position_error, where=take)
+        np.copyto(self.rotation_error, ws.rotation_error, where=take)
+        # A full step that vanished short of the targets: nudge the start off once (its next
+        # evaluation is taken as it is, and it continues with lambda 1e-3), give it up the second time.
+        stuck = stepped & self.step_stuck
+        self.forced[:] = False
+        if stuck.any():
+            lam[stuck & self.nudged] = _LAMBDA_GIVE_UP
+            first = stuck & ~self.nudged
+            if first.any():
+                self.nudged[first] = True
+                self.trial[first] = np.clip(self.q[first] + _NUDGE * self.chain.joint_weight * self.nudge_direction,
+                                            self.chain.lower, self.chain.upper)
+                lam[first] = 1e-3
+                self.forced[first] = True
+
+    def _remember(self, slots: np.ndarray) -> None:
+        """The best answer so far: the smallest squared error among these slots' and the last best."""
+        score = np.where(slots, self.position_error ** 2 + self.rotation_error ** 2, np.inf)
+        k = int(np.argmin(score))
+        if score[k] < self.best_score:
+            self.best_q, self.best_score = self.q[k].copy(), score[k]
+            self.best_errors = (self.position_error[k], self.rotation_error[k])
+
+    def _restart(self, ended: np.ndarray) -> bool:
+        """Slots `ended` keep their answer if it is the best so far and start again at random, as
+        far as max_starts allows; False when no slot has a start left."""
+        self._remember(ended & self.active)
+        slots = np.flatnonzero(ended & self.active)
+        room = self.max_starts - (self.started + 1)
+        if room < slots.size:
+            self.active[slots[max(int(room), 0):]] = False
+            slots = slots[:max(int(room), 0)]
+        if slots.size:
+            self.trial[slots] = self._draws(slots.size)
+            self.started += slots.size
+            self.cost[slots] = np.inf
+            self.lam[slots] = _LAMBDA_FIRST
+            self.iterations[slots] = 0
+            self.cap[slots] = self.restart_iterations
+            self.nudged[slots] = False
+            self.first[slots] = False
+            self.forced[slots] = True
+        return bool(self.active.any())
+
+    def _step(self, stepping: np.ndarray) -> None:
+        """The damped step (update.weighted_step with curvature.solve_damped's system, no
+        curvature) of every slot, from H = A^T W A and g = A^T W (yd - y) once per step: with C
+        the weighted free columns, (C H C + lambda s I) x = C (g - H dl), s the largest diagonal
+        of C H C, dl the step of the coordinates locked on a limit so far; trial points for the
+        slots `stepping`."""
+        chain, ws, s = self.chain, self.step_ws, self.settings
+        q, R, n = self.q, self.R, self.n
+        np.multiply(self.A, chain.sqrt_weight[:, None], out=ws.Aw)            # W^1/2 A
+        AwT = ws.Aw.swapaxes(-1, -2)
+        np.matmul(AwT, ws.Aw, out=ws.H0)
+        np.multiply(self.y, chain.minus_sqrt_weight, out=ws.bw)               # W^1/2 (yd - y)
+        np.matmul(AwT, ws.bw[:, :, None], out=ws.g)
+        diagonal0, diagonal = ws.H0.reshape(R, n * n)[:, ::n + 1], ws.H.reshape(R, n * n)[:, ::n + 1]
+        free, locked_step = ws.free, ws.locked_step
+        free[:] = chain.joint_weight > 0
+        cols = chain.joint_weight
+        rhs = ws.g[:, :, 0]
+        any_locked = False
+        for _ in range(n + 1):
+            np.multiply(ws.H0, cols[..., :, None] * cols[..., None, :], out=ws.H)
+            scale = (diagonal0 * (cols * cols)).max(axis=-1)
+            scale[scale <= 0] = 1.0
+            diagonal += self.lam[:, None] * scale[:, None]
+            free_step = cols * np.linalg.solve(ws.H, (cols * rhs)[:, :, None])[:, :, 0]
+            largest = np.abs(free_step).max(axis=-1)
+            too_long = largest > s.max_step
+            if too_long.any():
+                free_step *= np.where(too_long, s.max_step / np.maximum(largest, 1e-300), 1.0)[:, None]
+            moved = q + free_step
+            if any_locked:
+                moved += locked_step
+            inside = np.minimum(np.maximum(moved, chain.lower), chain.upper)
+            hit = free & (inside != moved)
+            hit &= stepping[:, None]
+            if not hit.any():
+                break
+            if not any_locked:
+                locked_step[:] = 0.0
+            np.copyto(locked_step, inside - q, where=hit)
+            free &= ~hit
+            any_locked = True
+            cols = chain.joint_weight * free
+            rhs = ws.g[:, :, 0] - (ws.H0 @ locked_step[:, :, None])[:, :, 0]
+        dq = inside - q
+        np.abs(dq).max(axis=1, out=self.proposed)
+        np.less(self.proposed, 1e-14, out=self.step_stuck)
+        np.copyto(self.trial, np.minimum(np.maximum(q + dq, chain.lower), chain.upper), where=stepping[:, None])
+        self.iterations += stepping
+        self.total_iterations += int(np.count_nonzero(stepping))
+
+    def _result(self, winner: int, t0: float) -> RestartResult:
+        if winner >= 0:
+            q, errors, converged = self.q[winner], (self.position_error[winner], self.rotation_error[winner]), True
+            first = bool(self.first[winner])
+        else:
+            self._remember(self.active & np.isfinite(self.cost))   # the slots' current answers join the best
+            q, errors, converged, first = self.best_q, self.best_errors, False, False
+        charged = time.perf_counter() - t0
+        return RestartResult(q=q[None].copy(), position_error=np.array([[errors[0]]]),
+                             rotation_error=np.array([[errors[1]]]),
+                             iterations=np.array([self.total_iterations]), converged=np.array([converged]),
+                             sigma_min=np.array([np.nan]), seconds=charged, names=list(self.chain.scene.names),
+                             restarts=np.array([self.started]), charged=np.array([charged]),
+                             first_converged=np.array([first]), passes=np.array([self.passes]))
+
+
+class _StepWorkspace:
+    """Arrays of one damped step of R slots of n coordinates."""
+
+    def __init__(self, R: int, n: int):
+        self.Aw, self.bw = np.empty((R, 6, n)), np.empty((R, 6))
+        self.H0, self.H, self.g = np.empty((R, n, n)), np.empty((R, n, n)), np.empty((R, n, 1))
+        self.free, self.locked_step = np.empty((R, n), dtype=bool), np.zeros((R, n))
