@@ -97,14 +97,10 @@ class PoseChain:
         self.minus_sqrt_weight = -self.sqrt_weight
         self.lower, self.upper = scene.lower, scene.upper
         self.joint_weight = scene.joint_weight
-        self._workspaces: dict = {}
 
     def workspace(self, R: int) -> "Workspace":
-        """The arrays of an evaluation of R starts, made once per R and reused."""
-        ws = self._workspaces.get(R)
-        if ws is None:
-            ws = self._workspaces[R] = Workspace(R, self.n)
-        return ws
+        """New arrays for evaluations of R starts (to keep and reuse: `evaluate` writes into them)."""
+        return Workspace(R, self.n)
 
     def target(self, objects: np.ndarray) -> np.ndarray:
         """The target frame (4, 4) from one query's object poses (K, 4, 4)."""

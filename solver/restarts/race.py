@@ -32,7 +32,9 @@ with racing groups).
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 from dataclasses import replace
 
 import numpy as np
@@ -87,9 +89,29 @@ def solve_racing(scene: Scene, objects, settings: Settings = Settings(precision=
         limit = max_starts - 1 if max_starts is not None else max_passes   # passes: bounds the starts there
         return solve_with_restarts(scene, objects, _damped(settings), rng, budget, q0=q0, min_batch=starts,
                                    restart_iterations=restart_iterations, max_restarts=limit)
-    return _Race(chain, chain.target(objects[0]), q0[0], _damped(settings), rng, starts, restart_iterations,
-                 np.inf if max_starts is None else max_starts).run(t0, t0 + budget,
-                                                                   np.inf if max_passes is None else max_passes)
+    race = _race(chain, starts)
+    try:
+        race.reset(chain.target(objects[0]), q0[0], _damped(settings), rng, restart_iterations,
+                   np.inf if max_starts is None else max_starts)
+        return race.run(t0, t0 + budget, np.inf if max_passes is None else max_passes)
+    finally:
+        race.lock.release()
+
+
+_RACES: "weakref.WeakKeyDictionary[PoseChain, dict]" = weakref.WeakKeyDictionary()
+
+
+def _race(chain: PoseChain, R: int) -> "_Race":
+    """A race of R slots on this chain, its lock held: the one kept for the chain, or a new one
+    while that is in use (by another thread)."""
+    races = _RACES.setdefault(chain, {})
+    race = races.get(R)
+    if race is None:
+        race = races[R] = _Race(chain, R)
+    if not race.lock.acquire(blocking=False):
+        race = _Race(chain, R)
+        race.lock.acquire()
+    return race
 
 
 def _damped(settings: Settings) -> Settings:
@@ -100,53 +122,66 @@ def _damped(settings: Settings) -> Settings:
 
 class _Race:
     """The state of one race: per slot its current start's coordinates, evaluation, damping and
-    iterations, and the trial point the next evaluation measures."""
+    iterations, and the trial point the next evaluation measures. Made once per chain and
+    number of slots (`_race`) and reset for each query."""
 
-    def __init__(self, chain: PoseChain, target, q0, settings: Settings, rng, R: int, restart_iterations: int,
-                 max_starts):
-        self.chain, self.target, self.settings, self.rng = chain, target, settings, rng
-        self.R, self.n = R, chain.n
-        self.restart_iterations, self.max_starts = restart_iterations, max_starts
-        self.ws = chain.workspace(R)
-        R, n = self.R, self.n
-        self.q0 = q0
+    def __init__(self, chain: PoseChain, R: int):
+        n = chain.n
+        self.chain, self.R, self.n = chain, R, n
+        self.lock = threading.Lock()              # held while a query uses these arrays
+        self.ws, self.step_ws = chain.workspace(R), _StepWorkspace(R, n)
         self.q = np.empty((R, n))                 # each slot's accepted coordinates
         self.trial = np.empty((R, n))             # what the next evaluation measures
         self.y, self.A = np.zeros((R, 6)), np.zeros((R, 6, n))
-        self.cost = np.full(R, np.inf)            # inf: the slot's trial is a new start, taken as it is
-        self.position_error, self.rotation_error = np.full(R, np.inf), np.full(R, np.inf)
-        self.lam = np.full(R, _LAMBDA_FIRST)
-        self.iterations = np.zeros(R, dtype=int)  # of each slot's current start
-        self.cap = np.full(R, restart_iterations)
-        self.cap[0] = settings.max_iterations
-        self.nudged = np.zeros(R, dtype=bool)
-        self.forced = np.ones(R, dtype=bool)      # the trial is taken whatever its cost (a new start, a nudge)
-        self.first = np.zeros(R, dtype=bool)      # the slot still runs slot 0's first start
-        self.first[0] = True
-        self.total_iterations = 0
-        self.passes = 0
-        self.started = 0                          # starts drawn at random
-        self.best_q, self.best_score, self.best_errors = q0.copy(), np.inf, (np.nan, np.nan)
-        self.trial[0] = q0
-        self.started = min(R, max_starts) - 1
-        self.active = np.zeros(R, dtype=bool)     # slots with a start (max_starts may leave some idle)
-        self.active[:min(R, max_starts)] = True
-        if R > 1:
-            self.trial[1:] = self._draws(R - 1)
-        self.trial[~self.active] = q0
-        self.step_stuck = np.zeros(R, dtype=bool)
-        self.proposed = np.zeros(R)
-        self.step_ws = _StepWorkspace(R, n)
+        self.cost = np.empty(R)                   # inf: the slot's trial is a new start, taken as it is
+        self.position_error, self.rotation_error = np.empty(R), np.empty(R)
+        self.lam = np.empty(R)
+        self.iterations = np.empty(R, dtype=int)  # of each slot's current start
+        self.cap = np.empty(R, dtype=int)
+        self.nudged = np.empty(R, dtype=bool)
+        self.forced = np.empty(R, dtype=bool)     # the trial is taken whatever its cost (a new start, a nudge)
+        self.first = np.empty(R, dtype=bool)      # the slot still runs slot 0's first start
+        self.active = np.empty(R, dtype=bool)     # slots with a start (max_starts may leave some idle)
+        self.step_stuck = np.empty(R, dtype=bool)
+        self.proposed = np.empty(R)
         direction = np.sin(np.arange(1, n + 1) * 2.399963)     # as solve_animation nudges
         self.nudge_direction = direction / max(np.linalg.norm(direction), 1e-300)
+        self.all_free = bool(np.all(chain.joint_weight > 0))
+
+    def reset(self, target, q0, settings: Settings, rng, restart_iterations: int, max_starts) -> "_Race":
+        chain, R = self.chain, self.R
+        self.target, self.q0, self.settings, self.rng = target, q0, settings, rng
+        self.restart_iterations, self.max_starts = restart_iterations, max_starts
+        self.draw_lower = np.where(np.isfinite(chain.lower), chain.lower, q0 - np.pi)
+        self.draw_upper = np.where(np.isfinite(chain.upper), chain.upper, q0 + np.pi)
+        self.cost.fill(np.inf)
+        self.position_error.fill(np.inf)
+        self.rotation_error.fill(np.inf)
+        self.lam.fill(_LAMBDA_FIRST)
+        self.iterations.fill(0)
+        self.cap.fill(restart_iterations)
+        self.cap[0] = settings.max_iterations
+        self.nudged.fill(False)
+        self.forced.fill(True)
+        self.first.fill(False)
+        self.first[0] = True
+        self.step_stuck.fill(False)
+        self.proposed.fill(0.0)
+        self.total_iterations = self.passes = 0
+        self.best_q, self.best_score, self.best_errors = q0.copy(), np.inf, (np.nan, np.nan)
+        used = int(min(R, max_starts))
+        self.started = used - 1                   # starts drawn at random
+        self.active.fill(False)
+        self.active[:used] = True
+        self.trial[:] = q0
+        if used > 1:
+            self.trial[1:used] = self._draws(used - 1)
+        return self
 
     def _draws(self, m: int) -> np.ndarray:
         """m uniform random coordinate vectors within the limits (frozen coordinates as q0)."""
-        chain = self.chain
-        lower = np.where(np.isfinite(chain.lower), chain.lower, self.q0 - np.pi)
-        upper = np.where(np.isfinite(chain.upper), chain.upper, self.q0 + np.pi)
-        q = self.rng.uniform(lower, upper, (m, self.n))
-        return np.where(chain.joint_weight > 0, q, self.q0)
+        q = self.rng.uniform(self.draw_lower, self.draw_upper, (m, self.n))
+        return q if self.all_free else np.where(self.chain.joint_weight > 0, q, self.q0)
 
     def run(self, t0: float, deadline: float, max_passes) -> RestartResult:
         chain, ws, settings = self.chain, self.ws, self.settings
