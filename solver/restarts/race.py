@@ -134,7 +134,7 @@ class _Race:
         self.trial = np.empty((R, n))             # what the next evaluation measures
         self.y, self.A = np.zeros((R, 6)), np.zeros((R, 6, n))
         self.cost = np.empty(R)                   # inf: the slot's trial is a new start, taken as it is
-        self.position_error, self.rotation_error = np.empty(R), np.empty(R)
+        self.errors = np.empty((R, 2))            # position and rotation error
         self.lam = np.empty(R)
         self.iterations = np.empty(R, dtype=int)  # of each slot's current start
         self.cap = np.empty(R, dtype=int)
@@ -147,6 +147,7 @@ class _Race:
         direction = np.sin(np.arange(1, n + 1) * 2.399963)     # as solve_animation nudges
         self.nudge_direction = direction / max(np.linalg.norm(direction), 1e-300)
         self.all_free = bool(np.all(chain.joint_weight > 0))
+        self.unit_weights = bool(np.all(chain.joint_weight == 1.0))
 
     def reset(self, target, q0, settings: Settings, rng, restart_iterations: int, max_starts) -> "_Race":
         chain, R = self.chain, self.R
@@ -155,8 +156,7 @@ class _Race:
         self.draw_lower = np.where(np.isfinite(chain.lower), chain.lower, q0 - np.pi)
         self.draw_upper = np.where(np.isfinite(chain.upper), chain.upper, q0 + np.pi)
         self.cost.fill(np.inf)
-        self.position_error.fill(np.inf)
-        self.rotation_error.fill(np.inf)
+        self.errors.fill(np.inf)
         self.lam.fill(_LAMBDA_FIRST)
         self.iterations.fill(0)
         self.cap.fill(restart_iterations)
@@ -184,19 +184,19 @@ class _Race:
         return q if self.all_free else np.where(self.chain.joint_weight > 0, q, self.q0)
 
     def run(self, t0: float, deadline: float, max_passes) -> RestartResult:
-        chain, ws, settings = self.chain, self.ws, self.settings
+        chain, ws, precision = self.chain, self.ws, self.settings.precision
         winner, last_pass = -1, 0.0
         while True:
             began = time.perf_counter()
             chain.evaluate(self.trial, self.target, ws)
             self._accept()
-            reached = (self.position_error <= settings.precision) & (self.rotation_error <= settings.precision) \
-                & self.active
-            if reached.any():
-                score = np.where(reached, self.position_error ** 2 + self.rotation_error ** 2, np.inf)
-                winner = int(np.argmin(score))
+            worst = self.errors.max(axis=1)                  # inf on idle slots
+            if worst.min() <= precision:
+                reached = worst <= precision
+                winner = int(np.argmin(np.where(reached, (self.errors * self.errors).sum(axis=1), np.inf)))
                 break
-            ended = self.active & ~self.forced & ((self.iterations >= self.cap) | (self.lam >= _LAMBDA_GIVE_UP))
+            ended = (self.iterations >= self.cap) | (self.lam >= _LAMBDA_GIVE_UP)
+            ended &= self.active
             if ended.any() and not self._restart(ended):
                 break
             if self.passes >= max_passes or time.perf_counter() + last_pass > deadline:
@@ -209,26 +209,26 @@ class _Race:
     def _accept(self) -> None:
         """Each slot takes its trial where the error fell (or the trial is forced), and its damping
         moves as solve_animation's damped steps move it."""
-        ws = self.ws
+        ws, lam = self.ws, self.lam
         stepped = self.active & ~self.forced
         better = ws.cost < self.cost
-        lam = self.lam
-        np.copyto(lam, np.where(better, np.maximum(lam / 3.0, 1e-12), lam * 4.0), where=stepped)
-        settled = stepped & better & (self.cost - ws.cost <= _SETTLED * self.cost) \
-            & (self.proposed <= self.settings.precision)
-        lam[settled] = _LAMBDA_GIVE_UP
-        take = (better | self.forced) & self.active
+        np.copyto(lam, np.maximum(np.where(better, lam / 3.0, lam * 4.0), 1e-12), where=stepped)
+        close = self.proposed <= self.settings.precision
+        if close.any():
+            settled = close & stepped & better & (self.cost - ws.cost <= _SETTLED * self.cost)
+            lam[settled] = _LAMBDA_GIVE_UP
+        take = better | self.forced
+        take &= self.active
         column = take[:, None]
         np.copyto(self.q, self.trial, where=column)
         np.copyto(self.y, ws.y, where=column)
         np.copyto(self.A, ws.A, where=column[:, :, None])
         np.copyto(self.cost, ws.cost, where=take)
-        np.copyto(self.position_error, ws.position_error, where=take)
-        np.copyto(self.rotation_error, ws.rotation_error, where=take)
+        np.copyto(self.errors, ws.errors, where=column)
+        self.forced.fill(False)
         # A full step that vanished short of the targets: nudge the start off once (its next
         # evaluation is taken as it is, and it continues with lambda 1e-3), give it up the second time.
         stuck = stepped & self.step_stuck
-        self.forced[:] = False
         if stuck.any():
             lam[stuck & self.nudged] = _LAMBDA_GIVE_UP
             first = stuck & ~self.nudged
@@ -241,11 +241,11 @@ class _Race:
 
     def _remember(self, slots: np.ndarray) -> None:
         """The best answer so far: the smallest squared error among these slots' and the last best."""
-        score = np.where(slots, self.position_error ** 2 + self.rotation_error ** 2, np.inf)
+        score = np.where(slots, (self.errors * self.errors).sum(axis=1), np.inf)
         k = int(np.argmin(score))
         if score[k] < self.best_score:
             self.best_q, self.best_score = self.q[k].copy(), score[k]
-            self.best_errors = (self.position_error[k], self.rotation_error[k])
+            self.best_errors = tuple(self.errors[k])
 
     def _restart(self, ended: np.ndarray) -> bool:
         """Slots `ended` keep their answer if it is the best so far and start again at random, as
@@ -288,11 +288,19 @@ class _Race:
         rhs = ws.g[:, :, 0]
         any_locked = False
         for _ in range(n + 1):
-            np.multiply(ws.H0, cols[..., :, None] * cols[..., None, :], out=ws.H)
-            scale = (diagonal0 * (cols * cols)).max(axis=-1)
+            if self.unit_weights and not any_locked:      # C = I: the products with it are copies
+                np.copyto(ws.H, ws.H0)
+                scale = diagonal0.max(axis=-1)
+            else:
+                np.multiply(ws.H0, cols[..., :, None] * cols[..., None, :], out=ws.H)
+                scale = (diagonal0 * (cols * cols)).max(axis=-1)
             scale[scale <= 0] = 1.0
-            diagonal += self.lam[:, None] * scale[:, None]
-            free_step = cols * np.linalg.solve(ws.H, (cols * rhs)[:, :, None])[:, :, 0]
+            scale *= self.lam
+            diagonal += scale[:, None]
+            if self.unit_weights and not any_locked:
+                free_step = np.linalg.solve(ws.H, ws.g)[:, :, 0]
+            else:
+                free_step = cols * np.linalg.solve(ws.H, (cols * rhs)[:, :, None])[:, :, 0]
             largest = np.abs(free_step).max(axis=-1)
             too_long = largest > s.max_step
             if too_long.any():
@@ -321,7 +329,7 @@ class _Race:
 
     def _result(self, winner: int, t0: float) -> RestartResult:
         if winner >= 0:
-            q, errors, converged = self.q[winner], (self.position_error[winner], self.rotation_error[winner]), True
+            q, errors, converged = self.q[winner], tuple(self.errors[winner]), True
             first = bool(self.first[winner])
         else:
             self._remember(self.active & np.isfinite(self.cost))   # the slots' current answers join the best
