@@ -19,8 +19,8 @@ the target T_t:
     A = -diag(R_e^T, J(phi)^-1 R_e^T) [w_k x (p_t - o_k); w_k]      (columns k)
 
 (the effector's twist shifted to the target point, turned into the effector frame, through
-Jf^-1), with J(phi)^-1 = I - [phi]x / 2 + d [phi]x^2, d = (1 - t sin t / (2 (1 - cos t))) / t^2,
-t = |phi| (1/12 + t^2/720 for small t). log is rotations.log_map's: phi = t / (2 sin t) vee(R),
+Jf^-1), with J(phi)^-1 = I - [phi]x / 2 + d [phi]x^2, d = (1 - t sin t / (2 (1 - cos t))) / t^2
+= (1 - (t/2) / tan(t/2)) / t^2, t = |phi| (1/12 + t^2/720 for small t). log is rotations.log_map's: phi = t / (2 sin t) vee(R),
 and near t = pi the axis from the symmetric part. y, A and the errors |p|, |phi| equal
 Scene.evaluate's to rounding (tests/apps/test_restarts.py compares them).
 """
@@ -145,8 +145,7 @@ class PoseChain:
         R9 = ws.Rrel.reshape(-1, 9)
         cos_t = ws.cos_t
         np.matmul(R9, _TRACE_MINUS_ONE_HALF, out=cos_t)
-        cos_t -= 0.5
-        np.minimum(np.maximum(cos_t, -1.0, out=cos_t), 1.0, out=cos_t)
+        cos_t -= 0.5                                             # may pass +-1 by rounding: arctan2 takes that
         vee = ws.vee
         np.matmul(R9, _VEE, out=vee)
         sin_t = ws.sin_t
@@ -171,15 +170,15 @@ class PoseChain:
     @staticmethod
     def _jacobian_inverse(ws: "Workspace") -> None:
         """ws.G = -J(phi)^-1 R_e^T for phi = ws.y[:, 3:] (see the module docstring)."""
-        phi, K = ws.y[:, 3:], ws.K
+        phi, K, t = ws.y[:, 3:], ws.K, ws.t                     # t = |phi|, from _log
         np.matmul(phi, _SKEW, out=K.reshape(-1, 9))              # [phi]x
-        t2 = ws.yy[:, 3:].sum(axis=1)
-        t = np.sqrt(t2)
         small = t.min() < _SMALL
         ts = np.where(t < _SMALL, 1.0, t) if small else t
-        d = (1.0 - ts * np.sin(ts) / (2.0 * (1.0 - np.cos(ts)))) / (ts * ts)
+        half = 0.5 * ts
+        d = 1.0 - half / np.tan(half)          # = 1 - t sin t / (2 (1 - cos t)), without its cancellation
+        d /= ts * ts
         if small:
-            d = np.where(t < _SMALL, 1.0 / 12.0 + t2 / 720.0, d)
+            d = np.where(t < _SMALL, 1.0 / 12.0 + t * t / 720.0, d)
         np.matmul(K, ws.minus_Re_t, out=ws.KR)                   # -[phi]x R_e^T
         np.matmul(K, ws.KR, out=ws.G)                            # -[phi]x^2 R_e^T
         ws.G *= d[:, None, None]
