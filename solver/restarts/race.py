@@ -19,7 +19,8 @@ one of a single start: the cost is numpy's calls, not arithmetic):
     among several that reach them in the same pass); the others stop.
 
 Without a winner by the deadline (the call's start + `budget` seconds; no pass begins that the
-previous one's duration says would end past it) the best answer seen is returned, not converged.
+previous one's duration, with a margin, says would end past it) the best answer seen is returned,
+not converged.
 Everything a call does counts toward its time: `charged` is the call's wall time.
 
 Where a slot's start is the one solve_animation would start from, its iterations are those of
@@ -52,6 +53,9 @@ _LAMBDA_GIVE_UP = 1e12
 _SETTLED = 1e-13
 _NUDGE = 1e-3
 STARTS = 16
+# No pass begins unless _PASS_MARGIN times the last pass's duration, and _FINISH seconds to build
+# the result, still fit before the deadline (a pass varies a little with the slots that hit limits).
+_PASS_MARGIN, _FINISH = 1.2, 5e-5
 
 
 @one_blas_thread()
@@ -199,7 +203,7 @@ class _Race:
             ended &= self.active
             if ended.any() and not self._restart(ended):
                 break
-            if self.passes >= max_passes or time.perf_counter() + last_pass > deadline:
+            if self.passes >= max_passes or time.perf_counter() + _PASS_MARGIN * last_pass + _FINISH > deadline:
                 break
             self.passes += 1
             self._step(self.active & ~self.forced)
@@ -276,29 +280,28 @@ class _Race:
         slots `stepping`."""
         chain, ws, s = self.chain, self.step_ws, self.settings
         q, R, n = self.q, self.R, self.n
-        np.multiply(self.A, chain.sqrt_weight[:, None], out=ws.Aw)            # W^1/2 A
-        AwT = ws.Aw.swapaxes(-1, -2)
-        np.matmul(AwT, ws.Aw, out=ws.H0)
-        np.multiply(self.y, chain.minus_sqrt_weight, out=ws.bw)               # W^1/2 (yd - y)
-        np.matmul(AwT, ws.bw[:, :, None], out=ws.g)
-        diagonal0, diagonal = ws.H0.reshape(R, n * n)[:, ::n + 1], ws.H.reshape(R, n * n)[:, ::n + 1]
+        np.multiply(self.A, chain.sqrt_weight[:, None], out=ws.Awb[:, :, :n])     # W^1/2 A
+        np.multiply(self.y, chain.minus_sqrt_weight, out=ws.Awb[:, :, n])       # W^1/2 (yd - y)
+        np.matmul(ws.Awb[:, :, :n].swapaxes(-1, -2), ws.Awb, out=ws.Hg)           # [A^T W A, A^T W (yd - y)]
+        H0, g = ws.Hg[:, :, :n], ws.Hg[:, :, n:]
+        diagonal0, diagonal = ws.Hg.reshape(R, n * (n + 1))[:, :n * n + n:n + 2], ws.H.reshape(R, n * n)[:, ::n + 1]
         free, locked_step = ws.free, ws.locked_step
         free[:] = chain.joint_weight > 0
         cols = chain.joint_weight
-        rhs = ws.g[:, :, 0]
+        rhs = g[:, :, 0]
         any_locked = False
         for _ in range(n + 1):
             if self.unit_weights and not any_locked:      # C = I: the products with it are copies
-                np.copyto(ws.H, ws.H0)
+                np.copyto(ws.H, H0)
                 scale = diagonal0.max(axis=-1)
             else:
-                np.multiply(ws.H0, cols[..., :, None] * cols[..., None, :], out=ws.H)
+                np.multiply(H0, cols[..., :, None] * cols[..., None, :], out=ws.H)
                 scale = (diagonal0 * (cols * cols)).max(axis=-1)
             scale[scale <= 0] = 1.0
             scale *= self.lam
             diagonal += scale[:, None]
             if self.unit_weights and not any_locked:
-                free_step = np.linalg.solve(ws.H, ws.g)[:, :, 0]
+                free_step = np.linalg.solve(ws.H, g)[:, :, 0]
             else:
                 free_step = cols * np.linalg.solve(ws.H, (cols * rhs)[:, :, None])[:, :, 0]
             largest = np.abs(free_step).max(axis=-1)
@@ -319,11 +322,10 @@ class _Race:
             free &= ~hit
             any_locked = True
             cols = chain.joint_weight * free
-            rhs = ws.g[:, :, 0] - (ws.H0 @ locked_step[:, :, None])[:, :, 0]
-        dq = inside - q
-        np.abs(dq).max(axis=1, out=self.proposed)
+            rhs = g[:, :, 0] - (H0 @ locked_step[:, :, None])[:, :, 0]
+        np.abs(inside - q).max(axis=1, out=self.proposed)
         np.less(self.proposed, 1e-14, out=self.step_stuck)
-        np.copyto(self.trial, np.minimum(np.maximum(q + dq, chain.lower), chain.upper), where=stepping[:, None])
+        np.copyto(self.trial, inside, where=stepping[:, None])
         self.iterations += stepping
         self.total_iterations += int(np.count_nonzero(stepping))
 
@@ -347,6 +349,6 @@ class _StepWorkspace:
     """Arrays of one damped step of R slots of n coordinates."""
 
     def __init__(self, R: int, n: int):
-        self.Aw, self.bw = np.empty((R, 6, n)), np.empty((R, 6))
-        self.H0, self.H, self.g = np.empty((R, n, n)), np.empty((R, n, n)), np.empty((R, n, 1))
+        self.Awb = np.empty((R, 6, n + 1))
+        self.Hg, self.H = np.empty((R, n, n + 1)), np.empty((R, n, n))
         self.free, self.locked_step = np.empty((R, n), dtype=bool), np.zeros((R, n))
