@@ -286,12 +286,12 @@ class _Race:
         H0, g = ws.Hg[:, :, :n], ws.Hg[:, :, n:]
         diagonal0, diagonal = ws.Hg.reshape(R, n * (n + 1))[:, :n * n + n:n + 2], ws.H.reshape(R, n * n)[:, ::n + 1]
         free, locked_step = ws.free, ws.locked_step
-        free[:] = chain.joint_weight > 0
+        np.logical_and(chain.joint_weight > 0, stepping[:, None], out=free)   # only stepping slots lock
         cols = chain.joint_weight
         rhs = g[:, :, 0]
-        any_locked = False
+        plain = self.unit_weights           # C = I (no coordinate locked yet): products with C are copies
         for _ in range(n + 1):
-            if self.unit_weights and not any_locked:      # C = I: the products with it are copies
+            if plain:
                 np.copyto(ws.H, H0)
                 scale = diagonal0.max(axis=-1)
             else:
@@ -300,7 +300,7 @@ class _Race:
             scale[scale <= 0] = 1.0
             scale *= self.lam
             diagonal += scale[:, None]
-            if self.unit_weights and not any_locked:
+            if plain:
                 free_step = np.linalg.solve(ws.H, g)[:, :, 0]
             else:
                 free_step = cols * np.linalg.solve(ws.H, (cols * rhs)[:, :, None])[:, :, 0]
@@ -309,18 +309,18 @@ class _Race:
             if too_long.any():
                 free_step *= np.where(too_long, s.max_step / np.maximum(largest, 1e-300), 1.0)[:, None]
             moved = q + free_step
-            if any_locked:
+            if cols is not chain.joint_weight:
                 moved += locked_step
             inside = np.minimum(np.maximum(moved, chain.lower), chain.upper)
-            hit = free & (inside != moved)
-            hit &= stepping[:, None]
+            hit = inside != moved
+            hit &= free
             if not hit.any():
                 break
-            if not any_locked:
-                locked_step[:] = 0.0
+            if cols is chain.joint_weight:
+                locked_step.fill(0.0)
             np.copyto(locked_step, inside - q, where=hit)
             free &= ~hit
-            any_locked = True
+            plain = False
             cols = chain.joint_weight * free
             rhs = g[:, :, 0] - (H0 @ locked_step[:, :, None])[:, :, 0]
         np.abs(inside - q).max(axis=1, out=self.proposed)
