@@ -88,7 +88,7 @@ class PoseChain:
             self.C[k, :, :2] = F[:, :2]                          # x' = c x + s y, y' = -s x + c y
             self.S[k, :, 0], self.S[k, :, 1] = F[:, 1], -F[:, 0]
             turn_back = Q.T
-        self.CSP = np.stack([self.C, self.S, self.P], axis=1).reshape(n, 1, 3, 16)   # (c, s, 1) @ CSP = N
+        self.CSP = np.stack([self.C, self.S, self.P], axis=1).reshape(n, 3, 16)   # (c, s, 1) @ CSP = N
         self.E = turn_back @ after @ task.effector.offset         # last joint's frame -> effector frame
         self.target_offset = task.target.offset
         self.target_object = task.target.obj
@@ -110,8 +110,8 @@ class PoseChain:
         """Fill ws.y (R, 6), ws.position_error, ws.rotation_error, ws.cost (R,) and, with
         `jacobians`, ws.A (R, 6, n) for coordinates q (R, n) and the target frame (4, 4)."""
         n = self.n
-        np.cos(q.T, out=ws.cs1[:, :, 0, 0])
-        np.sin(q.T, out=ws.cs1[:, :, 0, 1])
+        np.cos(q.T, out=ws.cs1[:, :, 0])
+        np.sin(q.T, out=ws.cs1[:, :, 1])
         np.matmul(ws.cs1, self.CSP, out=ws.N16)                 # N_k = cos C_k + sin S_k + P_k, (n, R, 4, 4)
         N, T = ws.N, ws.T                                        # T (n, R, 4, 4): link frames after each joint
         T[0] = N[0]
@@ -192,8 +192,8 @@ class Workspace:
 
     def __init__(self, R: int, n: int):
         self.R, self.n = R, n
-        self.cs1 = np.ones((n, R, 1, 3))                        # (cos, sin, 1) per joint and start
-        self.N16 = np.empty((n, R, 1, 16))
+        self.cs1 = np.ones((n, R, 3))                           # (cos, sin, 1) per joint and start
+        self.N16 = np.empty((n, R, 16))
         self.N = self.N16.reshape(n, R, 4, 4)
         self.T = np.empty((n, R, 4, 4))
         self.Te = np.empty((R, 4, 4))
