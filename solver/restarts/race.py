@@ -2,11 +2,12 @@
 
 `solve_with_restarts` solves a start and restarts a query only when it fails; one query at a
 time, that leaves a hard pose no budget for a second start. Here R starts of the same query move
-together, one iteration of all of them per pass (an iteration of R starts costs little more than
-one of a single start: the cost is numpy's calls, not arithmetic):
+together, one iteration of all of them per pass (an iteration of R starts costs far less than R
+iterations of one: most of its cost is numpy's calls, not arithmetic):
 
     slot 0 starts at q0 (the middle of the limits when None), the other slots at uniform random
-    coordinates within the limits (starts.random_coordinates; frozen coordinates as q0);
+    coordinates within the limits (as starts.random_coordinates draws them; frozen coordinates
+    as q0);
     every slot takes the animation mode's plain Levenberg-Marquardt steps (Settings(steps=
     "damped", curvature=False): damping lambda from 0.1, relative to the largest diagonal of
     A^T W A, divided by 3 on success and multiplied by 4 on failure; joint limits locked exactly as
@@ -52,24 +53,34 @@ _LAMBDA_FIRST = 0.1        # damping of a start's first step (as solve_animation
 _LAMBDA_GIVE_UP = 1e12
 _SETTLED = 1e-13
 _NUDGE = 1e-3
-STARTS = 16
+# Racing starts and iterations per random start, chosen on 10,000 random Panda poses other than
+# the benchmark's (BENCHMARKS.md, "What the numbers say"): more starts solve more poses per pass
+# but make each pass dearer.
+STARTS, RESTART_ITERATIONS = 48, 32
 # No pass begins unless _PASS_MARGIN times the last pass's duration, and _FINISH seconds to build
 # the result, still fit before the deadline (a pass varies a little with the slots that hit limits).
 _PASS_MARGIN, _FINISH = 1.2, 5e-5
 
 
+# The default settings: the Panda benchmark's (1e-5 m and rad; steps up to 1 rad, which reach a
+# reachable target in fewer iterations than 0.5; the first start capped at 50 iterations).
+RACE_SETTINGS = Settings(precision=1e-5, max_step=1.0, max_iterations=50, steps="damped", curvature=False)
+
+
 @one_blas_thread()
-def solve_racing(scene: Scene, objects, settings: Settings = Settings(precision=1e-5, max_step=1.0, max_iterations=50),
+def solve_racing(scene: Scene, objects, settings: Settings = RACE_SETTINGS,
                  rng=None, budget: float = 0.005, starts: int = STARTS, q0=None,
-                 restart_iterations: int = 16, max_starts: int | None = None,
+                 restart_iterations: int = RESTART_ITERATIONS, max_starts: int | None = None,
                  max_passes: int | None = None) -> RestartResult:
     """Race `starts` starts of one query (objects (1, K, 4, 4) or (K, 4, 4)) as above, within
     `budget` seconds (inf: no time limit, then `max_starts` or `max_passes` must bound the work;
-    `max_passes` caps the passes, a budget counted in iterations that does not depend on the clock). rng: a seed or
-    numpy Generator for the random starts; with the same seed, a query that converges within
-    its budget always gets the same answer. Returns a RestartResult of one frame: `iterations`
-    summed over all starts, `restarts` the random starts drawn, `first_converged` whether the
-    winner is slot 0's first start, `charged` the call's wall time."""
+    `max_passes` caps the passes, a budget counted in iterations that does not depend on the
+    clock). `settings` are taken with steps="damped", curvature=False whatever they say. rng: a
+    seed or numpy Generator for the random starts; with the same seed, a query that converges
+    within its budget always gets the same answer. Returns a RestartResult of one frame:
+    `iterations` summed over all starts, `passes`, `restarts` the random starts drawn,
+    `first_converged` whether the winner is slot 0's first start, `charged` the call's wall
+    time (also `seconds`); sigma_min is not computed (NaN)."""
     t0 = time.perf_counter()
     if not (budget >= 0):
         raise ValueError(f"budget {budget} must be a number of seconds >= 0")
