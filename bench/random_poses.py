@@ -186,7 +186,8 @@ def run(quick: bool = False) -> Table:
             row(f"ours, one query per call (solve_racing, {RACE_STARTS} starts racing), {1e3 * BUDGET:.0f} ms budget",
                 model, targets, stack("q", races), race_s, stack("restarts", races), stack("charged", races),
                 stack("first_converged", races), BUDGET),
-            row(f"ours, F=1 (solve_with_restarts, call per pose), {1e3 * BUDGET:.0f} ms budget", model, targets[:n_single], stack("q"),
+            row(f"ours, F=1 (solve_with_restarts, call per pose), {1e3 * BUDGET:.0f} ms budget", model,
+                targets[:n_single], stack("q"),
                 single_s, stack("restarts"), stack("charged"), stack("first_converged"), BUDGET),
             row(f"IKPy {ikpy.__version__} (call per pose)", model, targets[:n_ikpy], ikpy_q, ikpy_s)]
     ikpy_ms = rows[-1]["ms"]

@@ -20,9 +20,9 @@ the target T_t:
 
 (the effector's twist shifted to the target point, turned into the effector frame, through
 Jf^-1), with J(phi)^-1 = I - [phi]x / 2 + d [phi]x^2, d = (1 - t sin t / (2 (1 - cos t))) / t^2
-= (1 - (t/2) / tan(t/2)) / t^2, t = |phi| (1/12 + t^2/720 for small t). log is rotations.log_map's: phi = t / (2 sin t) vee(R),
-and near t = pi the axis from the symmetric part. y, A and the errors |p|, |phi| equal
-Scene.evaluate's to rounding (tests/apps/test_restarts.py compares them).
+= (1 - (t/2) / tan(t/2)) / t^2, t = |phi| (1/12 + t^2/720 for small t). log is rotations.log_map's:
+phi = t / (2 sin t) vee(R), and near t = pi the axis from the symmetric part. y, A and the errors
+|p|, |phi| equal Scene.evaluate's to rounding (tests/apps/test_restarts.py compares them).
 """
 
 from __future__ import annotations
