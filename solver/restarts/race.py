@@ -296,49 +296,61 @@ class _Race:
         np.matmul(ws.Awb[:, :, :n].swapaxes(-1, -2), ws.Awb, out=ws.Hg)           # [A^T W A, A^T W (yd - y)]
         H0, g = ws.Hg[:, :, :n], ws.Hg[:, :, n:]
         diagonal0, diagonal = ws.Hg.reshape(R, n * (n + 1))[:, :n * n + n:n + 2], ws.H.reshape(R, n * n)[:, ::n + 1]
-        free, locked_step = ws.free, ws.locked_step
+        free = ws.free
         np.logical_and(chain.joint_weight > 0, stepping[:, None], out=free)   # only stepping slots lock
-        cols = chain.joint_weight
-        rhs = g[:, :, 0]
-        plain = self.unit_weights           # C = I (no coordinate locked yet): products with C are copies
-        for _ in range(n + 1):
-            if plain:
-                np.copyto(ws.H, H0)
-                scale = diagonal0.max(axis=-1)
-            else:
-                np.multiply(H0, cols[..., :, None] * cols[..., None, :], out=ws.H)
-                scale = (diagonal0 * (cols * cols)).max(axis=-1)
-            scale[scale <= 0] = 1.0
-            scale *= self.lam
-            diagonal += scale[:, None]
-            if plain:
-                free_step = np.linalg.solve(ws.H, g)[:, :, 0]
-            else:
-                free_step = cols * np.linalg.solve(ws.H, (cols * rhs)[:, :, None])[:, :, 0]
-            largest = np.abs(free_step).max(axis=-1)
-            too_long = largest > s.max_step
-            if too_long.any():
-                free_step *= np.where(too_long, s.max_step / np.maximum(largest, 1e-300), 1.0)[:, None]
-            moved = q + free_step
-            if cols is not chain.joint_weight:
-                moved += locked_step
-            inside = np.minimum(np.maximum(moved, chain.lower), chain.upper)
-            hit = inside != moved
-            hit &= free
-            if not hit.any():
-                break
-            if cols is chain.joint_weight:
-                locked_step.fill(0.0)
-            np.copyto(locked_step, inside - q, where=hit)
-            free &= ~hit
-            plain = False
-            cols = chain.joint_weight * free
-            rhs = g[:, :, 0] - (H0 @ locked_step[:, :, None])[:, :, 0]
+        if self.unit_weights:                 # C = I: the products with it are copies
+            np.copyto(ws.H, H0)
+            scale = diagonal0.max(axis=-1)
+        else:
+            cols = chain.joint_weight
+            np.multiply(H0, cols[:, None] * cols[None, :], out=ws.H)
+            scale = (diagonal0 * (cols * cols)).max(axis=-1)
+        scale[scale <= 0] = 1.0
+        scale *= self.lam
+        diagonal += scale[:, None]
+        if self.unit_weights:
+            free_step = np.linalg.solve(ws.H, g)[:, :, 0]
+        else:
+            free_step = cols * np.linalg.solve(ws.H, (cols * g[:, :, 0])[:, :, None])[:, :, 0]
+        moved = q + _shorter(free_step, s.max_step)
+        inside = np.minimum(np.maximum(moved, chain.lower), chain.upper)
+        hit = inside != moved
+        hit &= free
+        if hit.any():
+            rows = np.flatnonzero(hit.any(axis=1))
+            inside[rows] = self._locked_rounds(rows, H0[rows], g[rows, :, 0], inside[rows], hit[rows], free[rows])
         np.abs(inside - q).max(axis=1, out=self.proposed)
         np.less(self.proposed, 1e-14, out=self.step_stuck)
         np.copyto(self.trial, inside, where=stepping[:, None])
         self.iterations += stepping
         self.total_iterations += int(np.count_nonzero(stepping))
+
+    def _locked_rounds(self, rows, H0, g, inside, hit, free) -> np.ndarray:
+        """The slots `rows` whose step hit a limit, as update.weighted_step goes on with them:
+        each coordinate that hit is locked on its limit (its step dl), the others solved again
+        with C = the free columns, until no new coordinate hits one. Returns their new `inside`."""
+        chain, s, n = self.chain, self.settings, self.n
+        q, lam, lower, upper = self.q[rows], self.lam[rows], chain.lower, chain.upper
+        locked_step = np.where(hit, inside - q, 0.0)
+        free &= ~hit
+        for _ in range(n):
+            cols = chain.joint_weight * free
+            H = H0 * (cols[:, :, None] * cols[:, None, :])
+            diagonal = H.reshape(len(rows), n * n)[:, ::n + 1]
+            scale = (H0.reshape(len(rows), n * n)[:, ::n + 1] * (cols * cols)).max(axis=-1)
+            scale[scale <= 0] = 1.0
+            diagonal += (lam * scale)[:, None]
+            rhs = cols * (g - (H0 @ locked_step[:, :, None])[:, :, 0])
+            moved = q + _shorter(cols * np.linalg.solve(H, rhs[:, :, None])[:, :, 0], s.max_step)
+            moved += locked_step
+            inside = np.minimum(np.maximum(moved, lower), upper)
+            hit = inside != moved
+            hit &= free
+            if not hit.any():
+                break
+            np.copyto(locked_step, inside - q, where=hit)
+            free &= ~hit
+        return inside
 
     def _result(self, winner: int, t0: float) -> RestartResult:
         if winner >= 0:
@@ -356,10 +368,19 @@ class _Race:
                              first_converged=np.array([first]), passes=np.array([self.passes]))
 
 
+def _shorter(step: np.ndarray, max_step: float) -> np.ndarray:
+    """Steps (R, n) scaled down where their largest entry passes max_step (update.weighted_step)."""
+    largest = np.abs(step).max(axis=-1)
+    too_long = largest > max_step
+    if too_long.any():
+        step *= np.where(too_long, max_step / np.maximum(largest, 1e-300), 1.0)[:, None]
+    return step
+
+
 class _StepWorkspace:
     """Arrays of one damped step of R slots of n coordinates."""
 
     def __init__(self, R: int, n: int):
         self.Awb = np.empty((R, 6, n + 1))
         self.Hg, self.H = np.empty((R, n, n + 1)), np.empty((R, n, n))
-        self.free, self.locked_step = np.empty((R, n), dtype=bool), np.zeros((R, n))
+        self.free = np.empty((R, n), dtype=bool)
