@@ -170,6 +170,7 @@ class _Race:
 
     def reset(self, target, q0, settings: Settings, rng, restart_iterations: int, max_starts) -> "_Race":
         chain, R = self.chain, self.R
+        q0 = np.minimum(np.maximum(q0, chain.lower), chain.upper)      # projected, as solve_animation starts
         self.target, self.q0, self.settings, self.rng = target, q0, settings, rng
         self.restart_iterations, self.max_starts = restart_iterations, max_starts
         self.draw_lower = np.where(np.isfinite(chain.lower), chain.lower, q0 - np.pi)

@@ -308,6 +308,10 @@ def test_racing_refuses_bad_calls_and_handles_a_missing_target_and_other_scenes(
     missing[0, 0, 3] = np.nan
     result = solve_racing(scene, missing[:, None], RACE, rng=31, budget=np.inf, max_starts=5)
     assert not result.converged[0] and np.isfinite(result.q).all()
+    # A first start beyond the limits starts on them.
+    beyond = np.asarray(model.upper) + 1.0
+    result = solve_racing(scene, targets[:1, None], RACE, rng=33, budget=np.inf, starts=1, q0=beyond, max_passes=0)
+    np.testing.assert_array_equal(result.q[0], model.upper)
     # A scene PoseChain does not take (position only) races through solve_with_restarts.
     position_only = Scene(model, [CopyPose(on_segment(7), on_object(0), name="p")], n_objects=1)
     result = solve_racing(position_only, targets[:1, None], RACE, rng=32, budget=np.inf, max_starts=20)
