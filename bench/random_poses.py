@@ -50,7 +50,7 @@ BUDGET = 0.005
 SETTINGS = Settings(precision=TOLERANCE, steps="damped", curvature=False, max_step=1.0, max_iterations=50)
 # One start at a time, counted in iterations: the first solve from mid-range, then random starts.
 FIRST_ITERATIONS, RESTART_ITERATIONS, MAX_RESTARTS = 20, 16, 60
-ITERATION_BUDGETS = (6, 12, 18, 25, 35, 50, 100, 200, 400, 800)
+ITERATION_BUDGETS = (6, 8, 10, 12, 18, 25, 35, 50, 100, 200, 400, 800)
 # Poses come from seed 0; restarts draw from seeds of their own (the same seed would start a
 # restart at the very joint values that made the pose).
 RESTART_SEED = 1
