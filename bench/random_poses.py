@@ -37,7 +37,7 @@ import numpy as np
 from solver import Settings, forward_kinematics, solve_animation
 from solver.examples import PANDA_DH, PANDA_FLANGE, panda_arm, pose_scene
 from solver.restarts import middle_of_limits, random_coordinates, solve_racing, solve_with_restarts
-from solver.restarts.race import STARTS
+from solver.restarts.race import RESTART_ITERATIONS as RACE_RESTART_ITERATIONS, STARTS
 
 from .common import Column, Table, error_stats, plot, ratio
 
@@ -220,12 +220,14 @@ def run(quick: bool = False) -> Table:
         "budget sets; ms / pose: wall time of all calls / poses; max ms charged: the most any pose was charged "
         "(the deadline is checked between iterations, so start selection and the last iteration may run past "
         f"it). One query per call: `solver.restarts.solve_racing`, {RACE_STARTS} starts of the query (the mid-range "
-        "pose, capped at 50 iterations, and random ones within the limits, capped at 16 and replaced by a new "
-        "random start when they end) take the same damped steps together in one batch from the first "
-        "iteration; the first to reach the target wins and the others stop; one random generator for all "
-        "calls, made before them; the time charged is the call's whole wall time, so max ms charged is the "
-        "slowest call (the deadline is checked before each batched iteration, which may run past it). "
-        f"F=1 (solve_with_restarts, a call per pose) and IKPy (orientation_mode=\"all\", its defaults) on the first {n_single} and {n_ikpy} poses; "
+        "pose, capped at 50 iterations, and random ones within the limits, their damping starting at 0.01, "
+        f"capped at {RACE_RESTART_ITERATIONS} iterations and replaced by a new random start when they end) take "
+        "the same damped steps together in one batch from the first iteration; the first to reach the target "
+        "wins and the others stop; one random generator for all calls, made before them; the time charged is "
+        "the call's whole wall time, so max ms charged is the slowest call (the deadline is checked before "
+        "each batched iteration, which may run past it). "
+        f"F=1 (solve_with_restarts, a call per pose) and IKPy (orientation_mode=\"all\", its defaults) on the "
+        f"first {n_single} and {n_ikpy} poses; "
         f"IKPy's chain equals our FK to {fk_check:.0e}. TRAC-IK rows are its authors' published figures "
         "(C++, their machine; tolerance 1e-5 per Cartesian component, 5 ms timeout, mid-range seed) for two "
         "other 7-DOF arms, not a run of ours: a reference, not a comparison on equal terms.",

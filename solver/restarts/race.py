@@ -10,8 +10,9 @@ iterations of one: most of its cost is numpy's calls, not arithmetic):
     as q0);
     every slot takes the animation mode's plain Levenberg-Marquardt steps (Settings(steps=
     "damped", curvature=False): damping lambda from 0.1 (0.01 for a random start), relative to
-    the largest diagonal of A^T W A, divided by 3 on success and multiplied by 4 on failure; joint limits locked exactly as
-    update.weighted_step locks them; a step at most settings.max_step per coordinate), up to
+    the largest diagonal of A^T W A, divided by 3 on success and multiplied by 4 on failure;
+    joint limits locked exactly as update.weighted_step locks them; a step at most
+    settings.max_step per coordinate), up to
     settings.max_iterations for slot 0's first start and `restart_iterations` for every other;
     a slot whose start has run its iterations, or whose damping gave up, starts again from a new
     random draw in the same pass (at most `max_starts` starts in all);
