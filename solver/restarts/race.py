@@ -25,9 +25,9 @@ previous one's duration, with a margin, says would end past it) the best answer 
 not converged.
 Everything a call does counts toward its time: `charged` is the call's wall time.
 
-Where a slot's start is the one solve_animation would start from, its iterations are those of
-solve_animation with the same settings (the same step, acceptance and damping rules; sums
-rounded in another order, so to within rounding). For the scenes PoseChain evaluates (one pose
+Slot 0's first start takes the iterations solve_animation takes from q0 with the same settings
+(the same step, acceptance and damping rules; sums rounded in another order, so to within
+rounding, which now and then tips a step's acceptance the other way). For the scenes PoseChain evaluates (one pose
 task on a serial revolute chain) all slots are evaluated together in one PoseChain call with
 preallocated arrays; other scenes race through solve_with_restarts (rounds of solve_animation
 with racing groups).
