@@ -11,8 +11,8 @@ iterations of one: most of its cost is numpy's calls, not arithmetic):
     every slot takes the animation mode's plain Levenberg-Marquardt steps (Settings(steps=
     "damped", curvature=False): damping lambda from 0.1 (0.01 for a random start), relative to
     the largest diagonal of A^T W A, divided by 3 on success and multiplied by 4 on failure;
-    joint limits locked exactly as update.weighted_step locks them; a step at most
-    settings.max_step per coordinate), up to
+    joint limits locked as update.weighted_step locks them, for a random start one round of
+    locking and then clamped; a step at most settings.max_step per coordinate), up to
     settings.max_iterations for slot 0's first start and `restart_iterations` for every other;
     a slot whose start has run its iterations, or whose damping gave up, starts again from a new
     random draw in the same pass (at most `max_starts` starts in all);
@@ -62,6 +62,11 @@ _NUDGE = 1e-3
 # the benchmark's (BENCHMARKS.md, "What the numbers say"): more starts solve more poses per pass
 # but make each pass dearer.
 STARTS, RESTART_ITERATIONS = 48, 32
+# A random start's step that hits a limit is solved again once with the coordinates that hit
+# locked on it; where that step hits another, it is clamped onto the limits (weighted_step would
+# lock and solve again until none hits: about a quarter of a pass's time at 48 starts, for the
+# same solve rate within 6-15 passes on 1,500 poses, BENCHMARKS.md).
+_RANDOM_LOCK_ROUNDS = 1
 # No pass begins unless _PASS_MARGIN times the last pass's duration, and _FINISH seconds to build
 # the result, still fit before the deadline (a pass varies a little with the slots that hit limits).
 _PASS_MARGIN, _FINISH = 1.2, 5e-5
@@ -335,12 +340,15 @@ class _Race:
     def _locked_rounds(self, rows, H0, g, inside, hit, free) -> np.ndarray:
         """The slots `rows` whose step hit a limit, as update.weighted_step goes on with them:
         each coordinate that hit is locked on its limit (its step dl), the others solved again
-        with C = the free columns, until no new coordinate hits one. Returns their new `inside`."""
+        with C = the free columns, until no new coordinate hits one; a random start stops after
+        _RANDOM_LOCK_ROUNDS such rounds with its step clamped onto the limits (slot 0's first
+        start goes on as weighted_step does). Returns their new `inside`."""
         chain, s, n = self.chain, self.settings, self.n
         q, lam, lower, upper = self.q[rows], self.lam[rows], chain.lower, chain.upper
+        exact = self.first[rows][:, None]
         locked_step = np.where(hit, inside - q, 0.0)
         free &= ~hit
-        for _ in range(n):
+        for round_ in range(1, n + 1):
             cols = chain.joint_weight * free
             H = H0 * (cols[:, :, None] * cols[:, None, :])
             diagonal = H.reshape(len(rows), n * n)[:, ::n + 1]
@@ -353,6 +361,8 @@ class _Race:
             inside = np.minimum(np.maximum(moved, lower), upper)
             hit = inside != moved
             hit &= free
+            if round_ >= _RANDOM_LOCK_ROUNDS:
+                hit &= exact                      # the others keep this step as clamped
             if not hit.any():
                 break
             np.copyto(locked_step, inside - q, where=hit)
