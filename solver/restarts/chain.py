@@ -77,7 +77,7 @@ class PoseChain:
     """The constants of one scene that `pose_chain` accepts, and its evaluation for R starts."""
 
     def __init__(self, scene: Scene, axes, ends_before, after, task: CopyPose):
-        self.scene, self.n = scene, len(axes)
+        self.names, self.n = list(scene.names), len(axes)       # no reference to the scene: it keys the cache
         n = self.n
         self.P, self.C, self.S = (np.zeros((n, 4, 4)) for _ in range(3))
         turn_back = np.eye(4)                                    # Q_{k-1}^T
@@ -97,6 +97,7 @@ class PoseChain:
         self.minus_sqrt_weight = -self.sqrt_weight
         self.lower, self.upper = scene.lower, scene.upper
         self.joint_weight = scene.joint_weight
+        self.races: dict = {}                                   # solve_racing's arrays, per number of starts
 
     def workspace(self, R: int) -> "Workspace":
         """New arrays for evaluations of R starts (to keep and reuse: `evaluate` writes into them)."""

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
 from dataclasses import replace
 
 import numpy as np
@@ -123,16 +122,12 @@ def solve_racing(scene: Scene, objects, settings: Settings = RACE_SETTINGS,
         race.lock.release()
 
 
-_RACES: "weakref.WeakKeyDictionary[PoseChain, dict]" = weakref.WeakKeyDictionary()
-
-
 def _race(chain: PoseChain, R: int) -> "_Race":
     """A race of R slots on this chain, its lock held: the one kept for the chain, or a new one
     while that is in use (by another thread)."""
-    races = _RACES.setdefault(chain, {})
-    race = races.get(R)
+    race = chain.races.get(R)
     if race is None:
-        race = races[R] = _Race(chain, R)
+        race = chain.races[R] = _Race(chain, R)
     if not race.lock.acquire(blocking=False):
         race = _Race(chain, R)
         race.lock.acquire()
@@ -380,7 +375,7 @@ class _Race:
         return RestartResult(q=q[None].copy(), position_error=np.array([[errors[0]]]),
                              rotation_error=np.array([[errors[1]]]),
                              iterations=np.array([self.total_iterations]), converged=np.array([converged]),
-                             sigma_min=np.array([np.nan]), seconds=charged, names=list(self.chain.scene.names),
+                             sigma_min=np.array([np.nan]), seconds=charged, names=list(self.chain.names),
                              restarts=np.array([self.started]), charged=np.array([charged]),
                              first_converged=np.array([first]), passes=np.array([self.passes]))
 
