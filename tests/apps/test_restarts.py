@@ -318,3 +318,20 @@ def test_racing_refuses_bad_calls_and_handles_a_missing_target_and_other_scenes(
     assert result.converged[0]
     reached = forward_kinematics(model, result.q).frames[0, -1, :3, 3]
     assert np.linalg.norm(reached - targets[0, :3, 3]) <= TOLERANCE
+
+
+def test_racing_keeps_no_scene_alive():
+    """The chain made for a scene is cached by the scene, weakly: a scene given up is freed."""
+    import gc
+    import weakref
+
+    from solver.restarts import solve_racing
+
+    model = panda_arm()
+    scene = pose_scene(model)
+    _, targets = random_targets(model, 1, seed=34)
+    solve_racing(scene, targets[:, None], RACE, rng=35, budget=np.inf, starts=4, max_passes=2)
+    gone = weakref.ref(scene)
+    del scene
+    gc.collect()
+    assert gone() is None
