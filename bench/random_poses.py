@@ -11,7 +11,11 @@ ours must also have been charged no more than the budget for it.
     ours, batched   solver.restarts.solve_with_restarts on all poses in one call: the first solve
                     from the mid-range pose, then random restarts of the unconverged poses, with a
                     5 ms budget per pose (each batched solve's time shared equally among its starts)
-    ours, F=1       the same, one call per pose, on a subset
+    ours, one query solver.restarts.solve_racing, one call per pose, on all poses: the query's
+                    starts (the mid-range pose and random ones) race in one batch from the
+                    first iteration, the first to reach the target wins; the call's wall time is
+                    charged to the pose
+    ours, F=1       solve_with_restarts, one call per pose, on a subset
     IKPy            one inverse_kinematics call per pose (orientation_mode="all", its defaults:
                     scipy least_squares), on a subset; its chain is built from the same DH table
                     and its forward kinematics checked against ours first
@@ -32,7 +36,8 @@ import numpy as np
 
 from solver import Settings, forward_kinematics, solve_animation
 from solver.examples import PANDA_DH, PANDA_FLANGE, panda_arm, pose_scene
-from solver.restarts import middle_of_limits, random_coordinates, solve_with_restarts
+from solver.restarts import middle_of_limits, random_coordinates, solve_racing, solve_with_restarts
+from solver.restarts.race import RESTART_ITERATIONS as RACE_RESTART_ITERATIONS, STARTS
 
 from .common import Column, Table, error_stats, plot, ratio
 
@@ -45,10 +50,13 @@ BUDGET = 0.005
 SETTINGS = Settings(precision=TOLERANCE, steps="damped", curvature=False, max_step=1.0, max_iterations=50)
 # One start at a time, counted in iterations: the first solve from mid-range, then random starts.
 FIRST_ITERATIONS, RESTART_ITERATIONS, MAX_RESTARTS = 20, 16, 60
-ITERATION_BUDGETS = (12, 25, 50, 100, 200, 400, 800)
+ITERATION_BUDGETS = (6, 8, 10, 12, 18, 25, 35, 50, 100, 200, 400, 800)
 # Poses come from seed 0; restarts draw from seeds of their own (the same seed would start a
 # restart at the very joint values that made the pose).
 RESTART_SEED = 1
+# solve_racing: its default number of racing starts; every random start draws from one generator
+# made before the timed calls (as an application that answers queries keeps one).
+RACE_STARTS, RACE_SEED = STARTS, 2
 # TRAC-IK README, results as of tag v1.1.0: solve rate, average time over all queries (5 ms timeout).
 TRAC_IK = (("KUKA LBR iiwa 14 R820", 99.91, 0.41), ("KUKA LWR 4+", 99.98, 0.34))
 
@@ -118,6 +126,16 @@ def solve_one_by_one(scene, targets, budget: float):
     return time.perf_counter() - t, results
 
 
+def solve_racing_one_by_one(scene, targets, budget: float, starts: int = RACE_STARTS):
+    """solve_racing called once per pose: (seconds, [results])."""
+    rng = np.random.default_rng(RACE_SEED)
+    results = []
+    t = time.perf_counter()
+    for f in range(targets.shape[0]):
+        results.append(solve_racing(scene, targets[f:f + 1, None], SETTINGS, rng=rng, budget=budget, starts=starts))
+    return time.perf_counter() - t, results
+
+
 def row(label: str, model, targets, q, seconds: float, restarts=None, charged=None, first=None,
         budget: float = np.inf) -> dict:
     """A table row; a pose counts as solved only when its answer is within tolerance and limits
@@ -147,6 +165,7 @@ def run(quick: bool = False) -> Table:
     scene = pose_scene(model)
     _, targets = random_poses(model, n_batch, seed=0)
     solve_with_restarts(scene, targets[:4, None], SETTINGS, rng=0)          # first-call costs out of the timings
+    solve_racing(scene, targets[:1, None], SETTINGS, rng=0, starts=RACE_STARTS)
     chain = ikpy_chain()
     fk_check = ikpy_fk_difference(chain, model)
     if fk_check > 1e-9:
@@ -154,16 +173,21 @@ def run(quick: bool = False) -> Table:
 
     # Interleaved: IKPy's subset, then ours one by one, then ours batched.
     ikpy_s, ikpy_q = solve_ikpy(chain, model, targets[:n_ikpy])
+    race_s, races = solve_racing_one_by_one(scene, targets, BUDGET)
     single_s, singles = solve_one_by_one(scene, targets[:n_single], BUDGET)
     batch = solve_with_restarts(scene, targets[:, None], SETTINGS, rng=RESTART_SEED, budget=BUDGET)
     long = solve_with_restarts(scene, targets[:, None], SETTINGS, rng=RESTART_SEED, budget=4 * BUDGET)
 
-    stack = lambda name: np.concatenate([getattr(r, name) for r in singles])  # noqa: E731
+    stack = lambda name, results=singles: np.concatenate([getattr(r, name) for r in results])  # noqa: E731
     rows = [row(f"ours, batched (one call), {1e3 * BUDGET:.0f} ms budget", model, targets, batch.q, batch.seconds,
                 batch.restarts, batch.charged, batch.first_converged, BUDGET),
             row(f"ours, batched (one call), {4e3 * BUDGET:.0f} ms budget", model, targets, long.q, long.seconds,
                 long.restarts, long.charged, long.first_converged, 4 * BUDGET),
-            row(f"ours, F=1 (call per pose), {1e3 * BUDGET:.0f} ms budget", model, targets[:n_single], stack("q"),
+            row(f"ours, one query per call (solve_racing, {RACE_STARTS} starts racing), {1e3 * BUDGET:.0f} ms budget",
+                model, targets, stack("q", races), race_s, stack("restarts", races), stack("charged", races),
+                stack("first_converged", races), BUDGET),
+            row(f"ours, F=1 (solve_with_restarts, call per pose), {1e3 * BUDGET:.0f} ms budget", model,
+                targets[:n_single], stack("q"),
                 single_s, stack("restarts"), stack("charged"), stack("first_converged"), BUDGET),
             row(f"IKPy {ikpy.__version__} (call per pose)", model, targets[:n_ikpy], ikpy_q, ikpy_s)]
     ikpy_ms = rows[-1]["ms"]
@@ -195,7 +219,15 @@ def run(quick: bool = False) -> Table:
         "is charged per pose, its share of each batched solve, and every solve stops at the deadline the "
         "budget sets; ms / pose: wall time of all calls / poses; max ms charged: the most any pose was charged "
         "(the deadline is checked between iterations, so start selection and the last iteration may run past "
-        f"it). F=1 and IKPy (orientation_mode=\"all\", its defaults) on the first {n_single} and {n_ikpy} poses; "
+        f"it). One query per call: `solver.restarts.solve_racing`, {RACE_STARTS} starts of the query (the mid-range "
+        "pose, capped at 50 iterations, and random ones within the limits, their damping starting at 0.01, "
+        f"capped at {RACE_RESTART_ITERATIONS} iterations and replaced by a new random start when they end) take "
+        "the same damped steps together in one batch from the first iteration; the first to reach the target "
+        "wins and the others stop; one random generator for all calls, made before them; the time charged is "
+        "the call's whole wall time, so max ms charged is the slowest call (the deadline is checked before "
+        "each batched iteration, which may run past it). "
+        f"F=1 (solve_with_restarts, a call per pose) and IKPy (orientation_mode=\"all\", its defaults) on the "
+        f"first {n_single} and {n_ikpy} poses; "
         f"IKPy's chain equals our FK to {fk_check:.0e}. TRAC-IK rows are its authors' published figures "
         "(C++, their machine; tolerance 1e-5 per Cartesian component, 5 ms timeout, mid-range seed) for two "
         "other 7-DOF arms, not a run of ours: a reference, not a comparison on equal terms.",
@@ -244,6 +276,40 @@ def seconds_per_iteration(scene, targets, seed: int = RESTART_SEED) -> float:
     return (time.perf_counter() - t) / max(iterations, 1)
 
 
+def passes_needed(scene, targets, starts: int = RACE_STARTS) -> np.ndarray:
+    """Passes (iterations of all racing starts at once) solve_racing takes for each pose, one call
+    each without a time limit (inf: not within max(ITERATION_BUDGETS) passes); every answer
+    checked by pose_errors."""
+    model, rng = scene.model, np.random.default_rng(RACE_SEED)
+    needed, q = np.full(targets.shape[0], np.inf), np.empty((targets.shape[0], model.n_coordinates))
+    for f in range(targets.shape[0]):
+        result = solve_racing(scene, targets[f:f + 1, None], SETTINGS, rng=rng, budget=np.inf, starts=starts,
+                              max_passes=max(ITERATION_BUDGETS))
+        q[f] = result.q[0]
+        if result.converged[0]:
+            needed[f] = result.passes[0]
+    position, rotation, inside = pose_errors(model, q, targets)
+    solved = inside & (position <= TOLERANCE) & (rotation <= TOLERANCE)
+    if np.any(np.isfinite(needed) & ~solved):
+        raise RuntimeError("solve_racing reported a pose converged that is not within the tolerance")
+    return needed
+
+
+def seconds_per_pass(scene, targets, starts: int = RACE_STARTS, passes: int = 16):
+    """Wall time of a call with no pass (the starts' first evaluation and the call's own work) and
+    of each pass beyond it, from calls of up to `passes` passes, one pose each."""
+    rng = np.random.default_rng(RACE_SEED)
+    t = time.perf_counter()
+    for T in targets:
+        solve_racing(scene, T[None, None], SETTINGS, rng=rng, budget=np.inf, starts=starts, max_passes=0)
+    per_call = (time.perf_counter() - t) / targets.shape[0]
+    done, t = 0, time.perf_counter()
+    for T in targets:
+        done += int(solve_racing(scene, T[None, None], SETTINGS, rng=rng, budget=np.inf, starts=starts,
+                                 max_passes=passes).passes[0])
+    return per_call, max(time.perf_counter() - t - per_call * targets.shape[0], 0.0) / max(done, 1)
+
+
 def iterations_table(quick: bool = False) -> Table:
     n, n_timed = (2000, 50) if quick else (10000, 300)
     model = panda_arm()
@@ -251,11 +317,16 @@ def iterations_table(quick: bool = False) -> Table:
     _, targets = random_poses(model, n, seed=0)
     needed = iterations_needed(scene, targets)
     per_iteration = seconds_per_iteration(scene, targets[:n_timed])
+    passes = passes_needed(scene, targets)
+    per_call, per_pass = seconds_per_pass(scene, targets[:n_timed])
     rows = [{"iterations": k, "solved": 100.0 * np.mean(needed <= k), "us_needed": 1e6 * BUDGET / k,
-             "ms_at_f1": 1e3 * k * per_iteration} for k in ITERATION_BUDGETS]
-    columns = [Column("iterations", "iterations per pose"), Column("solved", "solved %", "{:.2f}"),
+             "ms_at_f1": 1e3 * k * per_iteration, "race_solved": 100.0 * np.mean(passes <= k),
+             "race_ms": 1e3 * (per_call + k * per_pass)} for k in ITERATION_BUDGETS]
+    columns = [Column("iterations", "iterations (passes) per pose"), Column("solved", "solved %", "{:.2f}"),
                Column("us_needed", f"µs / iteration to fit {1e3 * BUDGET:.0f} ms", "{:.1f}"),
-               Column("ms_at_f1", "ms at our F=1 iteration", "{:.2f}")]
+               Column("ms_at_f1", "ms at our F=1 iteration", "{:.2f}"),
+               Column("race_solved", f"racing {RACE_STARTS} starts: solved % within k passes", "{:.2f}"),
+               Column("race_ms", "ms for a call of k passes", "{:.2f}")]
     return Table(
         "random_poses_iterations", "7-DOF arm (Franka Panda): solve rate against iterations per pose",
         f"The {n} poses of the random_poses table, solved one start at a time and counted in iterations, "
@@ -263,15 +334,21 @@ def iterations_table(quick: bool = False) -> Table:
         f"the limits of up to {RESTART_ITERATIONS} each (at most {MAX_RESTARTS}); a pose is solved within k "
         "iterations when the start that solves it ends by its k-th iteration in all. Same settings and "
         "tolerances as random_poses; poses are batched for speed, each counting its own iterations. "
-        f"µs / iteration to fit: the budget / k. (The batched rows of random_poses also race several "
-        "starts per pose at once, which at F=1 costs more per iteration.) Our iteration one query at a time "
+        f"µs / iteration to fit: the budget / k. Our iteration one query at a time "
         f"(F=1, a call per start, {n_timed} random starts): {1e6 * per_iteration:.0f} µs, so "
-        f"{BUDGET / per_iteration:.0f} iterations fit the budget; the last column is k of them.",
+        f"{BUDGET / per_iteration:.0f} iterations fit the budget; that column is k of them. Racing: "
+        f"`solver.restarts.solve_racing` with {RACE_STARTS} starts, one call per pose without a time limit, "
+        "counted in passes (one iteration of all its starts at once; a start that ends is replaced by a new "
+        "random one in the same pass): solved within k passes when its call ends with the target reached "
+        f"by its k-th pass. A call ({n_timed} poses, a call each): {1e6 * per_call:.0f} µs with no pass "
+        f"(the starts' first evaluation and the call's own work), {1e6 * per_pass:.0f} µs per pass, so "
+        f"{(BUDGET - per_call) / per_pass:.0f} passes fit the budget; the last column is a call of k passes.",
         columns, rows)
 
 
 def draw_iterations(table: Table, path) -> None:
     rows = table.rows
     plot(path, table.title, "poses not solved % (log)",
-         {"ours, one start at a time": [max(100.0 - r["solved"], 1e-3) for r in rows]},
+         {"ours, one start at a time": [max(100.0 - r["solved"], 1e-3) for r in rows],
+          f"ours, {RACE_STARTS} starts racing (passes)": [max(100.0 - r["race_solved"], 1e-3) for r in rows]},
          x=[r["iterations"] for r in rows], xlabel="iterations per pose (log)")

@@ -48,11 +48,13 @@ from .starts import best_of_random, middle_of_limits
 @dataclass
 class RestartResult(Result):
     """A Result (the best answer per frame, iterations summed over its starts) and, per frame:
-    random starts tried, seconds charged, and whether the first solve already converged."""
+    random starts tried, seconds charged, whether the first solve already converged and (from
+    solve_racing) the passes, iterations of all its racing starts at once, it took."""
 
     restarts: np.ndarray = None
     charged: np.ndarray = None
     first_converged: np.ndarray = None
+    passes: np.ndarray = None
 
 
 def solve_with_restarts(scene: Scene, objects, settings: Settings = Settings(), rng=None, budget: float = 0.005,

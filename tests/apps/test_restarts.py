@@ -157,3 +157,181 @@ def test_starts_of_one_group_race_and_other_groups_are_untouched():
     np.testing.assert_array_equal(raced.q[1], middle)
     assert alone.converged[0] and raced.iterations[2] == alone.iterations[0]
     np.testing.assert_array_equal(raced.q[2], alone.q[0])
+
+
+# --- one query, many racing starts (solver.restarts.race, solver.restarts.chain) ---
+
+def test_pose_chain_evaluates_what_the_scene_evaluates():
+    """PoseChain's y, A and errors against Scene.evaluate, on random starts and targets and on
+    targets turned nearly half a turn from the flange (log's two formulas, near and away from pi)."""
+    from solver.restarts.chain import pose_chain
+    from solver.rotations import exp_map
+
+    model = panda_arm()
+    scene = pose_scene(model)
+    chain = pose_chain(scene)
+    assert chain is not None
+    q, _ = random_targets(model, 24, seed=20)
+    _, targets = random_targets(model, 3, seed=21)
+    flange = forward_kinematics(model, q[:1]).frames[0, -1]
+    axis = np.array([0.3, -0.5, 0.8]) / np.linalg.norm([0.3, -0.5, 0.8])
+    for angle in (np.pi - 1e-2, np.pi - 1e-4, np.pi - 1e-9):
+        turned = flange.copy()
+        turned[:3, :3] = flange[:3, :3] @ exp_map(angle * axis)
+        targets = np.concatenate([targets, turned[None]])
+    ws = chain.workspace(q.shape[0])
+    for target in targets:
+        chain.evaluate(q, chain.target(target[None]), ws)
+        ev = scene.evaluate(q, np.broadcast_to(target, (q.shape[0], 1, 4, 4)), jacobians="A")
+        np.testing.assert_allclose(ws.y, ev.y, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(ws.A, ev.A, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(ws.position_error, ev.position_error[:, 0], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(ws.rotation_error, ev.rotation_error[:, 0], rtol=0, atol=1e-10)
+        np.testing.assert_allclose(ws.cost, np.sum(ev.task_weight * ev.y ** 2, axis=1), rtol=1e-12, atol=1e-15)
+
+
+def test_pose_chain_is_only_made_for_one_pose_task_on_a_revolute_chain():
+    from solver.restarts.chain import pose_chain
+    from solver import Scene
+    from solver.tasks import CopyPose, on_object, on_segment
+
+    model = panda_arm()
+    assert pose_chain(pose_scene(model)) is not None
+    position_only = Scene(model, [CopyPose(on_segment(7), on_object(0), name="p")], n_objects=1)
+    assert pose_chain(position_only) is None
+
+
+RACE = Settings(precision=TOLERANCE, steps="damped", curvature=False, max_step=1.0, max_iterations=50)
+
+
+def test_racing_solves_random_reachable_poses_to_the_precision():
+    """Checked by the modified-DH product (dh_product), not by the solver's own kinematics."""
+    from solver.restarts import solve_racing
+
+    model = panda_arm()
+    scene = pose_scene(model)
+    _, targets = random_targets(model, 40, seed=22)
+    rng = np.random.default_rng(23)
+    raced_beyond_the_first = 0
+    for target in targets:
+        result = solve_racing(scene, target[None, None], RACE, rng=rng, budget=np.inf, starts=16, max_passes=300)
+        assert result.converged[0] and result.q.shape == (1, 7)
+        q = result.q[0]
+        assert np.all(q >= model.lower) and np.all(q <= model.upper)
+        T = dh_product(q)
+        position = np.linalg.norm(T[:3, 3] - target[:3, 3])
+        rotation = rotation_angle((target[:3, :3].T @ T[:3, :3])[None])[0]
+        assert position <= TOLERANCE and rotation <= TOLERANCE
+        assert abs(result.position_error[0, 0] - position) < 1e-12
+        assert abs(result.rotation_error[0, 0] - rotation) < 1e-9
+        assert result.iterations[0] >= result.passes[0] and result.charged[0] == result.seconds
+        raced_beyond_the_first += not result.first_converged[0]
+    assert raced_beyond_the_first >= 1             # some poses were won by a random start
+
+
+def test_racing_is_deterministic_for_a_seed():
+    from solver.restarts import solve_racing
+
+    model = panda_arm()
+    scene = pose_scene(model)
+    _, targets = random_targets(model, 6, seed=24)
+    for target in targets:
+        a, b = (solve_racing(scene, target[None, None], RACE, rng=25, budget=np.inf, starts=8, max_passes=60)
+                for _ in range(2))
+        np.testing.assert_array_equal(a.q, b.q)
+        assert a.passes[0] == b.passes[0] and a.iterations[0] == b.iterations[0] and a.restarts[0] == b.restarts[0]
+    other = [solve_racing(scene, t[None, None], RACE, rng=26, budget=np.inf, starts=8, max_passes=60).iterations[0]
+             for t in targets]
+    mine = [solve_racing(scene, t[None, None], RACE, rng=25, budget=np.inf, starts=8, max_passes=60).iterations[0]
+            for t in targets]
+    assert other != mine                            # the seed does choose the random starts
+
+
+def test_racing_reports_an_unreachable_pose_as_not_converged():
+    from solver.restarts import solve_racing
+
+    model = panda_arm()
+    scene = pose_scene(model)
+    target = np.eye(4)
+    target[:3, 3] = [2.0, 0.0, 0.5]                  # 2 m away: the arm reaches under 1 m
+    result = solve_racing(scene, target[None, None], RACE, rng=27, budget=np.inf, starts=8, max_starts=40)
+    assert not result.converged[0] and result.restarts[0] == 39
+    assert np.isfinite(result.q).all() and np.isfinite(result.position_error).all()
+    assert np.all(result.q >= model.lower) and np.all(result.q <= model.upper)
+    position = np.linalg.norm(dh_product(result.q[0])[:3, 3] - target[:3, 3])
+    assert position > 1.0 and abs(result.position_error[0, 0] - position) < 1e-12
+    # The best answer of all starts: no worse than the first start's own solve from mid-range.
+    first = solve_animation(scene, middle_of_limits(scene)[None], target[None, None], settings=RACE)
+    assert result.position_error[0, 0] ** 2 + result.rotation_error[0, 0] ** 2 <= \
+        first.position_error[0, 0] ** 2 + first.rotation_error[0, 0] ** 2 + 1e-12
+    # A time budget of zero: one evaluation of the starts, no iteration, not converged.
+    spent = solve_racing(scene, target[None, None], RACE, rng=27, budget=0.0, starts=8)
+    assert not spent.converged[0] and spent.iterations[0] == 0 and np.isfinite(spent.q).all()
+
+
+def test_one_racing_start_is_the_animation_solve_from_that_start():
+    """Racing one start (and no restart) takes solve_animation's damped steps: the same answer
+    to within rounding, which may tip a step's acceptance the other way now and then."""
+    from solver.restarts import solve_racing
+
+    model = panda_arm()
+    scene = pose_scene(model)
+    _, targets = random_targets(model, 60, seed=28)
+    middle = middle_of_limits(scene)
+    reference = solve_animation(scene, np.tile(middle, (60, 1)), targets[:, None], settings=RACE)
+    same_iterations = 0
+    for f, target in enumerate(targets):
+        result = solve_racing(scene, target[None, None], RACE, rng=29, budget=np.inf, starts=1, max_starts=1)
+        assert result.converged[0] == reference.converged[f]
+        assert result.passes[0] == result.iterations[0] and result.restarts[0] == 0
+        if reference.converged[f]:
+            np.testing.assert_allclose(result.q[0], reference.q[f], rtol=0, atol=1e-5)
+        same_iterations += result.iterations[0] == reference.iterations[f]
+    assert reference.converged.sum() >= 40 and same_iterations >= 54
+
+
+def test_racing_refuses_bad_calls_and_handles_a_missing_target_and_other_scenes():
+    from solver import Scene
+    from solver.restarts import solve_racing
+    from solver.tasks import CopyPose, on_object, on_segment
+
+    model = panda_arm()
+    scene = pose_scene(model)
+    q, targets = random_targets(model, 2, seed=30)
+    with pytest.raises(ValueError, match="one query"):
+        solve_racing(scene, targets[:, None], RACE)
+    with pytest.raises(ValueError, match="max_starts or max_passes"):
+        solve_racing(scene, targets[:1, None], RACE, budget=np.inf)
+    with pytest.raises(ValueError, match="budget"):
+        solve_racing(scene, targets[:1, None], RACE, budget=np.nan)
+    missing = targets[:1].copy()
+    missing[0, 0, 3] = np.nan
+    result = solve_racing(scene, missing[:, None], RACE, rng=31, budget=np.inf, max_starts=5)
+    assert not result.converged[0] and np.isfinite(result.q).all()
+    # A first start beyond the limits starts on them.
+    beyond = np.asarray(model.upper) + 1.0
+    result = solve_racing(scene, targets[:1, None], RACE, rng=33, budget=np.inf, starts=1, q0=beyond, max_passes=0)
+    np.testing.assert_array_equal(result.q[0], model.upper)
+    # A scene PoseChain does not take (position only) races through solve_with_restarts.
+    position_only = Scene(model, [CopyPose(on_segment(7), on_object(0), name="p")], n_objects=1)
+    result = solve_racing(position_only, targets[:1, None], RACE, rng=32, budget=np.inf, max_starts=20)
+    assert result.converged[0]
+    reached = forward_kinematics(model, result.q).frames[0, -1, :3, 3]
+    assert np.linalg.norm(reached - targets[0, :3, 3]) <= TOLERANCE
+
+
+def test_racing_keeps_no_scene_alive():
+    """The chain made for a scene is cached by the scene, weakly: a scene given up is freed."""
+    import gc
+    import weakref
+
+    from solver.restarts import solve_racing
+
+    model = panda_arm()
+    scene = pose_scene(model)
+    _, targets = random_targets(model, 1, seed=34)
+    solve_racing(scene, targets[:, None], RACE, rng=35, budget=np.inf, starts=4, max_passes=2)
+    gone = weakref.ref(scene)
+    del scene
+    gc.collect()
+    assert gone() is None

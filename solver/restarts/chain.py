@@ -1,0 +1,253 @@
+"""One pose task on a serial chain of revolute joints, evaluated for many starts at once with
+few numpy calls and arrays allocated once (solver.restarts).
+
+Scene.evaluate serves any tree, any joint kind and any stack of tasks; for R starts of one query
+of the common robot-arm case (revolute joints one after another, the last link's frame brought
+onto a target in position and rotation) most of its calls are bookkeeping. `PoseChain` computes
+the same system from constants folded per chain. Each joint's frame is turned (a constant Q_k
+with Q_k z = a_k) so that it rotates about its own z axis; with the fixed transforms before it
+folded in, F_k = Q_{k-1}^T N_k Q_k,
+
+    joint k           F_k Rz(theta) = P_k + cos theta C_k + sin theta S_k      (constants P, C, S)
+    link frames       T_k = T_{k-1} F_k Rz(theta_k),   effector  T_e = T_n E
+    joint k's world axis and pivot:   w_k = z axis of T_k,   o_k = origin of T_k
+
+and, as CopyPose with reference 'effector' gives them (tasks/copy_pose.py, tasks/base.py), with
+the target T_t:
+
+    y = (R_e^T (p_t - p_e), log(R_e^T R_t)) = (p, phi),   yd = 0
+    A = -diag(R_e^T, J(phi)^-1 R_e^T) [w_k x (p_t - o_k); w_k]      (columns k)
+
+(the effector's twist shifted to the target point, turned into the effector frame, through
+Jf^-1), with J(phi)^-1 = I - [phi]x / 2 + d [phi]x^2, d = (1 - t sin t / (2 (1 - cos t))) / t^2
+= (1 - (t/2) / tan(t/2)) / t^2, t = |phi| (1/12 + t^2/720 for small t). log is rotations.log_map's:
+phi = t / (2 sin t) vee(R), and near t = pi the axis from the symmetric part. y, A and the errors
+|p|, |phi| equal Scene.evaluate's to rounding (tests/apps/test_restarts.py compares them).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from ..model import REVOLUTE
+from ..rotations import _SMALL
+from ..scene import Scene
+from ..tasks import CopyPose
+
+# cross(a, b) = a_j b_k EPSILON[3 j + k]: the Levi-Civita symbol as a (9, 3) matrix.
+_EPSILON = np.zeros((9, 3))
+for _i, _j, _k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
+    _EPSILON[3 * _j + _k, _i], _EPSILON[3 * _k + _j, _i] = 1.0, -1.0
+# Where log reads the axis from the symmetric part: t within about 1.4e-3 of pi (sin t < 1.5e-3),
+# beyond which vee(R) = 2 sin t k keeps a relative accuracy of 1e-12 (rotations.log_map switches
+# at cos t = -0.99; the two agree to rounding in between).
+_NEAR_PI = -1.0 + 1e-6
+# Linear maps of a flattened 3 x 3 matrix R9 (R9 @ M): half the trace, and vee(R) = (R[2,1] - R[1,2],
+# R[0,2] - R[2,0], R[1,0] - R[0,1]); of a vector phi: [phi]x flattened.
+_TRACE_MINUS_ONE_HALF = np.zeros(9)
+_TRACE_MINUS_ONE_HALF[[0, 4, 8]] = 0.5
+_VEE = np.zeros((9, 3))
+for _i, (_plus, _minus) in enumerate(((7, 5), (2, 6), (3, 1))):
+    _VEE[_plus, _i], _VEE[_minus, _i] = 1.0, -1.0
+_SKEW = np.zeros((3, 9))
+for _i, (_plus, _minus) in enumerate(((7, 5), (2, 6), (3, 1))):
+    _SKEW[_i, _plus], _SKEW[_i, _minus] = 1.0, -1.0
+_QUARTER = np.full(3, 0.25)
+
+
+def _skew(a) -> np.ndarray:
+    x, y, z = a
+    return np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
+
+
+def _turn_z_onto(a) -> np.ndarray:
+    """A rotation Q (4, 4) with Q z = a (a unit vector)."""
+    a = np.asarray(a, dtype=float)
+    helper = np.array([1.0, 0.0, 0.0]) if abs(a[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    x = np.cross(helper, a)
+    x /= np.linalg.norm(x)
+    Q = np.eye(4)
+    Q[:3, :3] = np.column_stack([x, np.cross(a, x), a])
+    return Q
+
+
+class PoseChain:
+    """The constants of one scene that `pose_chain` accepts, and its evaluation for R starts."""
+
+    def __init__(self, scene: Scene, axes, ends_before, after, task: CopyPose):
+        self.names, self.n = list(scene.names), len(axes)       # no reference to the scene: it keys the cache
+        n = self.n
+        self.P, self.C, self.S = (np.zeros((n, 4, 4)) for _ in range(3))
+        turn_back = np.eye(4)                                    # Q_{k-1}^T
+        for k in range(n):
+            Q = _turn_z_onto(axes[k])
+            F = turn_back @ ends_before[k] @ Q
+            self.P[k, :, 2:] = F[:, 2:]                          # Rz(theta): z and the origin stay
+            self.C[k, :, :2] = F[:, :2]                          # x' = c x + s y, y' = -s x + c y
+            self.S[k, :, 0], self.S[k, :, 1] = F[:, 1], -F[:, 0]
+            turn_back = Q.T
+        self.CSP = np.stack([self.C, self.S, self.P], axis=1).reshape(n, 3, 16)   # (c, s, 1) @ CSP = N
+        self.E = turn_back @ after @ task.effector.offset         # last joint's frame -> effector frame
+        self.target_offset = task.target.offset
+        self.target_object = task.target.obj
+        self.weight = np.asarray(task.task_weight, dtype=float)  # (6,): position rows, then rotation
+        self.sqrt_weight = np.sqrt(self.weight)
+        self.minus_sqrt_weight = -self.sqrt_weight
+        self.lower, self.upper = scene.lower, scene.upper
+        self.joint_weight = scene.joint_weight
+        self.races: dict = {}                                   # solve_racing's arrays, per number of starts
+
+    def workspace(self, R: int) -> "Workspace":
+        """New arrays for evaluations of R starts (to keep and reuse: `evaluate` writes into them)."""
+        return Workspace(R, self.n)
+
+    def target(self, objects: np.ndarray) -> np.ndarray:
+        """The target frame (4, 4) from one query's object poses (K, 4, 4)."""
+        return objects[self.target_object] @ self.target_offset
+
+    def evaluate(self, q: np.ndarray, target: np.ndarray, ws: "Workspace", jacobians: bool = True) -> None:
+        """Fill ws.y (R, 6), ws.position_error, ws.rotation_error, ws.cost (R,) and, with
+        `jacobians`, ws.A (R, 6, n) for coordinates q (R, n) and the target frame (4, 4)."""
+        n = self.n
+        np.cos(q.T, out=ws.cs1[:, :, 0])
+        np.sin(q.T, out=ws.cs1[:, :, 1])
+        np.matmul(ws.cs1, self.CSP, out=ws.N16)                 # N_k = cos C_k + sin S_k + P_k, (n, R, 4, 4)
+        N, T = ws.N, ws.T                                        # T (n, R, 4, 4): link frames after each joint
+        T[0] = N[0]
+        for k in range(1, n):
+            np.matmul(T[k - 1], N[k], out=T[k])
+        np.matmul(T[n - 1], self.E, out=ws.Te)
+        Re_t = ws.Te[:, :3, :3].swapaxes(-1, -2)
+        np.negative(Re_t, out=ws.minus_Re_t)
+        pt = target[:3, 3]
+        np.subtract(ws.Te[:, :3, 3], pt, out=ws.d)               # p_e - p_t
+        np.matmul(ws.minus_Re_t, ws.d[:, :, None], out=ws.y[:, :3, None])    # p = R_e^T (p_t - p_e)
+        np.matmul(Re_t, target[:3, :3], out=ws.Rrel)
+        self._log(ws)                                            # phi
+        np.multiply(ws.y, ws.y, out=ws.yy)
+        np.sqrt(ws.yy.reshape(-1, 2, 3).sum(axis=2), out=ws.errors)   # |p|, |phi|
+        np.matmul(ws.yy, self.weight, out=ws.cost)
+        if not jacobians:
+            return
+        w, o = T[:, :, :3, 2], T[:, :, :3, 3]                    # (n, R, 3) views
+        np.subtract(pt, o, out=ws.lever)
+        np.multiply(w[..., :, None], ws.lever[..., None, :], out=ws.outer)
+        np.matmul(ws.outer.reshape(n, -1, 9), _EPSILON, out=ws.cross)     # w x (p_t - o), (n, R, 3)
+        A = ws.A
+        np.matmul(ws.minus_Re_t, ws.cross.transpose(1, 2, 0), out=A[:, :3])
+        self._jacobian_inverse(ws)                               # ws.G = -J(phi)^-1 R_e^T
+        np.matmul(ws.G, w.transpose(1, 2, 0), out=A[:, 3:])
+
+    @staticmethod
+    def _log(ws: "Workspace") -> None:
+        """ws.y[:, 3:] = log(ws.Rrel), as rotations.log_map computes it."""
+        R9 = ws.Rrel.reshape(-1, 9)
+        cos_t = ws.cos_t
+        np.matmul(R9, _TRACE_MINUS_ONE_HALF, out=cos_t)
+        cos_t -= 0.5                                             # may pass +-1 by rounding: arctan2 takes that
+        vee = ws.vee
+        np.matmul(R9, _VEE, out=vee)
+        sin_t = ws.sin_t
+        np.sqrt(np.matmul(vee * vee, _QUARTER), out=sin_t)       # |vee| / 2
+        t = np.arctan2(sin_t, cos_t, out=ws.t)
+        ratio = t / np.maximum(sin_t, 1e-300)
+        ratio *= 0.5
+        if t.min() < _SMALL:
+            ratio = np.where(t < _SMALL, 0.5 + t * t / 12.0, ratio)
+        phi = ws.y[:, 3:]
+        np.multiply(ratio[:, None], vee, out=phi)
+        if cos_t.min() < _NEAR_PI:
+            near_pi = cos_t < _NEAR_PI
+            R, c = ws.Rrel[near_pi], cos_t[near_pi]
+            kk = ((R + R.swapaxes(-1, -2)) / 2.0 - c[:, None, None] * np.eye(3)) / (1.0 - c)[:, None, None]
+            column = np.argmax(np.diagonal(kk, axis1=-2, axis2=-1), axis=-1)
+            axis = np.take_along_axis(kk, column[:, None, None], axis=-1)[..., 0]
+            axis /= np.linalg.norm(axis, axis=-1, keepdims=True)
+            sign = np.where(np.sum(axis * vee[near_pi], axis=-1) < 0.0, -1.0, 1.0)
+            phi[near_pi] = (sign * t[near_pi])[:, None] * axis
+
+    @staticmethod
+    def _jacobian_inverse(ws: "Workspace") -> None:
+        """ws.G = -J(phi)^-1 R_e^T for phi = ws.y[:, 3:] (see the module docstring)."""
+        phi, K, t = ws.y[:, 3:], ws.K, ws.t                     # t = |phi|, from _log
+        np.matmul(phi, _SKEW, out=K.reshape(-1, 9))              # [phi]x
+        small = t.min() < _SMALL
+        ts = np.where(t < _SMALL, 1.0, t) if small else t
+        half = 0.5 * ts
+        d = 1.0 - half / np.tan(half)          # = 1 - t sin t / (2 (1 - cos t)), without its cancellation
+        d /= ts * ts
+        if small:
+            d = np.where(t < _SMALL, 1.0 / 12.0 + t * t / 720.0, d)
+        np.matmul(K, ws.minus_Re_t, out=ws.KR)                   # -[phi]x R_e^T
+        np.matmul(K, ws.KR, out=ws.G)                            # -[phi]x^2 R_e^T
+        ws.G *= d[:, None, None]
+        ws.KR *= 0.5
+        ws.G -= ws.KR
+        ws.G += ws.minus_Re_t
+
+
+class Workspace:
+    """Arrays of one evaluation for R starts of an n-joint chain."""
+
+    def __init__(self, R: int, n: int):
+        self.R, self.n = R, n
+        self.cs1 = np.ones((n, R, 3))                           # (cos, sin, 1) per joint and start
+        self.N16 = np.empty((n, R, 16))
+        self.N = self.N16.reshape(n, R, 4, 4)
+        self.T = np.empty((n, R, 4, 4))
+        self.Te = np.empty((R, 4, 4))
+        self.minus_Re_t = np.empty((R, 3, 3))
+        self.d = np.empty((R, 3))
+        self.Rrel = np.empty((R, 3, 3))
+        self.cos_t, self.sin_t, self.t, self.vee = np.empty(R), np.empty(R), np.empty(R), np.empty((R, 3))
+        self.y, self.yy = np.empty((R, 6)), np.empty((R, 6))
+        self.errors, self.cost = np.empty((R, 2)), np.empty(R)
+        self.position_error, self.rotation_error = self.errors[:, 0], self.errors[:, 1]
+        self.lever, self.cross = np.empty((n, R, 3)), np.empty((n, R, 3))
+        self.outer = np.empty((n, R, 3, 3))
+        self.K, self.KR, self.G = np.zeros((R, 3, 3)), np.empty((R, 3, 3)), np.empty((R, 3, 3))
+        self.A = np.empty((R, 6, n))
+
+
+_CHAINS: "weakref.WeakKeyDictionary[Scene, PoseChain | None]" = weakref.WeakKeyDictionary()
+
+
+def pose_chain(scene: Scene) -> PoseChain | None:
+    """The scene's PoseChain (made once per scene), or None where it has none (see _make)."""
+    if scene not in _CHAINS:
+        _CHAINS[scene] = _make(scene)
+    return _CHAINS[scene]
+
+
+def _make(scene: Scene) -> PoseChain | None:
+    """A PoseChain of the scene, or None where it is not one pose task on a serial chain: one
+    armature placed at the origin (no bases), every coordinate a revolute joint on the path from
+    the root to the effector's segment, no post transforms, no coupling, and a single CopyPose on
+    all six axes with reference 'effector', no clamp, positive weights, from a segment to an object."""
+    model = scene.model
+    if scene.coupling is not None or len(scene.constraints) != 1 or model.n_armatures != 1 or model.has_post:
+        return None
+    task = scene.constraints[0]
+    if (type(task) is not CopyPose or task.reference != "effector" or task.selected.tolist() != list(range(6))
+            or task.clamp is not None or not np.all(task.task_weight > 0)
+            or task.effector.segment < 0 or task.target.obj < 0):
+        return None
+    if any(j.kind != REVOLUTE for j in model.joints) or model.n_coordinates == 0:
+        return None
+    path, s = [], task.effector.segment
+    while s >= 0:
+        path.append(s)
+        s = int(model.parent[s])
+    path.reverse()
+    joints, ends_before, pending = [], [], np.eye(4)
+    for seg in path:
+        pending = pending @ model.rest[seg]
+        for j in np.flatnonzero(model.joint_segment == seg):
+            joints.append(int(j))
+            ends_before.append(pending)
+            pending = np.eye(4)
+    if joints != list(range(model.n_coordinates)):      # every coordinate on the path, in order
+        return None
+    return PoseChain(scene, model.joint_axis[joints], ends_before, pending, task)
