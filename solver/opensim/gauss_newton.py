@@ -72,6 +72,7 @@ _RIDGE = 1e-12
 POINT_TOLERANCE = 1e-15           # metres: how closely a pose holds a PointConstraint held exactly
 _PROJECTIONS = 30
 POINT_HELD = 1e-9                 # metres: a frame farther from a held PointConstraint has not converged
+CREEP = 1e-3                      # relative: a step lowering the cost less than this creeps
 FLAT = 1e-13                      # relative: a cost change below this is rounding (PointConstraints held)
 
 
@@ -246,16 +247,27 @@ class GaussNewton:
         iterations = np.zeros(F, dtype=int)
         converged = np.zeros(F, dtype=bool)
         near = np.zeros(F, dtype=bool)                          # steps with Newton's term S
+        creeping = np.zeros(F, dtype=bool)                      # (module docstring: flat directions)
+        crept = np.zeros(F, dtype=bool)
+        short = np.zeros(F, dtype=bool)                         # the last step was below the accuracy
         active = np.arange(F)
         state = self.normal_equations(q, measured, weights, targets)               # cost, H, g, S
         while active.size:
             iterations[active] += 1
             q_a = q[active]
             cost, H, g, S = state
-            dq = self.step(q_a, H - near[active, None, None] * S, g)
+            newton = near[active] | creeping[active]
+            dq = self.step(q_a, H - newton[:, None, None] * S, g)
+            uphill = np.flatnonzero(newton & (np.einsum("fi,fi->f", g, dq) <= 0.0))
+            if uphill.size:                            # a Newton step that does not descend: Gauss-Newton's
+                dq[uphill] = self.step(q_a[uphill], H[uphill], g[uphill])
             proposed = np.max(np.abs(dq), axis=1, initial=0.0)
             near[active] = proposed < self.newton_below
             finished = proposed <= accuracy
+            # a frame that crept along a flat direction stops at its second short step in a row
+            finished_now = finished & (~crept[active] | short[active])
+            short[active] = finished
+            finished = finished_now
             if self.points_held:                       # a step below the cost's rounding: converged
                 finished |= _flat(cost, H - near[active, None, None] * S, g, dq)
             # A frame whose step is this small has converged: it takes the step if the cost
@@ -277,7 +289,11 @@ class GaussNewton:
                 trial = self.place(q_a[going[pending]] + alpha * dq[going[pending]])
                 at_trial = self.normal_equations(trial, measured[rows], weights[rows], targets[rows])
                 better = at_trial[0] < state[0][pending]
-                q[rows[better]] = trial[better]
+                took = rows[better]
+                creeping[took] = ((state[0][pending[better]] - at_trial[0][better] < CREEP * state[0][pending[better]])
+                                  & ~near[took])
+                crept[took] |= creeping[took]
+                q[took] = trial[better]
                 for part, new in zip(state, at_trial):
                     part[pending[better]] = new[better]
                 pending = pending[~better]

@@ -113,6 +113,7 @@ WARM_STARTS = ("previous", "none")
 WARM_STRIDE = 3
 BATCHED_PASSES = 8
 STAY_WEIGHT = 1e-6
+WHOLE_TURN = 0.1                   # radians: how close to whole turns a re-solved frame's change must be
 
 
 # ------------------------------------------------------------------------------------- scene
@@ -576,8 +577,9 @@ class MarkerIK:
             solved[heads] = True
             passes = 1
             limit = np.inf if max_passes is None else max_passes
+            ahead = np.zeros_like(q)                     # whole turns a frame's solution is expected to gain
             while passes < limit or not solved.all():
-                new_begin = self._carry(start, np.vstack([q[:1], q[:-1]]))
+                new_begin = self._carry(start, np.vstack([q[:1], q[:-1] + ahead[:-1]]))
                 new_begin[restart] = start[restart]
                 ready = np.concatenate([[False], solved[:-1]])       # frame 0 keeps the start pose
                 moved = np.max(np.abs(new_begin - begin), axis=1) > accuracy
@@ -596,7 +598,9 @@ class MarkerIK:
                     passes += 1
                     break
                 begin[rows] = new_begin[rows]
+                before = q[rows].copy()
                 run(rows, begin[rows])
+                ahead = self._turns_ahead(rows, q[rows] - before, solved[rows], restart)
                 solved[rows] = True
                 passes += 1
         result = self.report(self.scene.fill(q))
@@ -605,6 +609,24 @@ class MarkerIK:
         result.accuracy = float(accuracy)
         result.seconds = _time.perf_counter() - started
         return result
+
+    def _turns_ahead(self, rows, change, was_solved, restart):
+        """Where the solutions of `rows` (frames solved again in a pass, `change` (len(rows), n) from
+        their last solutions) moved by whole turns of rotational coordinates (to WHOLE_TURN), those
+        turns for each frame after such a row up to the next row or restart (F, n), else 0: the
+        change the recurrence would pass on to them one frame per pass. The next pass starts them
+        from their predecessors' solutions moved by it, a guess its own test checks (a start that
+        moves by more than the accuracy is solved again)."""
+        F = self.time.size
+        turns = np.where(self.om.coupling.rotational, 2 * np.pi * np.round(change / (2 * np.pi)), 0.0)
+        turns[~was_solved | (np.max(np.abs(change - turns), axis=1) > WHOLE_TURN)] = 0.0
+        if not np.any(turns):
+            return np.zeros((F, change.shape[1]))
+        frame = np.arange(F)
+        k = np.maximum(np.searchsorted(rows, frame) - 1, 0)             # the last row before each frame
+        last_restart = np.maximum.accumulate(np.where(restart, frame, -1))
+        after = (frame > rows[k]) & ~np.isin(frame, rows) & (last_restart <= rows[k])
+        return np.where(after[:, None], turns[k], 0.0)
 
     def _carry(self, start, previous):
         """Starts from the previous frames' solutions, with each frame's own prescribed values."""
