@@ -113,7 +113,6 @@ WARM_STARTS = ("previous", "none")
 WARM_STRIDE = 3
 BATCHED_PASSES = 8
 STAY_WEIGHT = 1e-6
-WHOLE_TURN = 0.1                   # radians: how close to whole turns a re-solved frame's change must be
 
 
 # ------------------------------------------------------------------------------------- scene
@@ -575,33 +574,34 @@ class MarkerIK:
             begin = start.copy()                         # the start each frame was last solved from
             solved = np.zeros(F, dtype=bool)
             solved[heads] = True
+            stale = np.zeros(F, dtype=bool)              # turned by whole turns: to be solved again
+            turned = self._unwrap(q[heads], restart[heads])
+            stale[heads] = np.any(turned != q[heads], axis=1)
+            q[heads] = turned
             passes = 1
             limit = np.inf if max_passes is None else max_passes
-            ahead = np.zeros_like(q)                     # whole turns a frame's solution is expected to gain
             while passes < limit or not solved.all():
-                new_begin = self._carry(start, np.vstack([q[:1], q[:-1] + ahead[:-1]]))
+                new_begin = self._carry(start, np.vstack([q[:1], q[:-1]]))
                 new_begin[restart] = start[restart]
                 ready = np.concatenate([[False], solved[:-1]])       # frame 0 keeps the start pose
                 moved = np.max(np.abs(new_begin - begin), axis=1) > accuracy
-                rows = np.flatnonzero(ready & (moved | ~solved))
+                rows = np.flatnonzero(ready & (moved | ~solved | stale))
                 if not rows.size:
                     break
                 if passes >= BATCHED_PASSES and max_passes is None:
                     # still moving: settle the rest in one sweep, frame f from frame f-1's solution
                     for f in range(int(rows[0]), F):
                         carried = start[f] if restart[f] else self._carry(start[f:f + 1], q[f - 1:f])[0]
-                        if solved[f] and np.max(np.abs(carried - begin[f])) <= accuracy:
+                        if solved[f] and not stale[f] and np.max(np.abs(carried - begin[f])) <= accuracy:
                             continue
                         begin[f] = carried
                         run(np.array([f]), begin[f:f + 1])
-                        solved[f] = True
+                        solved[f], stale[f] = True, False
                     passes += 1
                     break
                 begin[rows] = new_begin[rows]
-                before = q[rows].copy()
                 run(rows, begin[rows])
-                ahead = self._turns_ahead(rows, q[rows] - before, solved[rows], restart)
-                solved[rows] = True
+                solved[rows], stale[rows] = True, False
                 passes += 1
         result = self.report(self.scene.fill(q))
         result.iterations, result.converged, result.passes = iterations, converged, passes
@@ -610,23 +610,23 @@ class MarkerIK:
         result.seconds = _time.perf_counter() - started
         return result
 
-    def _turns_ahead(self, rows, change, was_solved, restart):
-        """Where the solutions of `rows` (frames solved again in a pass, `change` (len(rows), n) from
-        their last solutions) moved by whole turns of rotational coordinates (to WHOLE_TURN), those
-        turns for each frame after such a row up to the next row or restart (F, n), else 0: the
-        change the recurrence would pass on to them one frame per pass. The next pass starts them
-        from their predecessors' solutions moved by it, a guess its own test checks (a start that
-        moves by more than the accuracy is solved again)."""
-        F = self.time.size
-        turns = np.where(self.om.coupling.rotational, 2 * np.pi * np.round(change / (2 * np.pi)), 0.0)
-        turns[~was_solved | (np.max(np.abs(change - turns), axis=1) > WHOLE_TURN)] = 0.0
-        if not np.any(turns):
-            return np.zeros((F, change.shape[1]))
-        frame = np.arange(F)
-        k = np.maximum(np.searchsorted(rows, frame) - 1, 0)             # the last row before each frame
-        last_restart = np.maximum.accumulate(np.where(restart, frame, -1))
-        after = (frame > rows[k]) & ~np.isin(frame, rows) & (last_restart <= rows[k])
-        return np.where(after[:, None], turns[k], 0.0)
+    def _unwrap(self, q, restart):
+        """q (K, n) of frames in time order with the free rotational coordinates that have no limits
+        moved by whole turns so that each frame's is within half a turn of the frame's before (as
+        numpy's unwrap), starting afresh at each frame where `restart`."""
+        scene = self.scene
+        rotational = np.flatnonzero(self.om.coupling.rotational & ~scene.frozen
+                                    & np.isinf(scene.lower) & np.isinf(scene.upper))
+        if q.shape[0] < 2 or not rotational.size:
+            return q
+        x = q[:, rotational]
+        jumps = -2 * np.pi * np.round(np.diff(x, axis=0) / (2 * np.pi))
+        jumps[restart[1:]] = 0.0
+        total = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(jumps, axis=0)])
+        last = np.maximum.accumulate(np.where(restart, np.arange(q.shape[0]), 0))
+        out = q.copy()
+        out[:, rotational] = x + total - total[last]
+        return out
 
     def _carry(self, start, previous):
         """Starts from the previous frames' solutions, with each frame's own prescribed values."""
