@@ -57,6 +57,15 @@ counts its translations as turned by its rotation: close, not exact, and only a 
 depends on it, not where the steps stop. Frames whose last full step was below `newton_below`
 (near the optimum, where H - S is positive definite) step with H - S, which takes fewer iterations
 on noisy markers and as many on clean ones (BENCHMARKS.md, "Measurements behind design choices").
+
+A nearly flat direction with large residuals (forearm pronation with few arm markers) defeats the
+step-size test: there Gauss-Newton's steps stay long (0.1-0.5 rad) while the cost barely changes,
+since S is as large as H along it, and it overshoots and halves, or creeps, for tens of
+iterations. So a frame whose last accepted step lowered the cost by less than CREEP of it while the
+step was long ("creeping": close to its minimum in cost, not in coordinates) also steps with
+H - S. A Newton step that does not descend (g . dq <= 0, H - S not positive definite along it) is
+replaced by Gauss-Newton's. With S not exact (above) Newton's rate there is linear, so a frame
+that crept finishes at its second step below `accuracy` in a row rather than its first.
 """
 
 from __future__ import annotations
@@ -72,7 +81,7 @@ _RIDGE = 1e-12
 POINT_TOLERANCE = 1e-15           # metres: how closely a pose holds a PointConstraint held exactly
 _PROJECTIONS = 30
 POINT_HELD = 1e-9                 # metres: a frame farther from a held PointConstraint has not converged
-CREEP = 1e-3                      # relative: a step lowering the cost less than this creeps
+CREEP = 1e-3                      # relative: a long step lowering the cost less than this creeps
 FLAT = 1e-13                      # relative: a cost change below this is rounding (PointConstraints held)
 
 

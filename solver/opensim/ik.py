@@ -57,14 +57,20 @@ solves frame 0 and every third frame (WARM_STRIDE) from the start pose; each fur
 from the last solution of frame f-1, every frame f whose predecessor has a solution and that has
 none yet or whose start moved by more than the accuracy, until no start moves (a fixed point of
 the recurrence) or `max_passes` (which never leaves a frame unsolved). Where starts still move
-after BATCHED_PASSES passes (a flat objective carries every change down the trial: forearm
-pronation on OpenSim's constraint test trial), one sweep settles the rest frame by frame, each
-frame from its predecessor's final solution, so no frame is solved more than BATCHED_PASSES + 1
-times. The frames of pass 1 are seeds: the passes after it fill the frames between them from their
-predecessors, then solve the seeds again from theirs. Seeding every third frame takes fewer
-iterations than solving every frame from frame 0's solution first (BENCHMARKS.md, "Measurements
-behind design choices").
-warm_start='none' solves every frame from the start pose in one call.
+after BATCHED_PASSES passes (a change that each pass carries one frame further down the trial),
+one sweep settles the rest frame by frame, each frame from its predecessor's final solution, so
+no frame is solved more than BATCHED_PASSES + 1 times. The frames of pass 1 are seeds: the passes
+after it fill the frames between them from their predecessors, then solve the seeds again from
+theirs. Seeding every third frame takes fewer iterations than solving every frame from frame 0's
+solution first (BENCHMARKS.md, "Measurements behind design choices"). A seed solved from the
+start pose may land whole turns away from where the recurrence takes that coordinate (the same
+pose: forearm pronation on OpenSim's constraint test trial, 2 pi apart); every pass would then
+carry that turn one frame further. So before the passes the seeds' free rotational coordinates
+without limits are unwrapped in time (each within half a turn of the seed before, afresh where a
+frame restarts), and a seed so turned is solved again from its predecessor like the others.
+warm_start='sweep' is the recurrence itself, one frame at a time in OpenSim's order (no batching:
+slower; a reference for the passes). warm_start='none' solves every frame from the start pose in
+one call.
 
 Frames the markers do not determine. OpenSim stops at the first frame without markers; here a
 frame whose markers present (and coordinate tasks) fix fewer free coordinates than all the trial's
@@ -109,7 +115,7 @@ from .trc import MarkerData, read_trc
 
 DEFAULT_ACCURACY = 1e-5
 DEFAULT_MAX_ITERATIONS = 1000
-WARM_STARTS = ("previous", "none")
+WARM_STARTS = ("previous", "sweep", "none")
 WARM_STRIDE = 3
 BATCHED_PASSES = 8
 STAY_WEIGHT = 1e-6
@@ -563,12 +569,16 @@ class MarkerIK:
                 iterations[rest] += r.iterations
                 converged[rest] = r.converged
 
+        # A frame the markers determine after one they do not starts afresh, as frame 0 does.
+        restart = self.determined & ~np.concatenate([[True], self.determined[:-1]])
         if warm_start == "none" or F == 1:
             run(np.arange(F), start)
             passes = 1
+        elif warm_start == "sweep":                      # OpenSim's order, one frame at a time
+            for f in range(F):
+                run(np.array([f]), start[f:f + 1] if f == 0 or restart[f] else self._carry(start[f:f + 1], q[f - 1:f]))
+            passes = 1
         else:
-            # A frame the markers determine after one they do not starts afresh, as frame 0 does.
-            restart = self.determined & ~np.concatenate([[True], self.determined[:-1]])
             heads = np.union1d(np.arange(0, F, WARM_STRIDE), np.flatnonzero(restart))
             run(heads, start[heads])
             begin = start.copy()                         # the start each frame was last solved from
