@@ -298,9 +298,8 @@ class GaussNewton:
                 trial = self.place(q_a[going[pending]] + alpha * dq[going[pending]])
                 at_trial = self.normal_equations(trial, measured[rows], weights[rows], targets[rows])
                 better = at_trial[0] < state[0][pending]
-                took = rows[better]
-                creeping[took] = ((state[0][pending[better]] - at_trial[0][better] < CREEP * state[0][pending[better]])
-                                  & ~near[took])
+                took, before = rows[better], state[0][pending[better]]
+                creeping[took] = (before - at_trial[0][better] < CREEP * before) & ~near[took]
                 crept[took] |= creeping[took]
                 q[took] = trial[better]
                 for part, new in zip(state, at_trial):

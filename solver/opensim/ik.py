@@ -576,7 +576,8 @@ class MarkerIK:
             passes = 1
         elif warm_start == "sweep":                      # OpenSim's order, one frame at a time
             for f in range(F):
-                run(np.array([f]), start[f:f + 1] if f == 0 or restart[f] else self._carry(start[f:f + 1], q[f - 1:f]))
+                fresh = f == 0 or restart[f]
+                run(np.array([f]), start[f:f + 1] if fresh else self._carry(start[f:f + 1], q[f - 1:f]))
             passes = 1
         else:
             heads = np.union1d(np.arange(0, F, WARM_STRIDE), np.flatnonzero(restart))
