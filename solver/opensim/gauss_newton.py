@@ -64,8 +64,10 @@ since S is as large as H along it, and it overshoots and halves, or creeps, for 
 iterations. So a frame whose last accepted step lowered the cost by less than CREEP of it while the
 step was long ("creeping": close to its minimum in cost, not in coordinates) also steps with
 H - S. A Newton step that does not descend (g . dq <= 0, H - S not positive definite along it) is
-replaced by Gauss-Newton's. With S not exact (above) Newton's rate there is linear, so a frame
-that crept finishes at its second step below `accuracy` in a row rather than its first.
+replaced by Gauss-Newton's. With S not exact (above) Newton's rate there is linear (about 0.07
+per step on the coupler model's knees), so a frame that crept finishes at its third step below
+`accuracy` in a row (SHORT_STEPS) rather than its first: it ends as close to its minimum as the
+longer Gauss-Newton runs did, not merely within the accuracy.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ _RIDGE = 1e-12
 POINT_TOLERANCE = 1e-15           # metres: how closely a pose holds a PointConstraint held exactly
 _PROJECTIONS = 30
 POINT_HELD = 1e-9                 # metres: a frame farther from a held PointConstraint has not converged
+SHORT_STEPS = 3                   # a frame that crept stops at this many steps below the accuracy in a row
 CREEP = 1e-3                      # relative: a long step lowering the cost less than this creeps
 FLAT = 1e-13                      # relative: a cost change below this is rounding (PointConstraints held)
 
@@ -258,7 +261,7 @@ class GaussNewton:
         near = np.zeros(F, dtype=bool)                          # steps with Newton's term S
         creeping = np.zeros(F, dtype=bool)                      # (module docstring: flat directions)
         crept = np.zeros(F, dtype=bool)
-        short = np.zeros(F, dtype=bool)                         # the last step was below the accuracy
+        short = np.zeros(F, dtype=int)                          # steps below the accuracy in a row
         active = np.arange(F)
         state = self.normal_equations(q, measured, weights, targets)               # cost, H, g, S
         while active.size:
@@ -273,9 +276,9 @@ class GaussNewton:
             proposed = np.max(np.abs(dq), axis=1, initial=0.0)
             near[active] = proposed < self.newton_below
             finished = proposed <= accuracy
-            # a frame that crept along a flat direction stops at its second short step in a row
-            finished_now = finished & (~crept[active] | short[active])
-            short[active] = finished
+            # a frame that crept along a flat direction stops at its SHORT_STEPS-th short step in a row
+            short[active] = np.where(finished, short[active] + 1, 0)
+            finished_now = finished & (~crept[active] | (short[active] >= SHORT_STEPS))
             finished = finished_now
             if self.points_held:                       # a step below the cost's rounding: converged
                 finished |= _flat(cost, H - near[active, None, None] * S, g, dq)
