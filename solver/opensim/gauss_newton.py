@@ -67,7 +67,8 @@ H - S. A Newton step that does not descend (g . dq <= 0, H - S not positive defi
 replaced by Gauss-Newton's. With S not exact (above) Newton's rate there is linear (about 0.07
 per step on the coupler model's knees), so a frame that crept finishes at its third step below
 `accuracy` in a row (SHORT_STEPS) rather than its first: it ends as close to its minimum as the
-longer Gauss-Newton runs did, not merely within the accuracy.
+longer Gauss-Newton runs did, not merely within the accuracy. Such a short step that does not
+lower the cost finds the frame at its minimum to rounding: converged, without halvings.
 """
 
 from __future__ import annotations
@@ -278,8 +279,8 @@ class GaussNewton:
             finished = proposed <= accuracy
             # a frame that crept along a flat direction stops at its SHORT_STEPS-th short step in a row
             short[active] = np.where(finished, short[active] + 1, 0)
-            finished_now = finished & (~crept[active] | (short[active] >= SHORT_STEPS))
-            finished = finished_now
+            waiting = finished & crept[active] & (short[active] < SHORT_STEPS)
+            finished &= ~waiting
             if self.points_held:                       # a step below the cost's rounding: converged
                 finished |= _flat(cost, H - near[active, None, None] * S, g, dq)
             # A frame whose step is this small has converged: it takes the step if the cost
@@ -294,6 +295,7 @@ class GaussNewton:
             going = np.flatnonzero(~finished)
             state = [part[going] for part in state]
             pending, alpha = np.arange(going.size), 1.0
+            stopped = pending[:0]
             for _ in range(_MAX_HALVINGS):
                 if not pending.size:
                     break
@@ -308,6 +310,10 @@ class GaussNewton:
                 for part, new in zip(state, at_trial):
                     part[pending[better]] = new[better]
                 pending = pending[~better]
+                if alpha == 1.0:                       # a short step that does not lower the cost: at
+                    at_minimum = waiting[going[pending]]          # the minimum to rounding, converged
+                    converged[active[going[pending[at_minimum]]]] = True
+                    stopped, pending = pending[at_minimum], pending[~at_minimum]
                 alpha *= 0.5
             if self.points_held and pending.size:
                 # No step decreases the cost: converged where the full step's predicted decrease is
@@ -317,6 +323,7 @@ class GaussNewton:
                 converged[active[going[pending]]] = _flat(cost_p, curved, g_p, dq[going[pending]])
             keep = np.ones(going.size, bool)
             keep[pending] = False                                                # stopped improving
+            keep[stopped] = False
             keep &= iterations[active[going]] < max_iterations
             active = active[going[keep]]
             state = [part[keep] for part in state]
