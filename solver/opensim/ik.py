@@ -56,14 +56,14 @@ warm_start='previous' (the default) reaches that recurrence's result with batche
 solves frame 0 and every third frame (WARM_STRIDE) from the start pose; each further pass solves,
 from the last solution of frame f-1, every frame f whose predecessor has a solution and that has
 none yet or whose start moved by more than the accuracy, until no start moves (a fixed point of
-the recurrence) or `max_passes` (which never leaves a frame unsolved). Where starts still move
-after BATCHED_PASSES passes (a change that each pass carries one frame further down the trial),
-one sweep settles the rest frame by frame, each frame from its predecessor's final solution, so
-no frame is solved more than BATCHED_PASSES + 1 times. The frames of pass 1 are seeds: the passes
-after it fill the frames between them from their predecessors, then solve the seeds again from
-theirs. Seeding every third frame takes fewer iterations than solving every frame from frame 0's
-solution first (BENCHMARKS.md, "Measurements behind design choices"). A seed solved from the
-start pose may land whole turns away from where the recurrence takes that coordinate (the same
+the recurrence) or `max_passes` (which never leaves a frame unsolved, nor a seed turned as below
+unsolved again). Where starts still move after BATCHED_PASSES passes (a change that each pass
+carries one frame further down the trial), one sweep settles the rest frame by frame, each frame
+from its predecessor's final solution, so no frame is solved more than BATCHED_PASSES + 1 times.
+The frames of pass 1 are seeds: the passes after it fill the frames between them from their
+predecessors, then solve the seeds again from theirs. Seeding every third frame takes fewer
+iterations than solving every frame from frame 0's solution first (BENCHMARKS.md, "Measurements
+behind design choices"). A seed solved from the start pose may land whole turns away from where the recurrence takes that coordinate (the same
 pose: forearm pronation on OpenSim's constraint test trial, 2 pi apart); every pass would then
 carry that turn one frame further. So before the passes the seeds' free rotational coordinates
 without limits are unwrapped in time (each within half a turn of the seed before, afresh where a
@@ -591,7 +591,7 @@ class MarkerIK:
             q[heads] = turned
             passes = 1
             limit = np.inf if max_passes is None else max_passes
-            while passes < limit or not solved.all():
+            while passes < limit or not solved.all() or stale.any():
                 new_begin = self._carry(start, np.vstack([q[:1], q[:-1]]))
                 new_begin[restart] = start[restart]
                 ready = np.concatenate([[False], solved[:-1]])       # frame 0 keeps the start pose
