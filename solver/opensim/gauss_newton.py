@@ -57,6 +57,18 @@ counts its translations as turned by its rotation: close, not exact, and only a 
 depends on it, not where the steps stop. Frames whose last full step was below `newton_below`
 (near the optimum, where H - S is positive definite) step with H - S, which takes fewer iterations
 on noisy markers and as many on clean ones (BENCHMARKS.md, "Measurements behind design choices").
+
+A nearly flat direction with large residuals (forearm pronation with few arm markers) defeats the
+step-size test: there Gauss-Newton's steps stay long (0.1-0.5 rad) while the cost barely changes,
+since S is as large as H along it, and it overshoots and halves, or creeps, for tens of
+iterations. So a frame whose last accepted step lowered the cost by less than CREEP of it while the
+step was long ("creeping": close to its minimum in cost, not in coordinates) also steps with
+H - S. A Newton step that does not descend (g . dq <= 0, H - S not positive definite along it) is
+replaced by Gauss-Newton's. With S not exact (above) Newton's rate there is linear (about 0.07
+per step on the coupler model's knees), so a frame that crept finishes at its third step below
+`accuracy` in a row (SHORT_STEPS) rather than its first: it ends as close to its minimum as the
+longer Gauss-Newton runs did, not merely within the accuracy. Such a short step that does not
+lower the cost finds the frame at its minimum to rounding: converged, without halvings.
 """
 
 from __future__ import annotations
@@ -72,6 +84,8 @@ _RIDGE = 1e-12
 POINT_TOLERANCE = 1e-15           # metres: how closely a pose holds a PointConstraint held exactly
 _PROJECTIONS = 30
 POINT_HELD = 1e-9                 # metres: a frame farther from a held PointConstraint has not converged
+SHORT_STEPS = 3                   # a frame that crept stops at this many steps below the accuracy in a row
+CREEP = 1e-3                      # relative: a long step lowering the cost less than this creeps
 FLAT = 1e-13                      # relative: a cost change below this is rounding (PointConstraints held)
 
 
@@ -246,16 +260,27 @@ class GaussNewton:
         iterations = np.zeros(F, dtype=int)
         converged = np.zeros(F, dtype=bool)
         near = np.zeros(F, dtype=bool)                          # steps with Newton's term S
+        creeping = np.zeros(F, dtype=bool)                      # (module docstring: flat directions)
+        crept = np.zeros(F, dtype=bool)
+        short = np.zeros(F, dtype=int)                          # steps below the accuracy in a row
         active = np.arange(F)
         state = self.normal_equations(q, measured, weights, targets)               # cost, H, g, S
         while active.size:
             iterations[active] += 1
             q_a = q[active]
             cost, H, g, S = state
-            dq = self.step(q_a, H - near[active, None, None] * S, g)
+            newton = near[active] | creeping[active]
+            dq = self.step(q_a, H - newton[:, None, None] * S, g)
+            uphill = np.flatnonzero(newton & (np.einsum("fi,fi->f", g, dq) <= 0.0))
+            if uphill.size:                            # a Newton step that does not descend: Gauss-Newton's
+                dq[uphill] = self.step(q_a[uphill], H[uphill], g[uphill])
             proposed = np.max(np.abs(dq), axis=1, initial=0.0)
             near[active] = proposed < self.newton_below
             finished = proposed <= accuracy
+            # a frame that crept along a flat direction stops at its SHORT_STEPS-th short step in a row
+            short[active] = np.where(finished, short[active] + 1, 0)
+            waiting = finished & crept[active] & (short[active] < SHORT_STEPS)
+            finished &= ~waiting
             if self.points_held:                       # a step below the cost's rounding: converged
                 finished |= _flat(cost, H - near[active, None, None] * S, g, dq)
             # A frame whose step is this small has converged: it takes the step if the cost
@@ -270,6 +295,7 @@ class GaussNewton:
             going = np.flatnonzero(~finished)
             state = [part[going] for part in state]
             pending, alpha = np.arange(going.size), 1.0
+            stopped = pending[:0]
             for _ in range(_MAX_HALVINGS):
                 if not pending.size:
                     break
@@ -277,10 +303,17 @@ class GaussNewton:
                 trial = self.place(q_a[going[pending]] + alpha * dq[going[pending]])
                 at_trial = self.normal_equations(trial, measured[rows], weights[rows], targets[rows])
                 better = at_trial[0] < state[0][pending]
-                q[rows[better]] = trial[better]
+                took, before = rows[better], state[0][pending[better]]
+                creeping[took] = (before - at_trial[0][better] < CREEP * before) & ~near[took]
+                crept[took] |= creeping[took]
+                q[took] = trial[better]
                 for part, new in zip(state, at_trial):
                     part[pending[better]] = new[better]
                 pending = pending[~better]
+                if alpha == 1.0:                       # a short step that does not lower the cost: at
+                    at_minimum = waiting[going[pending]]          # the minimum to rounding, converged
+                    converged[active[going[pending[at_minimum]]]] = True
+                    stopped, pending = pending[at_minimum], pending[~at_minimum]
                 alpha *= 0.5
             if self.points_held and pending.size:
                 # No step decreases the cost: converged where the full step's predicted decrease is
@@ -290,6 +323,7 @@ class GaussNewton:
                 converged[active[going[pending]]] = _flat(cost_p, curved, g_p, dq[going[pending]])
             keep = np.ones(going.size, bool)
             keep[pending] = False                                                # stopped improving
+            keep[stopped] = False
             keep &= iterations[active[going]] < max_iterations
             active = active[going[keep]]
             state = [part[keep] for part in state]

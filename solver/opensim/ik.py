@@ -56,15 +56,21 @@ warm_start='previous' (the default) reaches that recurrence's result with batche
 solves frame 0 and every third frame (WARM_STRIDE) from the start pose; each further pass solves,
 from the last solution of frame f-1, every frame f whose predecessor has a solution and that has
 none yet or whose start moved by more than the accuracy, until no start moves (a fixed point of
-the recurrence) or `max_passes` (which never leaves a frame unsolved). Where starts still move
-after BATCHED_PASSES passes (a flat objective carries every change down the trial: forearm
-pronation on OpenSim's constraint test trial), one sweep settles the rest frame by frame, each
-frame from its predecessor's final solution, so no frame is solved more than BATCHED_PASSES + 1
-times. The frames of pass 1 are seeds: the passes after it fill the frames between them from their
+the recurrence) or `max_passes` (which never leaves a frame unsolved, nor a seed turned as below
+unsolved again). Where starts still move after BATCHED_PASSES passes (a change that each pass
+carries one frame further down the trial), one sweep settles the rest frame by frame, each frame
+from its predecessor's final solution, so no frame is solved more than BATCHED_PASSES + 1 times.
+The frames of pass 1 are seeds: the passes after it fill the frames between them from their
 predecessors, then solve the seeds again from theirs. Seeding every third frame takes fewer
 iterations than solving every frame from frame 0's solution first (BENCHMARKS.md, "Measurements
-behind design choices").
-warm_start='none' solves every frame from the start pose in one call.
+behind design choices"). A seed solved from the start pose may land whole turns away from where the recurrence takes that coordinate (the same
+pose: forearm pronation on OpenSim's constraint test trial, 2 pi apart); every pass would then
+carry that turn one frame further. So before the passes the seeds' free rotational coordinates
+without limits are unwrapped in time (each within half a turn of the seed before, afresh where a
+frame restarts), and a seed so turned is solved again from its predecessor like the others.
+warm_start='sweep' is the recurrence itself, one frame at a time in OpenSim's order (no batching:
+slower; a reference for the passes). warm_start='none' solves every frame from the start pose in
+one call.
 
 Frames the markers do not determine. OpenSim stops at the first frame without markers; here a
 frame whose markers present (and coordinate tasks) fix fewer free coordinates than all the trial's
@@ -110,7 +116,7 @@ from .trc import MarkerData, read_trc
 
 DEFAULT_ACCURACY = 1e-5
 DEFAULT_MAX_ITERATIONS = 1000
-WARM_STARTS = ("previous", "none")
+WARM_STARTS = ("previous", "sweep", "none")
 WARM_STRIDE = 3
 BATCHED_PASSES = 8
 STAY_WEIGHT = 1e-6
@@ -564,41 +570,50 @@ class MarkerIK:
                 iterations[rest] += r.iterations
                 converged[rest] = r.converged
 
+        # A frame the markers determine after one they do not starts afresh, as frame 0 does.
+        restart = self.determined & ~np.concatenate([[True], self.determined[:-1]])
         if warm_start == "none" or F == 1:
             run(np.arange(F), start)
             passes = 1
+        elif warm_start == "sweep":                      # OpenSim's order, one frame at a time
+            for f in range(F):
+                fresh = f == 0 or restart[f]
+                run(np.array([f]), start[f:f + 1] if fresh else self._carry(start[f:f + 1], q[f - 1:f]))
+            passes = 1
         else:
-            # A frame the markers determine after one they do not starts afresh, as frame 0 does.
-            restart = self.determined & ~np.concatenate([[True], self.determined[:-1]])
             heads = np.union1d(np.arange(0, F, WARM_STRIDE), np.flatnonzero(restart))
             run(heads, start[heads])
             begin = start.copy()                         # the start each frame was last solved from
             solved = np.zeros(F, dtype=bool)
             solved[heads] = True
+            stale = np.zeros(F, dtype=bool)              # turned by whole turns: to be solved again
+            turned = self._unwrap(q[heads], restart[heads])
+            stale[heads] = np.any(turned != q[heads], axis=1)
+            q[heads] = turned
             passes = 1
             limit = np.inf if max_passes is None else max_passes
-            while passes < limit or not solved.all():
+            while passes < limit or not solved.all() or stale.any():
                 new_begin = self._carry(start, np.vstack([q[:1], q[:-1]]))
                 new_begin[restart] = start[restart]
                 ready = np.concatenate([[False], solved[:-1]])       # frame 0 keeps the start pose
                 moved = np.max(np.abs(new_begin - begin), axis=1) > accuracy
-                rows = np.flatnonzero(ready & (moved | ~solved))
+                rows = np.flatnonzero(ready & (moved | ~solved | stale))
                 if not rows.size:
                     break
                 if passes >= BATCHED_PASSES and max_passes is None:
                     # still moving: settle the rest in one sweep, frame f from frame f-1's solution
                     for f in range(int(rows[0]), F):
                         carried = start[f] if restart[f] else self._carry(start[f:f + 1], q[f - 1:f])[0]
-                        if solved[f] and np.max(np.abs(carried - begin[f])) <= accuracy:
+                        if solved[f] and not stale[f] and np.max(np.abs(carried - begin[f])) <= accuracy:
                             continue
                         begin[f] = carried
                         run(np.array([f]), begin[f:f + 1])
-                        solved[f] = True
+                        solved[f], stale[f] = True, False
                     passes += 1
                     break
                 begin[rows] = new_begin[rows]
                 run(rows, begin[rows])
-                solved[rows] = True
+                solved[rows], stale[rows] = True, False
                 passes += 1
         result = self.report(self.scene.fill(q))
         result.iterations, result.converged, result.passes = iterations, converged, passes
@@ -606,6 +621,24 @@ class MarkerIK:
         result.accuracy = float(accuracy)
         result.seconds = _time.perf_counter() - started
         return result
+
+    def _unwrap(self, q, restart):
+        """q (K, n) of frames in time order with the free rotational coordinates that have no limits
+        moved by whole turns so that each frame's is within half a turn of the frame's before (as
+        numpy's unwrap), starting afresh at each frame where `restart`."""
+        scene = self.scene
+        rotational = np.flatnonzero(self.om.coupling.rotational & ~scene.frozen
+                                    & np.isinf(scene.lower) & np.isinf(scene.upper))
+        if q.shape[0] < 2 or not rotational.size:
+            return q
+        x = q[:, rotational]
+        jumps = -2 * np.pi * np.round(np.diff(x, axis=0) / (2 * np.pi))
+        jumps[restart[1:]] = 0.0
+        total = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(jumps, axis=0)])
+        last = np.maximum.accumulate(np.where(restart, np.arange(q.shape[0]), 0))
+        out = q.copy()
+        out[:, rotational] = x + total - total[last]
+        return out
 
     def _carry(self, start, previous):
         """Starts from the previous frames' solutions, with each frame's own prescribed values."""

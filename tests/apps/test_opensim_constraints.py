@@ -20,6 +20,7 @@ import pytest
 from solver.opensim import (IKMarkerTask, MarkerData, MarkerIK, OpenSimFileError, load_osim, read_ik_setup,
                             read_storage, read_trc, write_trc)
 from solver.opensim.coupling import coupler_tangent
+from solver.opensim.ik import BATCHED_PASSES
 from tests.opensim_reference import DATA
 from tests.opensim_reference import opensim as _opensim
 
@@ -297,3 +298,47 @@ def test_finite_constraint_weight_weighs_the_couplers_as_opensim_does(osim, tmp_
     theirs = _assemble_from(osim, model, state, solver, soft.time, soft.q)
     residual = load_osim(model_path).constraint_residuals(theirs)
     np.testing.assert_allclose(residual, soft.constraint_errors, atol=0.02 * broken)
+
+
+@needs_constraint_data
+@pytest.mark.parametrize("weight", [10.0, np.inf], ids=["setup-weight-10", "infinity"])
+def test_warm_start_passes_give_the_frame_recurrence_on_the_coupler_trial(weight):
+    """The coupler trial's frames in the setup (101) at its accuracy (1e-3): the batched
+    warm-start passes give what OpenSim's order gives, each frame solved from the previous frame's
+    solution one at a time (warm_start='sweep'), with no frame-by-frame sweep of their own although
+    the seeds solved from the default pose land 2 pi away on forearm pronation; and from its
+    predecessor's solution a frame needs few iterations although pronation is nearly flat
+    (Gauss-Newton alone took up to 111)."""
+    setup = read_ik_setup(SETUP)
+    problem = MarkerIK(load_osim(MODEL), read_trc(TRIAL), setup.tasks, time_range=setup.time_range,
+                       constraint_weight=weight)
+    passes = problem.solve(accuracy=setup.accuracy)
+    sweep = problem.solve(accuracy=setup.accuracy, warm_start="sweep")
+    assert passes.converged.all() and sweep.converged.all()
+    assert passes.passes < BATCHED_PASSES                              # no sweep needed
+    assert np.abs(passes.q - sweep.q).max() < 1e-5
+    np.testing.assert_allclose(passes.objective, sweep.objective, rtol=1e-9)
+    assert sweep.iterations.max() <= 30
+    assert np.abs(passes.constraint_errors).max() < (1e-12 if np.isinf(weight) else 1e-5)
+
+
+@needs_constraint_data
+def test_seeds_unwrap_as_numpy_does_between_restarts():
+    """MarkerIK._unwrap: each stretch between restarts unwrapped as numpy's unwrap does it, on the
+    free rotational coordinates without limits only (the coupler model has no clamped ones; a
+    translation keeps its values)."""
+    setup = read_ik_setup(SETUP)
+    problem = MarkerIK(load_osim(MODEL), read_trc(TRIAL), setup.tasks, time_range=(0.0, 0.1))
+    rng = np.random.default_rng(3)
+    K, n = 12, problem.q_start.shape[1]
+    smooth = np.cumsum(rng.uniform(-2.0, 2.0, (K, n)), axis=0)
+    turned = smooth + 2 * np.pi * rng.integers(-2, 3, (K, n))
+    restart = np.zeros(K, bool)
+    restart[[0, 5]] = True
+    out = problem._unwrap(turned, restart)
+    rotational = problem.om.coupling.rotational & ~problem.scene.frozen
+    expected = turned.copy()
+    for a, b in ((0, 5), (5, K)):
+        expected[a:b, rotational] = np.unwrap(turned[a:b, rotational], axis=0)
+    np.testing.assert_allclose(out, expected, atol=1e-12)
+    assert np.all(out[:, ~problem.om.coupling.rotational] == turned[:, ~problem.om.coupling.rotational])
