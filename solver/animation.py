@@ -166,6 +166,8 @@ class _Batch:
         # be met: such solves (also) wait for the steps to settle below the precision.
         self.watch_steps = settings.fit or any(c.soft for c in scene.constraints)
         self.last_step = np.full(F, np.inf if self.watch_steps else 0.0)
+        self.max_step = np.full(F, settings.max_step)               # weighted_step's bound, per frame
+        self.pseudoinverse = pseudoinverse_solver(settings)
 
     def evaluate(self, coords, frames):
         pick = lambda poses: None if poses is None else poses[frames]  # noqa: E731
@@ -181,11 +183,17 @@ class _Batch:
         if not rows.size:
             return
         frames = active[rows]
-        # Read before stepping: the step's evaluation may share its arrays with ev.
-        residual, weight, A = output_velocity(ev, 1.0)[rows], ev.task_weight[rows], ev.A[rows]
-        dq, _ = weighted_step(self.scene, self.q[frames], A, residual, weight,
-                                 np.full(rows.size, self.settings.max_step), pseudoinverse_solver(self.settings))
-        out.proposed[rows] = np.max(np.abs(dq), axis=1, initial=0.0)
+        # Every active frame steps here (one frame alone, as live preview solves it): the system is
+        # read in place. Otherwise it is read before stepping, as a step's evaluation may be
+        # written into ev's arrays (`_put`); so is it when the first full step does not help all.
+        every = rows.size == out.cost.size
+        residual = output_velocity(ev, 1.0)
+        if not every:
+            residual = residual[rows]
+        weight, A = (ev.task_weight, ev.A) if every else (ev.task_weight[rows], ev.A[rows])
+        dq, _ = weighted_step(self.scene, self.q[frames], A, residual, weight, self.max_step[:rows.size],
+                              self.pseudoinverse)
+        out.proposed[rows] = np.abs(dq).max(axis=1, initial=0.0)
         pending, alpha = np.arange(rows.size), 1.0
         taken = np.zeros(rows.size)
         for _ in range(30):
@@ -193,6 +201,12 @@ class _Batch:
             trial_ev = self.evaluate(trial, frames[pending])
             trial_cost = cost(trial_ev)
             better = trial_cost < current[rows[pending]]
+            if every and pending.size == rows.size and better.all():    # every frame takes its full step
+                out.q, out.cost, out.ev = trial, trial_cost, trial_ev
+                taken[:] = alpha
+                break
+            if every and weight is ev.task_weight:
+                weight, A = weight.copy(), A.copy()
             done = rows[pending[better]]
             out.q[done], out.cost[done] = trial[better], trial_cost[better]
             _put(out.ev, trial_ev, better, done)
@@ -208,11 +222,12 @@ class _Batch:
         slow = (out.cost[rows] > _SLOW * current[rows]) & (self.settings.method != "gradient")  # a baseline stays plain
         if self.settings.method == "sdls":
             after = residual - taken[:, None] * np.einsum("fmn,fn->fm", A, dq)
-            promised = current[rows] - np.sum(weight * after**2, axis=-1)
+            promised = current[rows] - (weight * after**2).sum(axis=-1)
             fell = current[rows] - out.cost[rows]
             slow &= ~((promised >= _PROMISE * current[rows]) & (fell >= _SLOW * promised))
         self.slow_run[frames] = np.where(slow, self.slow_run[frames] + 1, 0)
-        self._to_secant(frames[self.slow_run[frames] >= _SLOW_RUN])
+        if slow.any():
+            self._to_secant(frames[self.slow_run[frames] >= _SLOW_RUN])
 
     def secant_steps(self, active, rows, ev, current, out: _Iteration):
         """Damped steps with and without the curvature estimate S; the better one counts (without

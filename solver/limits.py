@@ -48,7 +48,7 @@ def wrap_spheres(model: Model, q: np.ndarray) -> np.ndarray:
     if not model.unlimited_spheres.size:
         return q
     c = model.unlimited_sphere_coordinates                                      # (k, 3)
-    phi = q[:, c]
+    phi = q.take(c, axis=1)
     t = np.sqrt((phi * phi).sum(axis=-1, keepdims=True))
     if not (t > np.pi).any():
         return q

@@ -29,7 +29,9 @@ from .settings import Settings
 def output_velocity(ev: Evaluation, feedback: float, Xu_dot=None) -> np.ndarray:
     """y' + B Xu' = K (yd - y) + B Xu' (F, M), with yd' = 0; Xu_dot (F, n_u) or None (no
     feed-forward: animation mode, where K h = 1 makes this the residual yd - y)."""
-    y_dot = feedback * (ev.yd - ev.y)
+    y_dot = ev.yd - ev.y
+    if feedback != 1.0:        # K h = 1 (animation mode): the product would be a copy
+        y_dot = feedback * y_dot
     if Xu_dot is not None:
         y_dot = y_dot + np.einsum("fmu,fu->fm", ev.B, Xu_dot)
     return y_dot
