@@ -112,7 +112,7 @@ from .marker_kinematics import MarkerKinematics
 from .osim import OpenSimModel, load_osim
 from .setup import IKSetup, IKTaskSet, read_ik_setup
 from .storage import Storage, read_storage, write_storage
-from .trc import MarkerData, read_trc
+from .trc import MarkerData
 
 DEFAULT_ACCURACY = 1e-5
 DEFAULT_MAX_ITERATIONS = 1000

@@ -64,6 +64,7 @@ def test_pole_target_places_the_elbow_the_way_blenders_ik_does(extension_zip):
         assert o["method"] == "analytic two-bone", (roll, angle)
         assert not any("pole" in w for w in o["warnings"]), o["warnings"]
         assert max(o["tail"]) <= 1e-9
+        assert max(o["shown_tail"]) <= 1e-6                      # what Blender shows of the keys written
         worst = max(o["vs_blender"])
         print(f"\nroll {roll}, pole angle {angle}: elbow direction vs Blender's Standard IK: max "
               f"{worst:.2e} rad, median {sorted(o['vs_blender'])[len(o['vs_blender']) // 2]:.2e} rad (its tail "

@@ -4,7 +4,6 @@ are reported per frame, kept at the previous frame's pose where the markers say 
 more than 10x the trial's median frame, and leave the frames before them as the full trial has
 them."""
 
-import io
 import warnings
 
 import numpy as np

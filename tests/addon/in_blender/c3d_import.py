@@ -5,7 +5,6 @@ import glob
 import os
 
 import bpy
-import numpy as np
 
 from . import addon
 from .scenes import clear_scene, keys_module

@@ -243,6 +243,7 @@ def pole_cases():
             "vs_blender": angle(e_ours, e_theirs).tolist(),
             "blender_tail": np.linalg.norm(theirs["tail"] - goal_world, axis=1).tolist(),
             "tail": np.linalg.norm(tail - g, axis=1).tolist(),
+            "shown_tail": np.linalg.norm(arm(ours["tail"]) - g, axis=1).tolist(),
         })
     return {"cases": cases, "out": out}
 
