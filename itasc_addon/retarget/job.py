@@ -230,12 +230,17 @@ class Job:
         self.parents = parents_of(rig)
         names = solved_bones(rig, self.t_map, self.parents)
         settings_of = rigify_controls.ik_settings_of(rig) if self.rigify else {}
+        hinges = rigify_controls.hinge_limits(rig) if self.rigify else {}
         bones = []
         for i, n in enumerate(names):
             bone = replace(engine_bone(rig, n, False), parent=None if i == 0 else self.parents[n])
             if n in settings_of:                     # a Rigify ORG bone moves as its IK chain's bone may
                 chain = engine_bone(rig, settings_of[n], False)
                 bone = replace(bone, lock=chain.lock, limits=chain.limits, stiffness=chain.stiffness)
+            if n in hinges:                          # and bends to the side its pole does
+                x = bone.limits[0]
+                lo, hi = hinges[n] if x is None else (max(x[0], hinges[n][0]), min(x[1], hinges[n][1]))
+                bone = replace(bone, limits=((lo, hi), *bone.limits[1:]))
             bones.append(replace(bone, matrix=_orthonormal(bone.matrix)))
         self.bone_names = names
         self.target = engine.Target(bones=bones, roles=dict(self.t_map))

@@ -83,6 +83,28 @@ def ik_settings_of(obj):
     return out
 
 
+HINGE_MAX = np.radians(160.0)
+
+
+def hinge_limits(obj):
+    """{ORG knee or elbow: (min, max) of its X rotation from rest}: the joint bends the way its
+    rest pose bends it, from straight to HINGE_MAX. Rigify's IK chain always bends toward its
+    pole, on the rest bend's side: a solved hinge bent through straight to the other side would
+    show turned half a turn about the limb. None where the rest pose is straight (no side)."""
+    out = {}
+    bones = obj.data.bones
+    for org in ik_settings_of(obj):
+        bone = bones[org]
+        if bone.parent is None:
+            continue
+        rel = np.linalg.inv(np.array(bone.parent.matrix_local)) @ np.array(bone.matrix_local)
+        bend = float(np.arctan2(rel[2, 1], rel[1, 1]))
+        if abs(bend) < 1e-3:
+            continue
+        out[org] = (-bend, HINGE_MAX - bend) if bend > 0 else (-HINGE_MAX - bend, -bend)
+    return out
+
+
 def pairs(obj):
     """[(control, ORG bone, what it follows: "full" pose, "turn" rotation, "move" head)] the
     armature has, parents' controls first. The FK spine turns the upper chest; its tweak
