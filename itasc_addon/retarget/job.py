@@ -198,7 +198,7 @@ class Job:
 
     def __init__(self, rig, source_obj, frame_start=None, frame_end=None, *, bone_map=None, contacts="auto",
                  calibration_frame=None, method="itasc", precision=1e-4, blend_frames=None, weights=None,
-                 detection=None, settings=None, record=True):
+                 detection=None, settings=None, record=True, rigid_limbs=True):
         self.started = time.perf_counter()
         rig, src = _armature(rig, "target"), _armature(source_obj, "source")
         if rig == src:
@@ -227,6 +227,8 @@ class Job:
             raise RigError(f"calibration frame {calib:g} is not a frame of the retarget ({frames[0]:g}-{frames[-1]:g})")
         self.calibration = int(np.flatnonzero(frames == calib)[0])
         self.rigify = rigify_controls.is_generated_rigify(rig)
+        self.rigid_limbs = bool(rigid_limbs)
+        self.warnings = []
         self.parents = parents_of(rig)
         names = solved_bones(rig, self.t_map, self.parents)
         settings_of = rigify_controls.ik_settings_of(rig) if self.rigify else {}
@@ -433,6 +435,12 @@ class Job:
             if missing:
                 raise RigError(f"the bone map leaves the Rigify rig's ORG- bone(s) {', '.join(missing)} unsolved; "
                                "use the 'rigify' preset")
+            if self.rigid_limbs:
+                changed = rigify_controls.rigid_ik_chains(self.rig)
+                if changed:
+                    self.warnings.append("IK Stretch set to 0 on Rigify's IK chain bones " + ", ".join(
+                        f"{b} (was {v:g})" for b, v in changed) + " so that knees and elbows keep the solved "
+                        "pose; pass rigid_limbs=False to keep the rig's stretch")
             self.keys_written, self.passes, _, _, seen = rigify_controls.write_controls(
                 self.rig, self.frames, wanted, record=self.record, also=self.bone_names)
             self.seen = [np.array(self.rig.matrix_world) @ seen]       # read after the last keys: no second reading
@@ -506,7 +514,8 @@ class Job:
             floor_penetration=penetration, floor=float(floor_world), style_difference=style, points=names,
             roles=list(self.roles), bone_map={r: (self.s_map[r], self.t_map[r]) for r in self.roles},
             method=self.method, scale=float(getattr(self.engine_result, "scale", getattr(self, "k", 1.0))),
-            keys_written=self.keys_written, precision=self.precision, solve_seconds=self.times["solve"],
+            keys_written=self.keys_written, warnings=list(self.warnings), precision=self.precision,
+            solve_seconds=self.times["solve"],
             write_seconds=self.times["write"], verify_seconds=self.times["verify"], read_seconds=self.times["read"],
             control_passes=self.passes, point_positions=positions, engine=self.engine_result)
 

@@ -5,8 +5,7 @@ The retarget solves on the ORG- bones (the `bone_maps` preset "rigify"); the key
 controls an animator uses, with the limbs in IK: the torso (location and rotation, carrying the
 hips), the FK spine's top control, neck and head, the shoulders, per limb the IK control of the
 foot or hand (location and rotation), the toe's IK control, and the pole (location), with each
-limb's IK_FK switch at IK and its pole switched on, the pole carried by the limb's upper bone (its IK stretch as the rig has it: Rigify
-holds a non-stretching limb's target within reach, which would move a hand at full reach).
+limb's IK_FK switch at IK and its pole switched on, the pole carried by the limb's upper bone.
 
 Each control c is paired with the ORG- bone o it carries rigidly (its pose is c's times a fixed
 offset). Rigify hangs controls under helper bones driven by other controls, so a control's
@@ -23,9 +22,10 @@ Copy Rotation constraints modelled, other helpers kept at their offset from thei
 one evaluation of Blender at the first frame), so on the rig Rigify generates one pass is
 usually all: its reading is both the check and the verification. Further passes correct what
 the first guess could not know (keys of the user's on helper bones); passes stop when every
-paired bone is within the tolerance or after `MAX_PASSES`. The tolerance, 0.5 mm, is above
-what Rigify's own IK chain leaves between a foot's IK control and its ORG- bone on a nearly
-straight stretching leg (about 0.2 mm): passes cannot remove that, it moves with the chain.
+paired bone is within the tolerance or after `MAX_PASSES`. The limbs' IK chains keep their
+lengths (`rigid_ik_chains`, the retarget's default): with Rigify's IK stretch Blender's IK
+scales the chain's bones, which moves the feet's ORG- bones off their IK controls by up to
+about 0.2 mm on a nearly straight leg and the knees and elbows by centimetres.
 """
 
 from __future__ import annotations
@@ -84,6 +84,26 @@ def ik_settings_of(obj):
 
 
 HINGE_MAX = np.radians(160.0)
+
+
+def rigid_ik_chains(obj):
+    """Set IK Stretch to 0 on the bones of Rigify's leg and arm IK chains (the IK constraint's
+    bone and its parent); returns [(bone, its previous IK Stretch)] of those changed.
+
+    Rigify generates them with IK Stretch 0.1 and Blender's Standard IK then reaches a target
+    partly by scaling the chain's bones, most where the limb is nearly straight: the knees and
+    elbows of a solved pose land centimetres from where they were solved and the bones shrink by
+    a few per cent. Without stretch the chain keeps its lengths and, the solve keeping the limb
+    within reach, puts the joint where it was solved. Rigify's own IK Stretch slider only limits
+    the reach beyond full length, so it is left as it is."""
+    changed = []
+    for _, mch in ik_settings_of(obj).items():
+        pb = obj.pose.bones[mch]
+        for bone in (pb, pb.parent):
+            if bone is not None and bone.ik_stretch != 0.0:
+                changed.append((bone.name, float(bone.ik_stretch)))
+                bone.ik_stretch = 0.0
+    return changed
 
 
 def hinge_limits(obj):
@@ -292,7 +312,7 @@ def _update(basis, C_a, C_d, L, local, located, moves):
     return out
 
 
-def write_controls(obj, frames, wanted: dict, tolerance=5e-4, record=True, also=()):
+def write_controls(obj, frames, wanted: dict, tolerance=2e-4, record=True, also=()):
     """Key the controls (module docstring) so that Blender poses each ORG- bone of `wanted`
     ({ORG bone: (F, 4, 4) armature-space pose matrix}; it must hold `needed_bones`) as given.
     Returns (keys written, passes, largest remaining position error of the torso's, feet's and

@@ -63,6 +63,7 @@ def _summary(result):
         "keyed_by_role": dict(zip(result.roles, np.max(result.rotation_error, axis=0).tolist())),
         "style": result.style_difference, "converged": int(result.converged.sum()),
         "seconds": result.seconds, "solve_seconds": result.solve_seconds, "method": result.method,
+        "warnings": list(result.warnings),
         "engine_converged": int(np.sum(result.engine.converged)) if result.engine is not None else None,
     }
 
