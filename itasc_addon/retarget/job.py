@@ -171,16 +171,6 @@ def solved_bones(rig, t_map, parents):
     return order
 
 
-def _orthonormal(M):
-    """A rest matrix (4, 4) with its rotation made exactly orthonormal (the polar factor):
-    Blender keeps bone matrices in float32, about 3e-6 from a rotation, and the engine tells
-    rigidly linked contact points apart by distances that no pose changes."""
-    u, _, vt = np.linalg.svd(np.asarray(M, float)[:3, :3])
-    out = np.array(M, dtype=float)
-    out[:3, :3] = u @ vt
-    return out
-
-
 def _angle(A, B):
     """Angle (...) between rotations A and B (..., 3, 3)."""
     c = (np.trace(np.swapaxes(A, -1, -2) @ B, axis1=-2, axis2=-1) - 1.0) / 2.0
@@ -243,7 +233,7 @@ class Job:
                 x = bone.limits[0]
                 lo, hi = hinges[n] if x is None else (max(x[0], hinges[n][0]), min(x[1], hinges[n][1]))
                 bone = replace(bone, limits=((lo, hi), *bone.limits[1:]))
-            bones.append(replace(bone, matrix=_orthonormal(bone.matrix)))
+            bones.append(bone)
         self.bone_names = names
         self.target = engine.Target(bones=bones, roles=dict(self.t_map))
         try:
