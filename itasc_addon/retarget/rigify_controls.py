@@ -97,7 +97,7 @@ def rigid_ik_chains(obj):
     within reach, puts the joint where it was solved. Rigify's own IK Stretch slider only limits
     the reach beyond full length, so it is left as it is."""
     changed = []
-    for _, mch in ik_settings_of(obj).items():
+    for mch in ik_settings_of(obj).values():
         pb = obj.pose.bones[mch]
         for bone in (pb, pb.parent):
             if bone is not None and bone.ik_stretch != 0.0:
