@@ -88,7 +88,8 @@ def in_blender(rig_kind: str, n_frames: int | None = None):
     naive_slides = [s for *_, s in naive.spans()]
     return {"blender": bpy.app.version_string, "frames": last - first + 1, "fps": fps, "import": import_seconds,
             "ours": ours.seconds, "read": ours.read_seconds, "solve": ours.solve_seconds, "keys": ours.write_seconds,
-            "verify": ours.verify_seconds, "naive_keys": naive.seconds, "nla_bake": bake_seconds,
+            "verify": ours.verify_seconds, "passes": ours.control_passes, "naive_keys": naive.seconds,
+            "nla_bake": bake_seconds,
             "spans": len(slides), "slide_max": float(max(slides)), "naive_slide_max": float(max(naive_slides)),
             "below_floor": float(np.max(ours.floor_penetration))}
 

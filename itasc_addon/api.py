@@ -98,7 +98,9 @@ def retarget(rig, source, frame_start=None, frame_end=None, *, bone_map=None, co
     `contacts` "auto" (detected from the source), None, or {contact point: [(first, last)
     frame]}. Options: calibration_frame (the frame whose source pose the target's rest pose
     matches; default the first), method ('itasc', or 'naive' for the copy-rotation retarget),
-    precision (scene units), blend_frames, weights, detection, settings (the engine's). Returns
+    precision (scene units), blend_frames, weights, detection, settings (the engine's),
+    rigid_limbs (default True: on a rig Rigify generated, IK Stretch 0 on its limbs' IK chain
+    bones so that knees and elbows show as solved; said in the result's ``warnings``). Returns
     a `retarget.job.RetargetResult`, measured on Blender's evaluation of the keys: the usual
     arrays plus ``contacts`` and ``foot_slide`` (per span, scene units). Bad input raises
     `RigError` and writes nothing."""

@@ -171,16 +171,6 @@ def solved_bones(rig, t_map, parents):
     return order
 
 
-def _orthonormal(M):
-    """A rest matrix (4, 4) with its rotation made exactly orthonormal (the polar factor):
-    Blender keeps bone matrices in float32, about 3e-6 from a rotation, and the engine tells
-    rigidly linked contact points apart by distances that no pose changes."""
-    u, _, vt = np.linalg.svd(np.asarray(M, float)[:3, :3])
-    out = np.array(M, dtype=float)
-    out[:3, :3] = u @ vt
-    return out
-
-
 def _angle(A, B):
     """Angle (...) between rotations A and B (..., 3, 3)."""
     c = (np.trace(np.swapaxes(A, -1, -2) @ B, axis1=-2, axis2=-1) - 1.0) / 2.0
@@ -198,7 +188,7 @@ class Job:
 
     def __init__(self, rig, source_obj, frame_start=None, frame_end=None, *, bone_map=None, contacts="auto",
                  calibration_frame=None, method="itasc", precision=1e-4, blend_frames=None, weights=None,
-                 detection=None, settings=None, record=True):
+                 detection=None, settings=None, record=True, rigid_limbs=True):
         self.started = time.perf_counter()
         rig, src = _armature(rig, "target"), _armature(source_obj, "source")
         if rig == src:
@@ -227,16 +217,23 @@ class Job:
             raise RigError(f"calibration frame {calib:g} is not a frame of the retarget ({frames[0]:g}-{frames[-1]:g})")
         self.calibration = int(np.flatnonzero(frames == calib)[0])
         self.rigify = rigify_controls.is_generated_rigify(rig)
+        self.rigid_limbs = bool(rigid_limbs)
+        self.warnings = []
         self.parents = parents_of(rig)
         names = solved_bones(rig, self.t_map, self.parents)
         settings_of = rigify_controls.ik_settings_of(rig) if self.rigify else {}
+        hinges = rigify_controls.hinge_limits(rig) if self.rigify else {}
         bones = []
         for i, n in enumerate(names):
             bone = replace(engine_bone(rig, n, False), parent=None if i == 0 else self.parents[n])
             if n in settings_of:                     # a Rigify ORG bone moves as its IK chain's bone may
                 chain = engine_bone(rig, settings_of[n], False)
                 bone = replace(bone, lock=chain.lock, limits=chain.limits, stiffness=chain.stiffness)
-            bones.append(replace(bone, matrix=_orthonormal(bone.matrix)))
+            if n in hinges:                          # and bends to the side its pole does
+                x = bone.limits[0]
+                lo, hi = hinges[n] if x is None else (max(x[0], hinges[n][0]), min(x[1], hinges[n][1]))
+                bone = replace(bone, limits=((lo, hi), *bone.limits[1:]))
+            bones.append(bone)
         self.bone_names = names
         self.target = engine.Target(bones=bones, roles=dict(self.t_map))
         try:
@@ -428,6 +425,12 @@ class Job:
             if missing:
                 raise RigError(f"the bone map leaves the Rigify rig's ORG- bone(s) {', '.join(missing)} unsolved; "
                                "use the 'rigify' preset")
+            if self.rigid_limbs:
+                changed = rigify_controls.rigid_ik_chains(self.rig)
+                if changed:
+                    self.warnings.append("IK Stretch set to 0 on Rigify's IK chain bones " + ", ".join(
+                        f"{b} (was {v:g})" for b, v in changed) + " so that knees and elbows keep the solved "
+                        "pose; pass rigid_limbs=False to keep the rig's stretch")
             self.keys_written, self.passes, _, _, seen = rigify_controls.write_controls(
                 self.rig, self.frames, wanted, record=self.record, also=self.bone_names)
             self.seen = [np.array(self.rig.matrix_world) @ seen]       # read after the last keys: no second reading
@@ -501,7 +504,8 @@ class Job:
             floor_penetration=penetration, floor=float(floor_world), style_difference=style, points=names,
             roles=list(self.roles), bone_map={r: (self.s_map[r], self.t_map[r]) for r in self.roles},
             method=self.method, scale=float(getattr(self.engine_result, "scale", getattr(self, "k", 1.0))),
-            keys_written=self.keys_written, precision=self.precision, solve_seconds=self.times["solve"],
+            keys_written=self.keys_written, warnings=list(self.warnings), precision=self.precision,
+            solve_seconds=self.times["solve"],
             write_seconds=self.times["write"], verify_seconds=self.times["verify"], read_seconds=self.times["read"],
             control_passes=self.passes, point_positions=positions, engine=self.engine_result)
 

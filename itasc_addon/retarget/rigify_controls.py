@@ -5,8 +5,7 @@ The retarget solves on the ORG- bones (the `bone_maps` preset "rigify"); the key
 controls an animator uses, with the limbs in IK: the torso (location and rotation, carrying the
 hips), the FK spine's top control, neck and head, the shoulders, per limb the IK control of the
 foot or hand (location and rotation), the toe's IK control, and the pole (location), with each
-limb's IK_FK switch at IK and its pole switched on, the pole carried by the limb's upper bone (its IK stretch as the rig has it: Rigify
-holds a non-stretching limb's target within reach, which would move a hand at full reach).
+limb's IK_FK switch at IK and its pole switched on, the pole carried by the limb's upper bone.
 
 Each control c is paired with the ORG- bone o it carries rigidly (its pose is c's times a fixed
 offset). Rigify hangs controls under helper bones driven by other controls, so a control's
@@ -16,11 +15,17 @@ own evaluation: with c_a, o_a the evaluated pose matrices at a frame and o_d the
     basis_c <- basis_c  c_a^-1 (o_d o_a^-1) c_a,
 
 which puts o on o_d exactly once c's parent has settled (rotation-only controls keep their
-location; poles move to the wanted point). The first pass starts from each control's parent as
-far as it is known without Blender (`_first_guess`: Rigify's helper bones follow the root or a
-solved ORG- bone), so the IK controls and poles mostly settle at once; each further pass
-settles one more level of the hierarchy; passes stop when every paired bone is within the
-tolerance or after `MAX_PASSES`.
+location; poles move to the wanted point). The first pass starts from each control's parent
+pose computed without sweeping the frames (`_identity_pose`: up the parents and the helpers'
+constraints to the solved ORG- bones and the controls placed before; Armature and world-space
+Copy Rotation constraints modelled, other helpers kept at their offset from their parent in
+one evaluation of Blender at the first frame), so on the rig Rigify generates one pass is
+usually all: its reading is both the check and the verification. Further passes correct what
+the first guess could not know (keys of the user's on helper bones); passes stop when every
+paired bone is within the tolerance or after `MAX_PASSES`. The limbs' IK chains keep their
+lengths (`rigid_ik_chains`, the retarget's default): with Rigify's IK stretch Blender's IK
+scales the chain's bones, which moves the feet's ORG- bones off their IK controls by up to
+about 0.2 mm on a nearly straight leg and the knees and elbows by centimetres.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
+from ...solver.rotations import exp_map, log_map
 from .. import guard
 from . import writing
 
@@ -74,6 +80,48 @@ def ik_settings_of(obj):
         for org, mch in ((f"ORG-shin.{s}", f"MCH-shin_ik.{s}"), (f"ORG-forearm.{s}", f"MCH-forearm_ik.{s}")):
             if org in obj.data.bones and mch in obj.data.bones:
                 out[org] = mch
+    return out
+
+
+HINGE_MAX = np.radians(160.0)
+
+
+def rigid_ik_chains(obj):
+    """Set IK Stretch to 0 on the bones of Rigify's leg and arm IK chains (the IK constraint's
+    bone and its parent); returns [(bone, its previous IK Stretch)] of those changed.
+
+    Rigify generates them with IK Stretch 0.1 and Blender's Standard IK then reaches a target
+    partly by scaling the chain's bones, most where the limb is nearly straight: the knees and
+    elbows of a solved pose land centimetres from where they were solved and the bones shrink by
+    a few per cent. Without stretch the chain keeps its lengths and, the solve keeping the limb
+    within reach, puts the joint where it was solved. Rigify's own IK Stretch slider only limits
+    the reach beyond full length, so it is left as it is."""
+    changed = []
+    for mch in ik_settings_of(obj).values():
+        pb = obj.pose.bones[mch]
+        for bone in (pb, pb.parent):
+            if bone is not None and bone.ik_stretch != 0.0:
+                changed.append((bone.name, float(bone.ik_stretch)))
+                bone.ik_stretch = 0.0
+    return changed
+
+
+def hinge_limits(obj):
+    """{ORG knee or elbow: (min, max) of its X rotation from rest}: the joint bends the way its
+    rest pose bends it, from straight to HINGE_MAX. Rigify's IK chain always bends toward its
+    pole, on the rest bend's side: a solved hinge bent through straight to the other side would
+    show turned half a turn about the limb. None where the rest pose is straight (no side)."""
+    out = {}
+    bones = obj.data.bones
+    for org in ik_settings_of(obj):
+        bone = bones[org]
+        if bone.parent is None:
+            continue
+        rel = np.linalg.inv(np.array(bone.parent.matrix_local)) @ np.array(bone.matrix_local)
+        bend = float(np.arctan2(rel[2, 1], rel[1, 1]))
+        if abs(bend) < 1e-3:
+            continue
+        out[org] = (-bend, HINGE_MAX - bend) if bend > 0 else (-HINGE_MAX - bend, -bend)
     return out
 
 
@@ -159,32 +207,77 @@ def _read(obj, frames, rows):
     return out
 
 
-def _first_guess(obj, control, known, rest, F):
-    """The control's pose (F, 4, 4) with an identity basis, as far as it can be told before
-    Blender evaluates anything. Up its parents, bones without constraints (and without keys of
-    ours) move rigidly with the first bone whose pose is `known` ({bone: (F, 4, 4)}: the solved
-    ORG- bones, the controls guessed before); a helper whose Armature constraint follows one
-    known bone moves with it (how Rigify hangs IK controls and poles on the root, the torso or a
-    solved bone). Where the chain meets anything else, that bone is taken at rest (the passes
-    correct it)."""
-    pb = obj.pose.bones[control]
-    chain, bone, anchor = [], pb.parent, None
-    while bone is not None:
-        if bone.name in known:
-            anchor = known[bone.name] @ np.linalg.inv(rest[bone.name])
-            break
-        chain.append(bone)
-        followed = _followed(bone)
-        if followed is not None:
-            if followed in known:
-                anchor = known[followed] @ np.linalg.inv(rest[followed])
-            break
-        if len(bone.constraints):
-            break
-        bone = bone.parent
-    if anchor is None:
-        anchor = np.broadcast_to(np.eye(4), (F, 4, 4))
-    return anchor @ rest[control]
+def _rotation_copies(bone, evaluated):
+    """[(target, influence)] of the bone's constraints when each is a Copy Rotation in world
+    space that replaces the whole rotation, or a Copy Scale (a no-op on the rigid poses here);
+    None when any constraint is of another kind or set otherwise. Influences are read from the
+    evaluated pose bone `evaluated` (Rigify drives them from its follow sliders)."""
+    out = []
+    for own, ev in zip(bone.constraints, evaluated.constraints):
+        if own.mute or ev.influence <= 0.0:
+            continue
+        if own.type == "COPY_SCALE":
+            continue
+        if (own.type != "COPY_ROTATION" or own.owner_space != "WORLD" or own.target_space != "WORLD"
+                or getattr(own, "mix_mode", "REPLACE") != "REPLACE" or not (own.use_x and own.use_y and own.use_z)
+                or own.invert_x or own.invert_y or own.invert_z or not own.subtarget):
+            return None
+        out.append((own.subtarget, float(ev.influence)))
+    return out
+
+
+def _slerp(A, B, t):
+    """Rotations (F, 3, 3) a fraction t of the way from A to B along the shortest arc, as
+    Blender blends a constraint of influence t into the pose before it."""
+    return A @ exp_map(t * log_map(np.swapaxes(A, -1, -2) @ B))
+
+
+def _identity_pose(obj, name, known, rest, probe, evaluated, F):
+    """The bone's pose (F, 4, 4) with an identity basis, from the poses `known` ({bone: (F, 4, 4)}:
+    the solved ORG- bones, the controls placed before) up its parents and constraint targets:
+
+    - a bone without constraints moves rigidly with its parent: P_parent R_parent^-1 R_bone
+      (R the rest matrices);
+    - a bone whose one Armature constraint follows one bone with full weight moves so with it;
+    - Copy Rotation in world space at influence w: its rotation goes the fraction w of the way
+      from the pose before it to the target's rotation (Blender's blend of influence);
+    - any other constraint set: the bone keeps the offset from its parent it has in `probe`
+      ({bone: (4, 4)}, Blender's evaluation at one frame), exact when its constraints' targets
+      move rigidly with that parent (Rigify's spine and foot-roll helpers, its controls unkeyed)."""
+    if name in known:
+        return known[name]
+    pb = obj.pose.bones[name]
+    parent = pb.parent.name if pb.parent is not None else None
+
+    def rigid_with_parent(local):
+        if parent is None:
+            return np.broadcast_to(local, (F, 4, 4)).copy()
+        return _identity_pose(obj, parent, known, rest, probe, evaluated, F) @ local
+
+    active = [c for c, ev in zip(pb.constraints, evaluated[name].constraints) if not c.mute and ev.influence > 0.0]
+    if not active:
+        return rigid_with_parent(np.linalg.inv(rest[parent]) @ rest[name] if parent else rest[name])
+    followed = _followed(pb)
+    if followed is not None and len(active) == 1 and parent is None:
+        return _identity_pose(obj, followed, known, rest, probe, evaluated, F) @ (np.linalg.inv(rest[followed])
+                                                                                  @ rest[name])
+    copies = _rotation_copies(pb, evaluated[name])
+    if copies is not None:
+        out = rigid_with_parent(np.linalg.inv(rest[parent]) @ rest[name] if parent else rest[name])
+        for target, influence in copies:
+            R_t = _rigid(_identity_pose(obj, target, known, rest, probe, evaluated, F))[:, :3, :3]
+            out[:, :3, :3] = _slerp(out[:, :3, :3], R_t, influence)
+        return out
+    return rigid_with_parent(np.linalg.inv(probe[parent]) @ probe[name] if parent else probe[name])
+
+
+def _probe(obj, frame):
+    """Blender's pose matrices {bone: (4, 4)} and evaluated pose bones at one frame."""
+    names = [pb.name for pb in obj.pose.bones]
+    seen = _read(obj, [frame], np.arange(len(names)))[0]
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    evaluated = obj.evaluated_get(depsgraph).pose.bones
+    return {n: seen[i] for i, n in enumerate(names)}, {n: evaluated[n] for n in names}
 
 
 def _followed(bone):
@@ -251,12 +344,15 @@ def write_controls(obj, frames, wanted: dict, tolerance=2e-4, record=True, also=
     known = dict(wanted)
     if "root" in bones:
         known.setdefault("root", np.broadcast_to(rest["root"], (F, 4, 4)))   # Rigify's root stays (not keyed here)
+    probe, evaluated = _probe(obj, frames[0])
     bases = {}
     for c in controls:                                    # parents' controls first
-        guess = _first_guess(obj, c, known, rest, F)
+        guess = _identity_pose(obj, c, known, rest, probe, evaluated, F)
         bases[c] = _update(start, guess, goal[c], offset[c], local[c], c in located, c in turning)
         if c in located and c in turning:
             known[c] = goal[c]
+        elif local[c]:
+            known[c] = guess @ bases[c]
     # A pole whose helper follows a solved bone is placed exactly by its first guess once that bone
     # is where it was solved; correcting it from a bone not settled yet would only move it away.
     corrected_poles = [p for p, _, _ in pole_list if _followed(obj.pose.bones[p].parent or obj.pose.bones[p])

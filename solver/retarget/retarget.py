@@ -268,10 +268,15 @@ def _spans(contacts, names, paths, fps, up, floor, size, detection, F) -> dict:
     return spans
 
 
+RIGID_TOLERANCE = 1e-6
+
+
 def _rigid_links(tm: TargetModel, points):
     """(P, P) bool: pairs of contact points whose distance no joint of the model changes (the
     same bone, or bones no coordinate turns apart), tried on random poses; and (P, P) their
-    distances."""
+    distances. Rigid means varying by at most RIGID_TOLERANCE of the scene's scale: rest
+    matrices read from float32 bone matrices are a few 1e-7 from a rotation, which lets a rigid
+    offset vary by about that much between poses."""
     P = len(points)
     if P < 2:
         return np.zeros((P, P), dtype=bool), np.zeros((P, P))
@@ -283,7 +288,7 @@ def _rigid_links(tm: TargetModel, points):
     world = _points(frames, segments, np.array([p.point for p in points], dtype=float))
     distance = np.linalg.norm(world[:, :, None] - world[:, None], axis=-1)             # (4, P, P)
     scale = max(float(np.abs(world).max()), 1.0)
-    return (np.ptp(distance, axis=0) <= 1e-9 * scale) & ~np.eye(P, dtype=bool), distance.mean(axis=0)
+    return (np.ptp(distance, axis=0) <= RIGID_TOLERANCE * scale) & ~np.eye(P, dtype=bool), distance.mean(axis=0)
 
 
 def _pins(spans, names, paths, rigid, link, up, floor) -> dict:

@@ -146,6 +146,18 @@ def test_both_clips_onto_the_generated_rigify_rig(generated):
                                                          "shoulder", "foot", "toe", "hand")]
         assert max(keyed[r] for r in exact) < 1e-3, {r: keyed[r] for r in exact}
         print(key, "generated rig, Blender vs solve per role (rad):", {r: round(v, 4) for r, v in keyed.items()})
+    # Knees and elbows: Rigify's IK chain, kept rigid (its IK Stretch set to 0, said in the
+    # result's warnings), bent toward its pole, shows them as solved (no half turn about the limb
+    # where the solve would bend a hinge through straight; no bones scaled by Blender's IK).
+    for key in ("walk", "131"):
+        keyed = generated[key]["keyed_by_role"]
+        limbs = {r: keyed[r] for r in keyed if r.split(".")[0] in ("upper_arm", "forearm", "thigh", "shin")}
+        assert max(limbs.values()) < 0.01, (key, limbs)
+    assert any("IK Stretch set to 0" in w for w in generated["walk"]["warnings"])
+    # No control turns between two frames by more than the source can (its bone and ancestors).
+    for key in ("walk_jumps", "131_jumps"):
+        for control, (step, source, frame) in generated[key].items():
+            assert step <= source + 0.02, (key, control, step, source, frame)
     print("walk generated rig foot slide: ours max", max(generated["walk"]["slide"]),
           "naive max", max(generated["walk_naive"]["slide"]))
 

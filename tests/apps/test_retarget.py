@@ -493,3 +493,23 @@ def test_roles_are_a_tree():
             seen.add(r)
             r = ROLE_PARENT[r]
         assert "hips" in seen
+
+
+def test_heel_and_ball_are_rigid_with_float32_rests():
+    """Rest matrices rounded to float32 (as Blender stores bone matrices, a few 1e-7 from a
+    rotation) still make each foot's heel and ball one rigid pair, and the other pairs not."""
+    from dataclasses import replace
+
+    from solver.retarget.retarget import _rigid_links
+
+    target = walk_target()
+    rounded = [replace(b, matrix=np.asarray(b.matrix, float).astype(np.float32).astype(float)
+                       @ np.diag([1.0 + 3e-7, 1.0, 1.0 - 3e-7, 1.0])) for b in target.bones]
+    target = replace(target, bones=rounded)
+    points = target.points()
+    rigid, _ = _rigid_links(target_model(target), points)
+    names = [p.name for p in points]
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            same_foot = i != j and a.rsplit(".", 1)[-1] == b.rsplit(".", 1)[-1]
+            assert rigid[i, j] == same_foot, (a, b)

@@ -16,6 +16,7 @@ from .scenes import all_keys, clear_scene
 api = addon("api")
 bone_maps = addon("retarget.bone_maps")
 rig_module = addon("rig")
+keys_module = addon("keys")
 
 DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "bvh"
 CLIPS = {"walk": "cmu_02_01_walk.bvh", "131": "cmu_131_01_start_walk_stop.bvh"}
@@ -62,6 +63,7 @@ def _summary(result):
         "keyed_by_role": dict(zip(result.roles, np.max(result.rotation_error, axis=0).tolist())),
         "style": result.style_difference, "converged": int(result.converged.sum()),
         "seconds": result.seconds, "solve_seconds": result.solve_seconds, "method": result.method,
+        "warnings": list(result.warnings),
         "engine_converged": int(np.sum(result.engine.converged)) if result.engine is not None else None,
     }
 
@@ -115,6 +117,7 @@ def metarig_session():
     # The walk: ours, then the naive retarget on the same spans.
     ours = api.retarget(rig, walk, calibration_frame=1)
     out["walk"] = _summary(ours)
+    out["walk_jumps"] = control_jumps(rig, walk, ours)
     frames = ours.frames
     out["walk_knees"] = knee_angles(rig, frames[::4])
     out["walk_feet"] = foot_paths(walk, frames).tolist()
@@ -333,6 +336,58 @@ def bad_input(rig, walk):
     return out
 
 
+def basis_rotations(obj, bone, frames):
+    """(F, 3, 3) the bone's keyed rotation (its F-curves in its rotation mode) at `frames`."""
+    from mathutils import Euler, Quaternion
+
+    pb = obj.pose.bones[bone]
+    mode = pb.rotation_mode
+    prop = {"QUATERNION": "rotation_quaternion", "AXIS_ANGLE": "rotation_axis_angle"}.get(mode, "rotation_euler")
+    channels = keys_module.Channels(obj)
+    curves = [channels.find(f'pose.bones["{bone}"].{prop}', i) for i in range(4 if prop != "rotation_euler" else 3)]
+    default = list(getattr(pb, prop))
+    out = []
+    for f in frames:
+        v = [fc.evaluate(f) if fc is not None else default[i] for i, fc in enumerate(curves)]
+        if mode == "QUATERNION":
+            m = Quaternion(v).normalized().to_matrix()
+        elif mode == "AXIS_ANGLE":
+            m = Quaternion(v[1:], v[0]).to_matrix()
+        else:
+            m = Euler(v, mode).to_matrix()
+        out.append(np.array(m))
+    return np.array(out)
+
+
+def _jumps(R):
+    """(F-1,) angle between consecutive rotations of (F, 3, 3)."""
+    c = (np.trace(np.swapaxes(R[:-1], -1, -2) @ R[1:], axis1=-2, axis2=-1) - 1.0) / 2.0
+    return np.arccos(np.clip(c, -1.0, 1.0))
+
+
+def control_jumps(rig, src, result):
+    """{control: (its largest rotation change between frames, the source's own largest, the frame
+    of the control's)} for each keyed control of a rig Rigify generated: the control's keyed
+    rotation against the largest change the source bone of its role has, per frame the sum of
+    its and its ancestors' keyed rotation changes (its world rotation changes by at most that)."""
+    controls = addon("retarget.rigify_controls")
+    frames = result.frames
+    role_of = {t: r for r, (s, t) in result.bone_map.items()}
+    out = {}
+    for control, org, _ in controls.pairs(rig):
+        role = role_of.get(org)
+        if role is None:
+            continue
+        step = _jumps(basis_rotations(rig, control, frames))
+        bound = np.zeros_like(step)
+        bone = src.pose.bones[result.bone_map[role][0]]
+        while bone is not None:
+            bound += _jumps(basis_rotations(src, bone.name, frames))
+            bone = bone.parent
+        out[control] = [float(step.max()), float(bound.max()), int(frames[int(np.argmax(step))])]
+    return out
+
+
 def generated_session():
     """Both clips onto the rig Rigify generates (generated once), ours and naive; keys on its
     controls: which channels were keyed."""
@@ -348,8 +403,11 @@ def generated_session():
     out = {"preset": bone_maps.best_preset([b.name for b in rig.data.bones])[0]}
     ours = api.retarget(rig, walk, calibration_frame=1)
     out["walk"] = _summary(ours)
+    out["walk_jumps"] = control_jumps(rig, walk, ours)
     out["keyed_bones"] = sorted({path.split('"]')[0].split('["')[1] for path in all_keys(rig)})
     out["walk_naive"] = _summary(api.retarget(rig, walk, calibration_frame=1, method="naive", contacts=ours.contacts))
-    out["131"] = _summary(api.retarget(rig, clip, 480, 640, calibration_frame=480))
+    ours_131 = api.retarget(rig, clip, 480, 640, calibration_frame=480)
+    out["131"] = _summary(ours_131)
+    out["131_jumps"] = control_jumps(rig, clip, ours_131)
     out["ik_fk"] = [rig.pose.bones[f"thigh_parent.{s}"]["IK_FK"] for s in "LR"]
     return json.loads(json.dumps(out, default=float))
