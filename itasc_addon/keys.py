@@ -15,6 +15,7 @@ import bpy
 import numpy as np
 
 from ..solver.rotations import quaternion_from_matrix
+from . import kept_values
 from .rig import RigError
 
 # Every stored attribute of a Keyframe: (name, components, dtype).
@@ -283,7 +284,8 @@ def tweaked_strip(anim):
 
 def clear_bake(obj):
     """Remove the keys that bakes wrote (their channels, in their frame ranges); F-curves left
-    without keys are removed. Returns how many channels were cleared."""
+    without keys are removed; values a retarget set outside its channels are put back
+    (kept_values). Returns how many channels were cleared."""
     settings = obj.itasc
     channels = Channels(obj)
     cleared = 0
@@ -297,6 +299,7 @@ def clear_bake(obj):
         cleared += 1
     settings.baked.clear()
     settings.has_result = False
+    kept_values.restore(obj)
     return cleared
 
 

@@ -34,7 +34,7 @@ import bpy
 import numpy as np
 
 from ...solver.rotations import exp_map, log_map
-from .. import guard
+from .. import guard, kept_values
 from . import writing
 
 MAX_PASSES = 4
@@ -102,7 +102,7 @@ def rigid_ik_chains(obj):
         for bone in (pb, pb.parent):
             if bone is not None and bone.ik_stretch != 0.0:
                 changed.append((bone.name, float(bone.ik_stretch)))
-                bone.ik_stretch = 0.0
+                kept_values.change(obj, bone.name, "ik_stretch", 0.0)
     return changed
 
 
@@ -171,8 +171,7 @@ def pole_points(world, rest, pole, joints):
 
 def _switch(obj, frames, bone, name, value):
     """Set a limb's custom property; where keys animate it, key it at `frames` too."""
-    pb = obj.pose.bones[bone]
-    pb[name] = type(pb[name])(value) if name in pb else value
+    kept_values.change(obj, bone, name, value)
     path = f'pose.bones["{bpy.utils.escape_identifier(bone)}"]["{name}"]'
     anim = obj.animation_data
     if anim is not None and anim.action is not None:

@@ -154,6 +154,10 @@ def test_both_clips_onto_the_generated_rigify_rig(generated):
         limbs = {r: keyed[r] for r in keyed if r.split(".")[0] in ("upper_arm", "forearm", "thigh", "shin")}
         assert max(limbs.values()) < 0.01, (key, limbs)
     assert any("IK Stretch set to 0" in w for w in generated["walk"]["warnings"])
+    # Clear Bake gives the rig back as it was: no keys (it had none), IK Stretch and IK/FK switches
+    # at their values before the retarget.
+    assert len(generated["stretch_changed"]) == 8, generated["stretch_changed"]
+    assert generated["after_clear"] == {"keys": 0, "stretch_changed": [], "switches_changed": []}
     # No control turns between two frames by more than the source can (its bone and ancestors).
     for key in ("walk_jumps", "131_jumps"):
         for control, (step, source, frame) in generated[key].items():

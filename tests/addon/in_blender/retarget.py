@@ -401,6 +401,8 @@ def generated_session():
         raise RuntimeError("Rigify could not generate its rig")
     rig = bpy.context.view_layer.objects.active
     out = {"preset": bone_maps.best_preset([b.name for b in rig.data.bones])[0]}
+    before = {"stretch": {pb.name: pb.ik_stretch for pb in rig.pose.bones},
+              "switches": {pb.name: pb.get("IK_FK") for pb in rig.pose.bones if "IK_FK" in pb}}
     ours = api.retarget(rig, walk, calibration_frame=1)
     out["walk"] = _summary(ours)
     out["walk_jumps"] = control_jumps(rig, walk, ours)
@@ -410,4 +412,10 @@ def generated_session():
     out["131"] = _summary(ours_131)
     out["131_jumps"] = control_jumps(rig, clip, ours_131)
     out["ik_fk"] = [rig.pose.bones[f"thigh_parent.{s}"]["IK_FK"] for s in "LR"]
+    out["stretch_changed"] = sorted(b for b, v in before["stretch"].items() if rig.pose.bones[b].ik_stretch != v)
+    api.clear_bake(rig)
+    out["after_clear"] = {
+        "keys": len(all_keys(rig)),
+        "stretch_changed": sorted(b for b, v in before["stretch"].items() if rig.pose.bones[b].ik_stretch != v),
+        "switches_changed": sorted(b for b, v in before["switches"].items() if rig.pose.bones[b].get("IK_FK") != v)}
     return json.loads(json.dumps(out, default=float))
