@@ -15,3 +15,12 @@ def opensim():
     osim.Logger.removeFileSink()
     osim.Logger.setLevelString("error")
     return osim
+
+
+def opensim_if_installed():
+    """The `opensim` package as `opensim()` gives it, or None where it is not installed (the
+    engine-only CI venvs): a test then keeps its own assertions and leaves out OpenSim's cross-check."""
+    try:
+        return opensim()
+    except pytest.skip.Exception:
+        return None

@@ -12,7 +12,7 @@ from solver.opensim import read_trc, read_trial, write_trc
 from tests.opensim_reference import DATA, GAIT, needs_data
 from tools.blender_session import call_in_blender
 
-c3d = pytest.importorskip("c3d")
+c3d = pytest.importorskip("c3d", reason="the c3d package writes the test's .c3d file")
 pytestmark = [pytest.mark.blender, needs_data]
 
 GAPS = {"R.Heel": (20, 29), "Sternum": (0, 4)}            # marker: first and last missing sample

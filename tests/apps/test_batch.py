@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("distributed")
-c3d = pytest.importorskip("c3d")
+pytest.importorskip("distributed", reason="Dask distributed runs the batches (not in the engine-only venvs)")
+c3d = pytest.importorskip("c3d", reason="half the trials are written as .c3d")
 
 from solver.__main__ import main as solver_main                                          # noqa: E402
 from solver.batch import (find_trials, fly_specs, ik_specs, output_names, run_batch, solve_trial,  # noqa: E402

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-c3d = pytest.importorskip("c3d")
+c3d = pytest.importorskip("c3d", reason="the c3d package is the reader under test (not in the engine-only venvs)")
 
 from solver.__main__ import main as solver_main                              # noqa: E402
 from solver.opensim import (OpenSimFileError, Trial, read_c3d, read_trc, read_trial, run_ik_setup,   # noqa: E402
@@ -107,7 +107,7 @@ def test_gaps_units_and_analog_channels(trials):
 @needs_c3d_data
 @pytest.mark.parametrize("name", sorted(FACTS))
 def test_ezc3d_reads_the_same(trials, name):
-    pytest.importorskip("ezc3d")
+    pytest.importorskip("ezc3d", reason="ezc3d is the second, optional reader")
     ours, theirs = trials[name], read_c3d(C3D_DATA / name, reader="ezc3d")
     assert theirs.source == "ezc3d"
     assert theirs.labels == ours.labels and theirs.rate == ours.rate and theirs.units == ours.units

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-c3d = pytest.importorskip("c3d")
+c3d = pytest.importorskip("c3d", reason="the c3d package is the reader under test (not in the engine-only venvs)")
 from hypothesis import currently_in_test_context, event, given                                     # noqa: E402
 from hypothesis import strategies as st                                 # noqa: E402
 

@@ -14,7 +14,7 @@ from solver import Settings, solve_simulation
 from solver.examples import lissajous, reach_scene, straight_chain
 from solver.simulation import advance, twist_between
 
-integrate = pytest.importorskip("scipy.integrate")
+integrate = pytest.importorskip("scipy.integrate", reason="scipy's solve_ivp is the reference")
 
 FPS, K = 24.0, 20.0
 
