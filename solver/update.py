@@ -43,17 +43,31 @@ def weighted_step(scene: Scene, q, A, rhs, task_weight, max_step, solve):
     returns the free step x (scaled by cols) and s_min for those of the F frames (indices `frames`)
     it is given (locked_step None: nothing locked yet); `max_step` (F,) bounds the free part of dq.
     After the first solve only the frames where a coordinate newly hit a limit are solved again."""
+    s_min = np.empty(q.shape[0])
+
+    def solve_free(rows, cols, locked_step):
+        x, s_min[rows] = solve(A[rows], rhs[rows], task_weight[rows], cols,
+                               None if isinstance(rows, slice) else locked_step[rows], rows)
+        return x
+
+    return limited_step(scene, q, max_step, solve_free), s_min
+
+
+def limited_step(scene: Scene, q, max_step, solve_free) -> np.ndarray:
+    """The joint limits of every update, held exactly: `solve_free(rows, cols, locked_step)` gives
+    the step x (f, n) of the frames `rows` (a slice at first, indices after) in the free columns
+    cols (1 free, 0 locked), the motion locked_step[rows] of locked coordinates taken out of its
+    right-hand side. The free step cols x is scaled to at most max_step (F,); a coordinate it
+    takes past a limit is put on the limit and locked, and those frames are solved again, until
+    no coordinate newly hits a limit. Returns dq (F, n)."""
     free = np.empty(q.shape, dtype=bool)
     free[:] = scene.joint_weight > 0
     locked_step = np.zeros(q.shape)
     inside = np.empty(q.shape)
-    s_min = np.empty(q.shape[0])
     rows = slice(None)                   # frames still to solve: all, then those that hit a limit
     for _ in range(scene.n_coordinates + 1):
         cols = scene.joint_weight * free[rows]
-        x, s_min[rows] = solve(A[rows], rhs[rows], task_weight[rows], cols,
-                               None if isinstance(rows, slice) else locked_step[rows], rows)
-        free_step = cols * x
+        free_step = cols * solve_free(rows, cols, locked_step)
         largest = np.abs(free_step).max(axis=-1, initial=0.0)
         too_long = largest > max_step[rows]
         if too_long.any():
@@ -67,7 +81,7 @@ def weighted_step(scene: Scene, q, A, rhs, task_weight, max_step, solve):
         rows, hit = np.arange(q.shape[0])[rows][again], hit[again]
         locked_step[rows] = np.where(hit, scene.wrap(inside[rows]) - q[rows], locked_step[rows])
         free[rows] &= ~hit
-    return scene.wrap(inside) - q, s_min
+    return scene.wrap(inside) - q
 
 
 def pseudoinverse_solver(settings: Settings):

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import update
 from ..kinematics import forward_kinematics
 from ..model import Model
 from ..rotations import log_map, skew
@@ -176,34 +177,19 @@ def priority_step(H, g, A_h, b_h, cols, damping: float) -> np.ndarray:
 
 
 def limited_step(scene: Scene, q, H, g, A_h, b_h, max_step: float, damping: float) -> np.ndarray:
-    """priority_step with the joint limits held exactly (as update.weighted_step holds them): a
-    coordinate the step would take past a limit is put on it and locked, its motion taken out of
-    both levels' right-hand sides, and the other coordinates solved again; the free part of the
-    step is scaled to at most max_step. Returns the step and the hard rows' lambda."""
-    free = np.empty(q.shape, dtype=bool)
-    free[:] = scene.joint_weight > 0
-    locked = np.zeros(q.shape)
-    inside = np.empty(q.shape)
+    """priority_step with the joint limits held exactly, by the update law's own locking
+    (update.limited_step): a locked coordinate's motion is taken out of both levels' right-hand
+    sides. Returns the step and the hard rows' lambda."""
     lam = np.zeros(b_h.shape)
-    rows = np.arange(q.shape[0])
-    for _ in range(scene.n_coordinates + 1):
-        cols = scene.joint_weight * free[rows]
-        gl = g[rows] - np.einsum("fnm,fm->fn", H[rows], locked[rows])
-        bl = b_h[rows] - np.einsum("fmn,fn->fm", A_h[rows], locked[rows])
-        x, lam[rows] = priority_step(H[rows], gl, A_h[rows], bl, cols, damping)
-        step = cols * x
-        largest = np.abs(step).max(axis=-1, initial=0.0)
-        step *= np.where(largest > max_step, max_step / np.maximum(largest, 1e-300), 1.0)[:, None]
-        moved = q[rows] + step + locked[rows]
-        inside[rows] = scene.limit(moved)
-        hit = free[rows] & (inside[rows] != moved)
-        again = hit.any(axis=1)
-        if not again.any():
-            break
-        rows, hit = rows[again], hit[again]
-        locked[rows] = np.where(hit, scene.wrap(inside[rows]) - q[rows], locked[rows])
-        free[rows] &= ~hit
-    return scene.wrap(inside) - q, lam
+
+    def solve_free(rows, cols, locked_step):
+        locked = locked_step[rows]
+        g_free = g[rows] - np.einsum("fnm,fm->fn", H[rows], locked)
+        b_free = b_h[rows] - np.einsum("fmn,fn->fm", A_h[rows], locked)
+        x, lam[rows] = priority_step(H[rows], g_free, A_h[rows], b_free, cols, damping)
+        return x
+
+    return update.limited_step(scene, q, np.full(q.shape[0], float(max_step)), solve_free), lam
 
 
 @one_blas_thread()
