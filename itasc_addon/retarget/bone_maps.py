@@ -38,12 +38,17 @@ def _sided(body, limb):
 
 _LONG = {"L": "Left", "R": "Right"}
 
+
+def _motionbuilder_limb(part, side):
+    """MotionBuilder's limb names, which CMU's cgspeed conversion and Mixamo share: LeftUpLeg ..."""
+    return _LONG[side] + {"thigh": "UpLeg", "shin": "Leg", "foot": "Foot", "toe": "ToeBase", "shoulder": "Shoulder",
+                          "upper_arm": "Arm", "forearm": "ForeArm", "hand": "Hand"}[part]
+
+
 PRESETS = {
     "cmu_mb": _sided(
         {"hips": "Hips", "spine": "LowerBack", "chest": "Spine", "upper_chest": "Spine1", "neck": "Neck", "head": "Head"},
-        lambda part, side: _LONG[side] + {"thigh": "UpLeg", "shin": "Leg", "foot": "Foot", "toe": "ToeBase",
-                                          "shoulder": "Shoulder", "upper_arm": "Arm", "forearm": "ForeArm",
-                                          "hand": "Hand"}[part]),
+        _motionbuilder_limb),
     "cmu_max": _sided(
         {"hips": "Hips", "spine": "lowerback", "chest": "Chest", "upper_chest": "Chest2", "neck": "lowerneck",
          "head": "Head"},
@@ -52,9 +57,7 @@ PRESETS = {
                                           "hand": "Wrist"}[part]),
     "mixamo": _sided(
         {"hips": "Hips", "spine": "Spine", "chest": "Spine1", "upper_chest": "Spine2", "neck": "Neck", "head": "Head"},
-        lambda part, side: _LONG[side] + {"thigh": "UpLeg", "shin": "Leg", "foot": "Foot", "toe": "ToeBase",
-                                          "shoulder": "Shoulder", "upper_arm": "Arm", "forearm": "ForeArm",
-                                          "hand": "Hand"}[part]),
+        _motionbuilder_limb),
     "rokoko": _sided(
         {"hips": "Hips", "spine": "Spine1", "chest": "Spine2", "upper_chest": "Spine4", "neck": "Neck", "head": "Head"},
         lambda part, side: _LONG[side] + {"thigh": "Thigh", "shin": "Shin", "foot": "Foot", "toe": "Toe",
