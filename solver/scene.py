@@ -14,12 +14,14 @@ of two armatures move both, and a moving target or armature base feeds forward t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from .kinematics import Pose, forward_kinematics, moved_point_jacobian
 from .limits import project, wrap_spheres
 from .model import Model, as_slice
+from .one_frame import OneFrame
 from .tasks import Place, Stack, TaskInputs
 from .twists import shift_matrix
 
@@ -135,6 +137,11 @@ class Scene:
                     self._task_objects[k, end.obj] = True
         self._row_task = np.repeat(np.arange(len(self.constraints)), np.diff(self.rows))
 
+    @cached_property
+    def _one_frame(self) -> OneFrame | None:
+        """The evaluation of one frame (one_frame.py), built at the first; None with a coupling."""
+        return OneFrame(self) if self.coupling is None else None
+
     def project(self, q: np.ndarray) -> np.ndarray:
         """q moved onto its limits (see limits.project); coupled coordinates have box limits."""
         return self.wrap(self.limit(q))
@@ -175,17 +182,24 @@ class Scene:
                 J_seg *= self._end_moves
             J[:, self._seg_end_index, :, :n] = J_seg
         if b_matrix:
-            # An endpoint moves with its object's or its armature base's twist, shifted from that
-            # origin to the endpoint's: S(p_e - o).
-            origins = np.empty((F, E, 3))
-            if self._seg_ends.size:
-                arm = m.armature[self._seg_of_ends]
-                origins[:, self._seg_ends] = 0.0 if bases is None else bases[:, arm][..., :3, 3]
-            if self._obj_ends.size:
-                origins[:, self._obj_ends] = objects[:, self._obj_of_ends][..., :3, 3]
-            ends = self._xu_index[0][:, 0, 0]
-            J[(slice(None),) + self._xu_index] = shift_matrix(points[:, ends] - origins[:, ends])
+            self._fill_xu_columns(J, frames, objects, bases)
         return J
+
+    def _fill_xu_columns(self, J, frames, objects, bases) -> None:
+        """The Xu columns of the endpoints' twist Jacobians J (F, E, 6, n + n_u): an endpoint moves
+        with its object's or its armature base's twist, shifted from that origin to the
+        endpoint's, S(p_e - o)."""
+        F, E = frames.shape[:2]
+        m = self.model
+        points = frames[..., :3, 3]
+        origins = np.empty((F, E, 3))
+        if self._seg_ends.size:
+            arm = m.armature[self._seg_of_ends]
+            origins[:, self._seg_ends] = 0.0 if bases is None else bases[:, arm][..., :3, 3]
+        if self._obj_ends.size:
+            origins[:, self._obj_ends] = objects[:, self._obj_of_ends][..., :3, 3]
+        ends = self._xu_index[0][:, 0, 0]
+        J[(slice(None),) + self._xu_index] = shift_matrix(points[:, ends] - origins[:, ends])
 
     def evaluate(self, q, objects=None, bases=None, jacobians: bool | str = True, values=None) -> Evaluation:
         """Outputs (and, with `jacobians`, A and B) at coordinates q (F, n), object poses
@@ -194,6 +208,10 @@ class Scene:
         jacobians="A" leaves B out (None): only simulation mode feeds Xu' forward."""
         q = np.asarray(q, dtype=float)
         F = q.shape[0]
+        if F == 1 and self._one_frame is not None:
+            return Evaluation(*self._one_frame.evaluate(q, None if objects is None else np.asarray(objects, dtype=float),
+                                                        None if bases is None else np.asarray(bases, dtype=float),
+                                                        jacobians, values))
         m = self.model
         theta = q if self.coupling is None else self.coupling.dofs(q)
         pose = forward_kinematics(m, theta, bases)
