@@ -38,6 +38,7 @@ _EYE3, _EYE4 = np.eye(3), np.eye(4)
 _SKEW = np.array([[0, 0, 0, 0, 0, -1, 0, 1, 0],
                   [0, 0, 1, 0, 0, 0, -1, 0, 0],
                   [0, -1, 0, 1, 0, 0, 0, 0, 0]], dtype=float)
+_MINUS_SKEW = -_SKEW
 
 
 def _index(index: np.ndarray):
@@ -290,13 +291,20 @@ class OneFrame:
         self.fixed_columns = m.fixed_columns.copy()
         self.translational = m.translational if m.translational.size else None
         self.rotational = m.rotational.astype(float)[:, None]
-        self.end_moves = scene._end_moves[0, :, 0, :, None] if scene._end_moves is not None else None
+        # Which coordinates move each endpoint (E, 1, n): none for endpoints on objects.
+        self.moves = np.zeros((len(scene._endpoints), 1, n))
+        self.moves[scene._seg_ends, 0] = m.moves[:, scene._seg_of_ends].T
+        # [[-[p]x, I], [I, 0]] per endpoint, -[p]x filled per call
+        self.to_point = np.zeros((len(scene._endpoints), 6, 6))
+        self.to_point[:, :3, 3:] = self.to_point[:, 3:, :3] = _EYE3
         self.n_ends = len(scene._endpoints)
         self.seg_end_index, self.obj_end_index = scene._seg_end_index, scene._obj_end_index
         self.obj_of_ends = np.asarray(scene._obj_of_ends, dtype=np.intp)
         self.obj_offsets = scene._obj_offsets
         self.n_coordinates, self.n_columns = n, n + scene.n_u
         self.has_ends = bool(scene._endpoints)
+        self.outputs_shape = (3, 1, scene.n_outputs)
+        self.no_errors = np.full((2, 1, len(scene.constraints)), np.nan)
 
     # -- one evaluation --------------------------------------------------------------------
 
@@ -326,27 +334,29 @@ class OneFrame:
         direction = (joint_frames[:, :3, :3] @ columns[:, :, None])[..., 0]
         return W, direction, joint_frames[:, :3, 3]
 
-    def endpoint_jacobians(self, W, direction, pivot, frames, objects, bases, b_matrix):
-        """The endpoints' twist Jacobians (1, E, 6, n + n_u), as Scene._endpoint_jacobians."""
-        J = np.zeros((1, self.n_ends, 6, self.n_columns if b_matrix else self.n_coordinates))
-        n = direction.shape[0]
-        points = _take(W, self.end_nodes)[:, :3, 3]                       # (Es, 3)
-        if self.translational is not None:
-            w = direction * self.rotational
-            lever = points[:, None, :] - pivot                             # (Es, n, 3)
-            linear = ((w @ _SKEW).reshape(-1, 3, 3) @ lever[..., None])[..., 0] + (direction - w)
-        else:
+    def endpoint_jacobians(self, frames, direction, pivot, objects, bases, b_matrix):
+        """The endpoints' twist Jacobians (1, E, 6, n (+ n_u with `b_matrix`)), as
+        Scene._endpoint_jacobians. Per coordinate c and endpoint at p, the linear rows
+        w_c x (p - o_c) = -[p]x w_c + o_c x w_c (rotations) or u_c (translations), the angular
+        rows w_c (rotations) or 0: with V = (w; o x w + u) (6, n), J_e = [[-[p]x, I], [I, 0]] V,
+        zero where c does not move the endpoint (object endpoints: every c)."""
+        n = self.n_coordinates
+        if self.translational is None:
             w = direction
-            lever = points[:, None, :] - pivot
-            linear = ((w @ _SKEW).reshape(-1, 3, 3) @ lever[..., None])[..., 0]
-        Js = np.empty((points.shape[0], 6, n))
-        Js[:, :3] = linear.swapaxes(1, 2)
-        Js[:, 3:] = w.T
-        if self.end_moves is not None:
-            Js *= self.end_moves.swapaxes(1, 2)
-        J[0, self.seg_end_index, :, :n] = Js
-        if b_matrix:
-            self.scene._fill_xu_columns(J, frames, objects, bases)
+            moment = ((pivot @ _SKEW).reshape(n, 3, 3) @ w[:, :, None])[..., 0]
+        else:
+            w = direction * self.rotational
+            moment = ((pivot @ _SKEW).reshape(n, 3, 3) @ w[:, :, None])[..., 0] + (direction - w)
+        V = np.concatenate([w.T, moment.T])
+        to_point = self.to_point.copy()
+        to_point[:, :3, :3] = (frames[0, :, :3, 3] @ _MINUS_SKEW).reshape(-1, 3, 3)
+        Js = to_point @ V                                                       # (E, 6, n)
+        Js *= self.moves
+        if not b_matrix:
+            return Js[None]
+        J = np.zeros((1, self.n_ends, 6, self.n_columns))
+        J[0, :, :, :n] = Js
+        self.scene._fill_xu_columns(J, frames, objects, bases)
         return J
 
     def evaluate(self, q, objects, bases, jacobians, values):
@@ -367,13 +377,13 @@ class OneFrame:
             if scene._obj_ends.size:
                 ends = objects[0].take(self.obj_of_ends, axis=0)
                 frames[0, self.obj_end_index] = ends if self.obj_offsets is None else ends @ self.obj_offsets
-        C, M, n = len(scene.constraints), scene.n_outputs, m.n_coordinates
-        y, yd, task_weight = np.zeros((3, 1, M))
-        position_error, rotation_error = np.full((2, 1, C), np.nan)
+        n = m.n_coordinates
+        y, yd, task_weight = np.zeros(self.outputs_shape)
+        position_error, rotation_error = self.no_errors.copy()
         b_matrix = bool(jacobians) and not isinstance(jacobians, str)
-        A = np.zeros((1, M, n)) if jacobians else None
-        B = np.zeros((1, M, scene.n_u)) if b_matrix else None
-        Jends = (self.endpoint_jacobians(W, direction, pivot, frames, objects, bases, b_matrix)
+        A = np.zeros((1, scene.n_outputs, n)) if jacobians else None
+        B = np.zeros((1, scene.n_outputs, scene.n_u)) if b_matrix else None
+        Jends = (self.endpoint_jacobians(frames, direction, pivot, objects, bases, b_matrix)
                  if jacobians and self.has_ends else None)
         inputs = TaskInputs(q, frames, Jends, values, n)
         out = Stack(y, yd, task_weight, position_error, rotation_error, A, B)

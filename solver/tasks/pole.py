@@ -65,8 +65,11 @@ the task asks nothing: y = 0, task weight 0, its rows of A and B zero, rotation_
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from ..model import as_slice
 from .base import Endpoint, Place, Stack, Task, TaskInputs, check_weight
 
 _AT_ROOT = 1e-12      # a distance from the root, relative to the configuration's size, below which no line is defined
@@ -167,8 +170,10 @@ class Pole(Task):
     def batch(cls, tasks, places):
         """All poles of a scene evaluated at once: frames and tasks flattened into one axis of
         N = F x T rows (each row's arithmetic is the one `evaluate` does for its task)."""
+        one_frame = _OneFrame(tasks, places)
         if len(tasks) == 1:
-            return super().batch(tasks, places)
+            many_frames = super().batch(tasks, places)
+            return lambda inputs, out: (one_frame if inputs.frames.shape[0] == 1 else many_frames)(inputs, out)
         ends = np.array([[p.first_endpoint + j for j in range(4)] for p in places])     # (T, 4)
         rows = np.array([p.rows.start for p in places])
         index = np.array([p.index for p in places])
@@ -178,6 +183,8 @@ class Pole(Task):
 
         def evaluate(inputs: TaskInputs, out: Stack) -> None:
             F = inputs.frames.shape[0]
+            if F == 1:
+                return one_frame(inputs, out)
             frames = inputs.frames[:, ends].reshape(F * T, 4, 4, 4)
             g = geometry(frames[:, 0], frames[:, 1], frames[:, 2], frames[:, 3],
                          np.broadcast_to(up_local, (F, T, 3)).reshape(F * T, 3))
@@ -238,3 +245,103 @@ class Pole(Task):
         linear = np.stack([-(g_p + g_e + g_t), g_e, g_t, g_p], axis=1)      # (F, 4, 3): root, effector, target, pole
         row = np.einsum("fei,feik->fk", linear, J[:, :, :3]) + np.einsum("fi,fik->fk", _cross(up, g_up), J[:, 0, 3:])
         return row * valid[:, None]
+
+
+class _OneFrame:
+    """The poles of a scene at one frame (F = 1): per pole, `geometry` and `Pole._row`'s arithmetic
+    on Python floats (a handful of numpy calls for all poles instead of a hundred), equal to the
+    batched evaluation to rounding (tests/engine/test_one_frame.py)."""
+
+    def __init__(self, tasks, places):
+        self.ends = np.array([[p.first_endpoint + j for j in range(4)] for p in places])     # (T, 4)
+        self.rows = as_slice(np.array([p.rows.start for p in places]))
+        self.index = as_slice(np.array([p.index for p in places]))
+        self.up_local = np.array([t.up_local for t in tasks])[:, :, None]                   # (T, 3, 1)
+        self.weight = [t.weight for t in tasks]
+
+    def __call__(self, inputs: TaskInputs, out: Stack) -> None:
+        frames = inputs.frames[0].take(self.ends, axis=0)                                   # (T, 4, 4, 4)
+        up = (frames[:, 0, :3, :3] @ self.up_local)[..., 0]
+        positions = frames[:, :, :3, 3]
+        vectors = np.concatenate([up[:, None], positions[:, 1:] - positions[:, :1]], axis=1)   # up, e, d, p
+        gradients = out.A is not None
+        theta, weight, linear = [], [], []
+        for (up, e, d, p), task_weight in zip(vectors.tolist(), self.weight):
+            angle, valid, g = _theta(up, e, d, p, gradients)
+            theta.append(angle)
+            weight.append(task_weight if valid else 0.0)
+            linear.append(g)
+        out.y[0, self.rows] = theta
+        out.yd[0, self.rows] = 0.0
+        out.task_weight[0, self.rows] = weight
+        out.rotation_error[0, self.index] = np.abs(theta)
+        out.position_error[0, self.index] = np.nan
+        if not gradients:
+            return
+        # d theta / d (linear velocities of root, effector, target, pole; root's angular velocity)
+        J = inputs.jacobians[0].take(self.ends, axis=0)                                     # (T, 4, 6, n + n_u)
+        g = np.array(linear)                                                                 # (T, 5, 3)
+        T = len(theta)
+        row = (g[:, :4].reshape(T, 1, 12) @ J[:, :, :3].reshape(T, 12, -1) + g[:, 4:] @ J[:, 0, 3:])[:, 0]
+        n = inputs.n
+        out.A[0, self.rows] = row[:, :n]
+        if out.B is not None:
+            out.B[0, self.rows] = -row[:, n:]
+
+
+def _theta(up, e, d, p, gradients: bool):
+    """theta, valid and (with `gradients`) d theta / d (h, e, t, P, root's rotation) as five
+    3-vectors, for one pole at one frame from up, e - h, t - h, P - h as Python floats: `geometry`
+    and `Pole._row` written out per component (module docstring)."""
+    E, D, P = math.sqrt(_d(e, e)), math.sqrt(_d(d, d)), math.sqrt(_d(p, p))
+    a, u = _s(e, 1.0 / (E if E > 0.0 else 1.0)), _s(d, 1.0 / (D if D > 0.0 else 1.0))
+    k = _x(a, u)
+    cos = _d(a, u)
+    opposite = cos < 0.0 and math.sqrt(_d(k, k)) <= _ON_AXIS
+    one_plus = 1.0 if opposite else 1.0 + cos
+    k_up = _x(k, up)
+    w = _sum(up, 1.0, k_up, 1.0, _x(k, k_up), 1.0 / one_plus)                  # Q up
+    u_w, u_p = _d(u, w), _d(u, p)
+    w_perp, p_perp, up_perp = _sum(w, 1.0, u, -u_w), _sum(p, 1.0, u, -u_p), _sum(up, 1.0, a, -_d(a, up))
+    size = E + D + P
+    valid = (E > _AT_ROOT * size and D > _AT_ROOT * size and not opposite
+             and math.sqrt(_d(p_perp, p_perp)) > _ON_AXIS * P and math.sqrt(_d(up_perp, up_perp)) > _ON_AXIS)
+    if not valid:
+        return 0.0, False, [(0.0, 0.0, 0.0)] * 5
+    p_x_w = _x(p, w)
+    s, c = _d(u, p_x_w), _d(p, w) - u_p * u_w
+    theta = math.atan2(s, c)
+    if theta <= -math.pi:
+        theta += 2 * math.pi
+    if not gradients:
+        return theta, True, None
+    s_N, c_N, inverse = s / (s * s + c * c), c / (s * s + c * c), 1.0 / one_plus
+    g_p = _sum(_x(w, u), c_N, w_perp, -s_N)
+    g_w = _sum(_x(u, p), c_N, p_perp, -s_N)
+    g_u = _sum(p_x_w, c_N, p, s_N * u_w, w, s_N * u_p)
+    k_g = _x(k, g_w)
+    m = _sum(_x(up, g_w), 1.0, _x(k_up, g_w), inverse, _x(up, k_g), -inverse)
+    z = -_d(g_w, _x(k, k_up)) * inverse * inverse
+    g_dir = _sum(_x(u, m), 1.0, u, z)
+    g_u = _sum(g_u, 1.0, _x(a, m), -1.0, a, z)
+    g_up = _sum(g_w, 1.0, k_g, -1.0, _x(k, k_g), inverse)                      # Q^T g_w
+    g_e = _sum(g_dir, 1.0 / E, a, -_d(g_dir, a) / E)
+    g_t = _sum(g_u, 1.0 / D, u, -_d(g_u, u) / D)
+    return theta, True, [_sum(g_p, -1.0, g_e, -1.0, g_t, -1.0), g_e, g_t, g_p, _x(up, g_up)]
+
+
+def _d(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+def _x(a, b):
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+def _s(a, f):
+    return (a[0] * f, a[1] * f, a[2] * f)
+
+
+def _sum(a, fa, b, fb, c=(0.0, 0.0, 0.0), fc=0.0):
+    """fa a + fb b (+ fc c) for 3-vectors a, b, c."""
+    return (fa * a[0] + fb * b[0] + fc * c[0], fa * a[1] + fb * b[1] + fc * c[1], fa * a[2] + fb * b[2] + fc * c[2])
