@@ -57,7 +57,7 @@ def _take(array: np.ndarray, index):
 
 class _RotationVectors:
     """R = exp([phi]x) and J(phi) (rotations.exp_map_with_jacobian) for G rotation vectors (G, 3):
-    with t = |phi|, R = b phi phi^T + a [phi]x + (1 - b t^2) I and J = c phi phi^T + b [phi]x + a I
+    with t = |phi|, R = b phi phi^T + a [phi]x + cos t I and J = c phi phi^T + b [phi]x + a I
     (a = sin t / t, b = (1 - cos t) / t^2, c = (t - sin t) / t^3; below rotations' threshold t <
     _SMALL their Taylor series in t^2), both as one product of the coefficients (G, 2, 3) with the
     basis (G, 3, 9)."""
@@ -80,14 +80,14 @@ class _RotationVectors:
         sin = np.sin(t)
         coefficients = np.empty((G, 2, 3))
         R, J = coefficients[:, 0], coefficients[:, 1]
+        cos = np.cos(t, out=R[:, 2])
         np.divide(sin, t, out=J[:, 2])                                     # a
-        np.divide(1.0 - np.cos(t), ts2, out=J[:, 1])                       # b
+        np.divide(1.0 - cos, ts2, out=J[:, 1])                             # b
         np.divide(t - sin, ts2 * t, out=J[:, 0])                           # c
         if any_small:
             J[small] = (t2[small, None] ** _POWERS) @ _SERIES
-        R[:, 0] = J[:, 1]
-        R[:, 1] = J[:, 2]
-        np.subtract(1.0, J[:, 1] * t2, out=R[:, 2])
+            R[small, 2] = 1.0 - J[small, 1] * t2[small]                    # cos t = 1 - b t^2
+        R[:, :2] = J[:, 1:]
         basis = self.basis.copy()
         np.multiply(phi[:, :, None], phi[:, None, :], out=basis[:, 0].reshape(G, 3, 3))
         np.matmul(phi, _SKEW, out=basis[:, 1])
@@ -106,7 +106,7 @@ class _Sphere:
 
     def __call__(self, values):
         R, J = self.exp(values.reshape(-1, 3))
-        return R, None, J.swapaxes(-1, -2).reshape(-1, 3)
+        return R, None, J.swapaxes(-1, -2)
 
 
 class _Swing:
@@ -119,7 +119,7 @@ class _Swing:
         phi = self.phi.copy()
         phi[:, ::2] = values.reshape(-1, 2)
         R, J = self.exp(phi)
-        return R, None, J[..., ::2].swapaxes(-1, -2).reshape(-1, 3)
+        return R, None, J[..., ::2].swapaxes(-1, -2)
 
 
 class _Revolute:
@@ -157,7 +157,7 @@ class _AnyKind:
         group = self.group
         R, t, varying = group.kind.motion(values.reshape(1, -1, group.kind.n_coordinates), group.prepared)
         return (None if R is None else R[0], None if t is None else t[0],
-                None if varying is None else varying[0].reshape(-1, 3))
+                None if varying is None else varying[0])
 
 
 _MOTIONS = {"sphere": _Sphere, "swing": _Swing, "revolute": _Revolute, "prismatic": _Prismatic}
@@ -303,6 +303,7 @@ class OneFrame:
         self.obj_offsets = scene._obj_offsets
         self.n_coordinates, self.n_columns = n, n + scene.n_u
         self.has_ends = bool(scene._endpoints)
+        self.batches = [kind.one_frame_batch(tasks, places) for kind, tasks, places in scene._groups]
         self.outputs_shape = (3, 1, scene.n_outputs)
         self.no_errors = np.full((2, 1, len(scene.constraints)), np.nan)
 
@@ -319,8 +320,11 @@ class OneFrame:
                 X[run, :3, :3] = R
             if t is not None:
                 X[run, :3, 3] = t
-            if varying is not None:
-                columns[coordinates] = varying
+            if varying is not None:                                 # (G, d, 3)
+                if isinstance(coordinates, slice):
+                    columns[coordinates].reshape(varying.shape)[...] = varying
+                else:
+                    columns[coordinates] = varying.reshape(-1, 3)
         Q = self.offsets.copy()
         for previous, factors, run in self.slots:
             np.matmul(_take(Q, previous), _take(X, factors), out=Q[run])
@@ -387,7 +391,7 @@ class OneFrame:
                  if jacobians and self.has_ends else None)
         inputs = TaskInputs(q, frames, Jends, values, n)
         out = Stack(y, yd, task_weight, position_error, rotation_error, A, B)
-        for batch in scene._batches:
+        for batch in self.batches:
             batch(inputs, out)
         if missing is not None:
             gone = (missing[:, None, :] & scene._task_objects).any(axis=-1)

@@ -170,10 +170,8 @@ class Pole(Task):
     def batch(cls, tasks, places):
         """All poles of a scene evaluated at once: frames and tasks flattened into one axis of
         N = F x T rows (each row's arithmetic is the one `evaluate` does for its task)."""
-        one_frame = _OneFrame(tasks, places)
         if len(tasks) == 1:
-            many_frames = super().batch(tasks, places)
-            return lambda inputs, out: (one_frame if inputs.frames.shape[0] == 1 else many_frames)(inputs, out)
+            return super().batch(tasks, places)
         ends = np.array([[p.first_endpoint + j for j in range(4)] for p in places])     # (T, 4)
         rows = np.array([p.rows.start for p in places])
         index = np.array([p.index for p in places])
@@ -183,8 +181,6 @@ class Pole(Task):
 
         def evaluate(inputs: TaskInputs, out: Stack) -> None:
             F = inputs.frames.shape[0]
-            if F == 1:
-                return one_frame(inputs, out)
             frames = inputs.frames[:, ends].reshape(F * T, 4, 4, 4)
             g = geometry(frames[:, 0], frames[:, 1], frames[:, 2], frames[:, 3],
                          np.broadcast_to(up_local, (F, T, 3)).reshape(F * T, 3))
@@ -221,6 +217,11 @@ class Pole(Task):
         out.A[:, rows] = row[:, None, :n]
         if out.B is not None:
             out.B[:, rows] = -row[:, None, n:]
+
+    @classmethod
+    def one_frame_batch(cls, tasks, places):
+        """All poles of a scene at one frame, each on Python floats (_OneFrame)."""
+        return _OneFrame(tasks, places)
 
     @staticmethod
     def _row(g: dict, J: np.ndarray) -> np.ndarray:

@@ -62,7 +62,8 @@ def _compare(scene, q, objects, bases, values):
         batched = scene.evaluate(q, objects, bases, jacobians=jacobians, values=values)
         for f in range(F):
             pick = lambda a: None if a is None else a[f:f + 1]            # noqa: E731
-            one = scene.evaluate(q[f:f + 1], pick(objects), pick(bases), jacobians=jacobians, values=pick(values))
+            one = scene.evaluate(q[f:f + 1], pick(objects), pick(bases), jacobians=jacobians, values=pick(values),
+                                 one_frame=True)
             for field in FIELDS:
                 a, b = getattr(one, field), getattr(batched, field)
                 if b is None:
@@ -93,7 +94,7 @@ def test_one_frame_with_missing_objects(seed):
     objects[2, 3, 0, 3] = np.inf
     values[1, 0] = np.nan
     _compare(scene, q, objects, bases, values)
-    one = scene.evaluate(q[:1], objects[:1], bases[:1], values=values[:1])
+    one = scene.evaluate(q[:1], objects[:1], bases[:1], values=values[:1], one_frame=True)
     assert np.isnan(one.position_error[0, 1]) and (one.task_weight[0, scene.rows[1]:scene.rows[2]] == 0).all()
 
 
@@ -103,3 +104,13 @@ def test_one_frame_without_bases_or_objects():
     scene = Scene(model, [CopyPose(on_segment(6, rng.normal(size=3)), on_segment(2), rotation=(True,) * 3)])
     q = rng.normal(size=(2, model.n_coordinates))
     _compare(scene, q, None, None, None)
+
+
+def test_joint_kinds_without_one_frame_code_take_their_batched_motion(monkeypatch):
+    """A joint kind one_frame.py has no code for (here: all of them) runs its batched `motion`."""
+    import solver.one_frame
+    monkeypatch.setattr(solver.one_frame, "_MOTIONS", {})
+    rng = np.random.default_rng(9)
+    scene = _mixed_scene(rng)
+    _compare(scene, *_inputs(scene, rng))
+    assert all(isinstance(motion, solver.one_frame._AnyKind) for motion, *_ in scene._one_frame.motions)
