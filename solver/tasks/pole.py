@@ -266,24 +266,23 @@ class _OneFrame:
         positions = frames[:, :, :3, 3]
         vectors = np.concatenate([up[:, None], positions[:, 1:] - positions[:, :1]], axis=1)   # up, e, d, p
         gradients = out.A is not None
-        theta, weight, linear = [], [], []
+        theta, weight, rows = [], [], []
         for (up, e, d, p), task_weight in zip(vectors.tolist(), self.weight):
             angle, valid, g = _theta(up, e, d, p, gradients)
             theta.append(angle)
             weight.append(task_weight if valid else 0.0)
-            linear.append(g)
+            if gradients:        # over the twists' rows of root, effector, target, pole (linear, angular)
+                rows.append([*g[0], *g[4], *g[1], 0.0, 0.0, 0.0, *g[2], 0.0, 0.0, 0.0, *g[3], 0.0, 0.0, 0.0])
         out.y[0, self.rows] = theta
         out.yd[0, self.rows] = 0.0
         out.task_weight[0, self.rows] = weight
-        out.rotation_error[0, self.index] = np.abs(theta)
+        out.rotation_error[0, self.index] = [abs(angle) for angle in theta]
         out.position_error[0, self.index] = np.nan
         if not gradients:
             return
-        # d theta / d (linear velocities of root, effector, target, pole; root's angular velocity)
         J = inputs.jacobians[0].take(self.ends, axis=0)                                     # (T, 4, 6, n + n_u)
-        g = np.array(linear)                                                                 # (T, 5, 3)
         T = len(theta)
-        row = (g[:, :4].reshape(T, 1, 12) @ J[:, :, :3].reshape(T, 12, -1) + g[:, 4:] @ J[:, 0, 3:])[:, 0]
+        row = (np.array(rows)[:, None] @ J.reshape(T, 24, -1))[:, 0]
         n = inputs.n
         out.A[0, self.rows] = row[:, :n]
         if out.B is not None:
@@ -292,57 +291,67 @@ class _OneFrame:
 
 def _theta(up, e, d, p, gradients: bool):
     """theta, valid and (with `gradients`) d theta / d (h, e, t, P, root's rotation) as five
-    3-vectors, for one pole at one frame from up, e - h, t - h, P - h as Python floats: `geometry`
-    and `Pole._row` written out per component (module docstring)."""
-    E, D, P = math.sqrt(_d(e, e)), math.sqrt(_d(d, d)), math.sqrt(_d(p, p))
-    a, u = _s(e, 1.0 / (E if E > 0.0 else 1.0)), _s(d, 1.0 / (D if D > 0.0 else 1.0))
-    k = _x(a, u)
-    cos = _d(a, u)
-    opposite = cos < 0.0 and math.sqrt(_d(k, k)) <= _ON_AXIS
-    one_plus = 1.0 if opposite else 1.0 + cos
-    k_up = _x(k, up)
-    w = _sum(up, 1.0, k_up, 1.0, _x(k, k_up), 1.0 / one_plus)                  # Q up
-    u_w, u_p = _d(u, w), _d(u, p)
-    w_perp, p_perp, up_perp = _sum(w, 1.0, u, -u_w), _sum(p, 1.0, u, -u_p), _sum(up, 1.0, a, -_d(a, up))
+    3-vectors, for one pole at one frame from up, e - h, t - h, P - h (3-sequences of Python
+    floats): `geometry` and `Pole._row` written out per component (module docstring), one line
+    per vector, as names x_ y_ z_ (Python floats: a function call per vector would cost more than
+    its arithmetic)."""
+    upx, upy, upz = up
+    ex, ey, ez = e
+    dx, dy, dz = d
+    px, py, pz = p
+    E, D, P = math.sqrt(ex * ex + ey * ey + ez * ez), math.sqrt(dx * dx + dy * dy + dz * dz), \
+        math.sqrt(px * px + py * py + pz * pz)
+    ie, id_ = 1.0 / (E if E > 0.0 else 1.0), 1.0 / (D if D > 0.0 else 1.0)
+    ax, ay, az = ex * ie, ey * ie, ez * ie                                      # a = dir
+    ux, uy, uz = dx * id_, dy * id_, dz * id_                                   # u
+    kx, ky, kz = ay * uz - az * uy, az * ux - ax * uz, ax * uy - ay * ux        # k = a x u
+    cos = ax * ux + ay * uy + az * uz
+    opposite = cos < 0.0 and math.sqrt(kx * kx + ky * ky + kz * kz) <= _ON_AXIS
+    inv = 1.0 / (1.0 if opposite else 1.0 + cos)                               # 1 / one_plus
+    qx, qy, qz = ky * upz - kz * upy, kz * upx - kx * upz, kx * upy - ky * upx  # k_up = k x up
+    rx, ry, rz = ky * qz - kz * qy, kz * qx - kx * qz, kx * qy - ky * qx        # k x k_up
+    wx, wy, wz = upx + qx + rx * inv, upy + qy + ry * inv, upz + qz + rz * inv  # w = Q up
+    u_w, u_p, a_up = ux * wx + uy * wy + uz * wz, ux * px + uy * py + uz * pz, ax * upx + ay * upy + az * upz
+    vx, vy, vz = wx - u_w * ux, wy - u_w * uy, wz - u_w * uz                    # w_perp
+    ox, oy, oz = px - u_p * ux, py - u_p * uy, pz - u_p * uz                    # p_perp
+    lx, ly, lz = upx - a_up * ax, upy - a_up * ay, upz - a_up * az              # up_perp
     size = E + D + P
     valid = (E > _AT_ROOT * size and D > _AT_ROOT * size and not opposite
-             and math.sqrt(_d(p_perp, p_perp)) > _ON_AXIS * P and math.sqrt(_d(up_perp, up_perp)) > _ON_AXIS)
+             and math.sqrt(ox * ox + oy * oy + oz * oz) > _ON_AXIS * P
+             and math.sqrt(lx * lx + ly * ly + lz * lz) > _ON_AXIS)
     if not valid:
         return 0.0, False, [(0.0, 0.0, 0.0)] * 5
-    p_x_w = _x(p, w)
-    s, c = _d(u, p_x_w), _d(p, w) - u_p * u_w
+    mx, my, mz = py * wz - pz * wy, pz * wx - px * wz, px * wy - py * wx        # p x w
+    s, c = ux * mx + uy * my + uz * mz, px * wx + py * wy + pz * wz - u_p * u_w
     theta = math.atan2(s, c)
     if theta <= -math.pi:
         theta += 2 * math.pi
     if not gradients:
         return theta, True, None
-    s_N, c_N, inverse = s / (s * s + c * c), c / (s * s + c * c), 1.0 / one_plus
-    g_p = _sum(_x(w, u), c_N, w_perp, -s_N)
-    g_w = _sum(_x(u, p), c_N, p_perp, -s_N)
-    g_u = _sum(p_x_w, c_N, p, s_N * u_w, w, s_N * u_p)
-    k_g = _x(k, g_w)
-    m = _sum(_x(up, g_w), 1.0, _x(k_up, g_w), inverse, _x(up, k_g), -inverse)
-    z = -_d(g_w, _x(k, k_up)) * inverse * inverse
-    g_dir = _sum(_x(u, m), 1.0, u, z)
-    g_u = _sum(g_u, 1.0, _x(a, m), -1.0, a, z)
-    g_up = _sum(g_w, 1.0, k_g, -1.0, _x(k, k_g), inverse)                      # Q^T g_w
-    g_e = _sum(g_dir, 1.0 / E, a, -_d(g_dir, a) / E)
-    g_t = _sum(g_u, 1.0 / D, u, -_d(g_u, u) / D)
-    return theta, True, [_sum(g_p, -1.0, g_e, -1.0, g_t, -1.0), g_e, g_t, g_p, _x(up, g_up)]
-
-
-def _d(a, b):
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-
-
-def _x(a, b):
-    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
-
-
-def _s(a, f):
-    return (a[0] * f, a[1] * f, a[2] * f)
-
-
-def _sum(a, fa, b, fb, c=(0.0, 0.0, 0.0), fc=0.0):
-    """fa a + fb b (+ fc c) for 3-vectors a, b, c."""
-    return (fa * a[0] + fb * b[0] + fc * c[0], fa * a[1] + fb * b[1] + fc * c[1], fa * a[2] + fb * b[2] + fc * c[2])
+    sN, cN = s / (s * s + c * c), c / (s * s + c * c)
+    # g_p = (c w x u - s w_perp) / N, g_w = (c u x p - s p_perp) / N, g_u = (c p x w + s (u_w p + u_p w)) / N
+    gpx, gpy, gpz = (cN * (wy * uz - wz * uy) - sN * vx, cN * (wz * ux - wx * uz) - sN * vy,
+                     cN * (wx * uy - wy * ux) - sN * vz)
+    gwx, gwy, gwz = (cN * (uy * pz - uz * py) - sN * ox, cN * (uz * px - ux * pz) - sN * oy,
+                     cN * (ux * py - uy * px) - sN * oz)
+    gux, guy, guz = (cN * mx + sN * (u_w * px + u_p * wx), cN * my + sN * (u_w * py + u_p * wy),
+                     cN * mz + sN * (u_w * pz + u_p * wz))
+    hx, hy, hz = ky * gwz - kz * gwy, kz * gwx - kx * gwz, kx * gwy - ky * gwx  # k_g = k x g_w
+    # m = up x g_w + (k_up x g_w - up x k_g) / one_plus,  z = -g_w . (k x k_up) / one_plus^2
+    nx = upy * gwz - upz * gwy + inv * (qy * gwz - qz * gwy - (upy * hz - upz * hy))
+    ny = upz * gwx - upx * gwz + inv * (qz * gwx - qx * gwz - (upz * hx - upx * hz))
+    nz = upx * gwy - upy * gwx + inv * (qx * gwy - qy * gwx - (upx * hy - upy * hx))
+    z = -(gwx * rx + gwy * ry + gwz * rz) * inv * inv
+    # g_dir = u x m + z u,  g_u = g_u - a x m + z a,  g_up = g_w - k_g + k x k_g / one_plus
+    fx, fy, fz = uy * nz - uz * ny + z * ux, uz * nx - ux * nz + z * uy, ux * ny - uy * nx + z * uz
+    gux, guy, guz = (gux - (ay * nz - az * ny) + z * ax, guy - (az * nx - ax * nz) + z * ay,
+                     guz - (ax * ny - ay * nx) + z * az)
+    bx, by, bz = (gwx - hx + inv * (ky * hz - kz * hy), gwy - hy + inv * (kz * hx - kx * hz),
+                  gwz - hz + inv * (kx * hy - ky * hx))
+    # g_e = (g_dir - (g_dir . a) a) / E,  g_t = (g_u - (g_u . u) u) / D
+    f_a, g_u_u = fx * ax + fy * ay + fz * az, gux * ux + guy * uy + guz * uz
+    gex, gey, gez = (fx - f_a * ax) / E, (fy - f_a * ay) / E, (fz - f_a * az) / E
+    gtx, gty, gtz = (gux - g_u_u * ux) / D, (guy - g_u_u * uy) / D, (guz - g_u_u * uz) / D
+    return theta, True, [(-(gpx + gex + gtx), -(gpy + gey + gty), -(gpz + gez + gtz)), (gex, gey, gez),
+                         (gtx, gty, gtz), (gpx, gpy, gpz),
+                         (upy * bz - upz * by, upz * bx - upx * bz, upx * by - upy * bx)]   # up x g_up
