@@ -13,11 +13,13 @@ constants folded once per scene, as one short sequence of calls over small array
                           product (or the endpoint's offset), W_node = W_parent Q, one product per
                           tree level for all its nodes
     Jacobian columns      w_c = R_node(c) col_c, o_c its origin (kinematics.py's definitions)
-    endpoint Jacobians    w_c x (p_e - o_c) or u_c, and w_c (rotations), masked by which
-                          coordinates move the endpoint
+    endpoint Jacobians    w_c x (p_e - o_c) = -[p_e]x w_c + o_c x w_c (or u_c), and w_c: one
+                          product of [[-[p_e]x, I], [I, 0]] (per endpoint) with (w; o x w + u)
+                          (per coordinate), masked by which coordinates move the endpoint
 
 The tasks then read the endpoints' frames and Jacobians as they do in the batched evaluation
-(TaskInputs with F = 1). Results equal Scene.evaluate's batched path to rounding (the order of
+(TaskInputs with F = 1), each kind through its `Task.one_frame_batch` (Pole's on Python floats,
+the others their `batch`). Results equal Scene.evaluate's batched path to rounding (the order of
 some sums differs); tests/engine/test_one_frame.py compares them on random rigs of every joint
 and task kind and with missing objects. A scene with a `coupling` is evaluated by the batched code.
 """
@@ -227,7 +229,7 @@ class OneFrame:
             for i, s in enumerate(segs):
                 entry[s].append(run.start + i)
             size = run.stop
-        self._entry, self._factors = entry, factors
+        self._entry = entry
         self._n_products = size
 
     def _index_nodes(self, m, scene) -> None:

@@ -114,3 +114,15 @@ def test_joint_kinds_without_one_frame_code_take_their_batched_motion(monkeypatc
     scene = _mixed_scene(rng)
     _compare(scene, *_inputs(scene, rng))
     assert all(isinstance(motion, solver.one_frame._AnyKind) for motion, *_ in scene._one_frame.motions)
+
+
+def test_one_frame_of_a_model_without_coordinates():
+    """Tasks between objects only (a jointless segment): nothing moves, A has no columns."""
+    from solver.model import Model, Segment
+    rng = np.random.default_rng(11)
+    model = Model([Segment("root", rest=random_transform(rng), length=1.0)])
+    tasks = [CopyPose(on_object(0), on_object(1), rotation=(True,) * 3),
+             Pole(on_segment(0), on_object(0), on_object(1), on_object(2), pole_angle=0.3)]
+    scene = Scene(model, tasks, n_objects=3)
+    assert model.n_coordinates == 0
+    _compare(scene, *_inputs(scene, rng))
