@@ -170,20 +170,33 @@ def _count(index) -> int:
 
 
 class OneFramePose:
-    """kinematics.Pose for one frame: `direction` and `pivot` (1, n, 3); `frames` and `local`
-    (1, S, 4, 4) computed when read."""
+    """kinematics.Pose for one frame: `frames` and `local` (1, S, 4, 4), `direction` and `pivot`
+    (1, n, 3), each computed when first read (direction and pivot given where Jacobians needed them)."""
 
-    def __init__(self, model, q, world, segment_nodes, direction, pivot):
-        self._model, self._q, self._world, self._segment_nodes = model, q, world, segment_nodes
-        self.direction, self.pivot = direction, pivot
+    def __init__(self, plan: "OneFrame", q, world, columns, direction=None, pivot=None):
+        self._plan, self._q, self._world, self._columns = plan, q, world, columns
+        if direction is not None:
+            self.__dict__["_world_columns"] = direction[None], pivot[None]
 
     @cached_property
     def frames(self) -> np.ndarray:
-        return _take(self._world, self._segment_nodes)[None]
+        return _take(self._world, self._plan.segment_nodes)[None]
 
     @cached_property
     def local(self) -> np.ndarray:
-        return segment_motions(self._model, self._q)
+        return segment_motions(self._plan.model, self._q)
+
+    @cached_property
+    def _world_columns(self):
+        return tuple(x[None] for x in self._plan.columns(self._world, self._columns))
+
+    @property
+    def direction(self) -> np.ndarray:
+        return self._world_columns[0]
+
+    @property
+    def pivot(self) -> np.ndarray:
+        return self._world_columns[1]
 
 
 class OneFrame:
@@ -312,7 +325,8 @@ class OneFrame:
     # -- one evaluation --------------------------------------------------------------------
 
     def forward(self, q: np.ndarray, bases):
-        """World frames of all nodes (N, 4, 4), and the Jacobian columns: directions and pivots (n, 3)."""
+        """World frames of all nodes (N, 4, 4), and each coordinate's velocity column (n, 3) in the
+        frame before its joint."""
         m = self.model
         X = self.transforms.copy()
         columns = self.fixed_columns.copy()
@@ -336,9 +350,12 @@ class OneFrame:
         W[:A] = _EYE4 if bases is None else bases[0]
         for run, parent, local in self.levels:
             np.matmul(_take(W, parent), offsets[local], out=W[run])
+        return W, columns
+
+    def columns(self, W, columns):
+        """Per coordinate its world direction w_c or u_c and its pivot o_c (n, 3) (kinematics.py)."""
         joint_frames = _take(W, self.coordinate_nodes)
-        direction = (joint_frames[:, :3, :3] @ columns[:, :, None])[..., 0]
-        return W, direction, joint_frames[:, :3, 3]
+        return (joint_frames[:, :3, :3] @ columns[:, :, None])[..., 0], joint_frames[:, :3, 3]
 
     def endpoint_jacobians(self, frames, direction, pivot, objects, bases, b_matrix):
         """The endpoints' twist Jacobians (1, E, 6, n (+ n_u with `b_matrix`)), as
@@ -375,7 +392,7 @@ class OneFrame:
             if not finite.all():
                 missing = ~finite.all(axis=(-2, -1))
                 objects = np.where(missing[..., None, None], _EYE4, objects)
-        W, direction, pivot = self.forward(q1, bases)
+        W, columns = self.forward(q1, bases)
         frames = np.empty((1, self.n_ends, 4, 4))
         if self.has_ends:
             if scene._seg_ends.size:
@@ -389,8 +406,12 @@ class OneFrame:
         b_matrix = bool(jacobians) and not isinstance(jacobians, str)
         A = np.zeros((1, scene.n_outputs, n)) if jacobians else None
         B = np.zeros((1, scene.n_outputs, scene.n_u)) if b_matrix else None
-        Jends = (self.endpoint_jacobians(frames, direction, pivot, objects, bases, b_matrix)
-                 if jacobians and self.has_ends else None)
+        direction = pivot = None
+        Jends = None
+        if jacobians:
+            direction, pivot = self.columns(W, columns)
+            if self.has_ends:
+                Jends = self.endpoint_jacobians(frames, direction, pivot, objects, bases, b_matrix)
         inputs = TaskInputs(q, frames, Jends, values, n)
         out = Stack(y, yd, task_weight, position_error, rotation_error, A, B)
         for batch in self.batches:
@@ -401,6 +422,6 @@ class OneFrame:
             position_error[gone] = rotation_error[gone] = np.nan
         if jacobians and scene._cq_rows.size:
             A[:, scene._cq_rows, scene._cq_columns] += 1.0
-        pose = OneFramePose(m, q, W, self.segment_nodes, direction[None], pivot[None])
+        pose = OneFramePose(self, q, W, columns, direction, pivot)
         return y, yd, task_weight, position_error, rotation_error, pose, A, B
 

@@ -151,7 +151,7 @@ class _PointBatch:
 
     def _rows(self, x: np.ndarray) -> np.ndarray:
         """Per-task rows (F, P, 3, ...) as `self.rows` indexes them."""
-        return x.reshape((x.shape[0], -1) + x.shape[3:]) if isinstance(self.rows, slice) else x
+        return x.reshape((x.shape[0], x.shape[1] * x.shape[2]) + x.shape[3:]) if isinstance(self.rows, slice) else x
 
     def __call__(self, inputs: TaskInputs, out: Stack) -> None:
         positions = inputs.frames[..., :3, 3]
