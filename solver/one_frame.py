@@ -102,6 +102,10 @@ _POWERS = np.arange(3.0)
 _SERIES = np.array([[1 / 6, 0.5, 1.0], [-1 / 120, -1 / 24, -1 / 6], [1 / 5040, 1 / 720, 1 / 120]])
 
 
+# One joint kind's group at one frame, built per model from its JointGroup: called with the group's
+# coordinate values (G d,), it returns R (G, 3, 3) or None for I, t (G, 3) or None for 0, and the
+# velocity columns (G, d, 3) or None where they are the fixed ones (JointKind.motion at F = 1).
+
 class _Sphere:
     def __init__(self, group):
         self.exp = _RotationVectors(_count(group.joints))
@@ -173,7 +177,7 @@ class OneFramePose:
     """kinematics.Pose for one frame: `frames` and `local` (1, S, 4, 4), `direction` and `pivot`
     (1, n, 3), each computed when first read (direction and pivot given where Jacobians needed them)."""
 
-    def __init__(self, plan: "OneFrame", q, world, columns, direction=None, pivot=None):
+    def __init__(self, plan: OneFrame, q, world, columns, direction=None, pivot=None):
         self._plan, self._q, self._world, self._columns = plan, q, world, columns
         if direction is not None:
             self.__dict__["_world_columns"] = direction[None], pivot[None]
