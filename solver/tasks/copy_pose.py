@@ -156,7 +156,7 @@ class _PointBatch:
     def __call__(self, inputs: TaskInputs, out: Stack) -> None:
         positions = inputs.frames[..., :3, 3]
         d = positions.take(self.tip, axis=1) - positions.take(self.base, axis=1)     # (F, P, 3)
-        r = np.sqrt((d * d).sum(axis=-1))
+        r = np.sqrt(np.add.reduce(d * d, axis=-1))           # ndarray.sum without its Python wrapper
         out.position_error[:, self.columns] = r
         out.task_weight[:, self.rows] = self.weight
         if self.clamps is None:
