@@ -126,3 +126,32 @@ def test_one_frame_of_a_model_without_coordinates():
     scene = Scene(model, tasks, n_objects=3)
     assert model.n_coordinates == 0
     _compare(scene, *_inputs(scene, rng))
+
+
+def test_a_coupled_scene_evaluates_one_frame_by_the_batched_code():
+    """A scene with a coupling (theta = C q) has no one-frame plan: one_frame=True gives the
+    batched code's evaluation exactly."""
+    rng = np.random.default_rng(13)
+    model = random_tree(rng, 6)
+    while model.n_coordinates < 2:
+        model = random_tree(rng, 6)
+    C = rng.normal(size=(model.n_coordinates, 2))
+
+    class Linear:
+        n_coordinates, lower, upper, locked = 2, np.full(2, -np.inf), np.full(2, np.inf), np.zeros(2, bool)
+
+        def dofs(self, q):
+            return q @ C.T
+
+        def jacobian(self, q):
+            return np.broadcast_to(C, (q.shape[0],) + C.shape)
+
+    scene = Scene(model, [CopyPose(on_segment(5, rng.normal(size=3)), on_object(0), rotation=(True,) * 3)],
+                  n_objects=1, coupling=Linear())
+    q = rng.normal(size=(1, 2))
+    objects = random_transform(rng)[None, None]
+    one = scene.evaluate(q, objects, one_frame=True)
+    batched = scene.evaluate(q, objects)
+    assert scene._one_frame is None
+    for field in FIELDS:
+        assert np.array_equal(getattr(one, field), getattr(batched, field), equal_nan=True), field
