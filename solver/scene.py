@@ -14,12 +14,14 @@ of two armatures move both, and a moving target or armature base feeds forward t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from .kinematics import Pose, forward_kinematics, moved_point_jacobian
 from .limits import project, wrap_spheres
 from .model import Model, as_slice
+from .one_frame import OneFrame
 from .tasks import Place, Stack, TaskInputs
 from .twists import shift_matrix
 
@@ -95,8 +97,8 @@ class Scene:
         groups: dict = {}
         for c, place in zip(self.constraints, places):
             groups.setdefault((type(c), c.batch_key()), []).append((c, place))
-        self._batches = [kind.batch([c for c, _ in group], [p for _, p in group])
-                         for (kind, _), group in groups.items()]
+        self._groups = [(kind, [c for c, _ in group], [p for _, p in group]) for (kind, _), group in groups.items()]
+        self._batches = [kind.batch(tasks, places) for kind, tasks, places in self._groups]
         cq = [(self.rows[k] + row, coordinate) for k, c in enumerate(self.constraints)
               for row, coordinate in c.coordinate_rows()]
         self._cq_rows = np.array([r for r, _ in cq], dtype=int)
@@ -134,6 +136,11 @@ class Scene:
                 if end.obj >= 0:
                     self._task_objects[k, end.obj] = True
         self._row_task = np.repeat(np.arange(len(self.constraints)), np.diff(self.rows))
+
+    @cached_property
+    def _one_frame(self) -> OneFrame | None:
+        """The evaluation of one frame (one_frame.py), built at the first; None with a coupling."""
+        return OneFrame(self) if self.coupling is None else None
 
     def project(self, q: np.ndarray) -> np.ndarray:
         """q moved onto its limits (see limits.project); coupled coordinates have box limits."""
@@ -175,25 +182,40 @@ class Scene:
                 J_seg *= self._end_moves
             J[:, self._seg_end_index, :, :n] = J_seg
         if b_matrix:
-            # An endpoint moves with its object's or its armature base's twist, shifted from that
-            # origin to the endpoint's: S(p_e - o).
-            origins = np.empty((F, E, 3))
-            if self._seg_ends.size:
-                arm = m.armature[self._seg_of_ends]
-                origins[:, self._seg_ends] = 0.0 if bases is None else bases[:, arm][..., :3, 3]
-            if self._obj_ends.size:
-                origins[:, self._obj_ends] = objects[:, self._obj_of_ends][..., :3, 3]
-            ends = self._xu_index[0][:, 0, 0]
-            J[(slice(None),) + self._xu_index] = shift_matrix(points[:, ends] - origins[:, ends])
+            self._fill_xu_columns(J, frames, objects, bases)
         return J
 
-    def evaluate(self, q, objects=None, bases=None, jacobians: bool | str = True, values=None) -> Evaluation:
+    def _fill_xu_columns(self, J, frames, objects, bases) -> None:
+        """The Xu columns of the endpoints' twist Jacobians J (F, E, 6, n + n_u): an endpoint moves
+        with its object's or its armature base's twist, shifted from that origin to the
+        endpoint's, S(p_e - o)."""
+        F, E = frames.shape[:2]
+        m = self.model
+        points = frames[..., :3, 3]
+        origins = np.empty((F, E, 3))
+        if self._seg_ends.size:
+            arm = m.armature[self._seg_of_ends]
+            origins[:, self._seg_ends] = 0.0 if bases is None else bases[:, arm][..., :3, 3]
+        if self._obj_ends.size:
+            origins[:, self._obj_ends] = objects[:, self._obj_of_ends][..., :3, 3]
+        ends = self._xu_index[0][:, 0, 0]
+        J[(slice(None),) + self._xu_index] = shift_matrix(points[:, ends] - origins[:, ends])
+
+    def evaluate(self, q, objects=None, bases=None, jacobians: bool | str = True, values=None,
+                 one_frame: bool = False) -> Evaluation:
         """Outputs (and, with `jacobians`, A and B) at coordinates q (F, n), object poses
         (F, K, 4, 4) and armature bases (F, A, 4, 4). `values` (F, n_values) gives the tasks that take them (JointValue)
         their desired values per frame, in task order; NaN leaves a task out of a frame.
-        jacobians="A" leaves B out (None): only simulation mode feeds Xu' forward."""
+        jacobians="A" leaves B out (None): only simulation mode feeds Xu' forward.
+        `one_frame` with F = 1: evaluated by one_frame.OneFrame in a fraction of the numpy calls,
+        equal to the batched evaluation to rounding, not bit for bit (a scene with a coupling, and
+        F > 1, take the batched code)."""
         q = np.asarray(q, dtype=float)
         F = q.shape[0]
+        if one_frame and F == 1 and self._one_frame is not None:
+            return Evaluation(*self._one_frame.evaluate(q, None if objects is None else np.asarray(objects, dtype=float),
+                                                        None if bases is None else np.asarray(bases, dtype=float),
+                                                        jacobians, values))
         m = self.model
         theta = q if self.coupling is None else self.coupling.dofs(q)
         pose = forward_kinematics(m, theta, bases)

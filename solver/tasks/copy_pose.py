@@ -139,30 +139,39 @@ class _PointBatch:
     def __init__(self, tasks, places):
         ends = np.array([p.first_endpoint for p in places], dtype=int)
         self.base, self.tip = ends, ends + 1
-        self.rows = np.array([p.rows.start for p in places], dtype=int)[:, None] + np.arange(3)
-        self.columns = np.array([p.index for p in places], dtype=int)
-        self.weight = np.array([t.task_weight[0] for t in tasks])
+        rows = np.array([p.rows.start for p in places], dtype=int)[:, None] + np.arange(3)
+        # The tasks' rows (P, 3), or one run of them (3 P) where they follow one another.
+        run = as_slice(rows.ravel())
+        self.rows = run if isinstance(run, slice) else rows
+        self.columns = as_slice(np.array([p.index for p in places], dtype=int))
+        weight = np.array([t.task_weight[0] for t in tasks])
+        self.weight = np.repeat(weight, 3) if isinstance(run, slice) else weight[:, None]
         clamps = np.array([np.inf if t.clamp is None else t.clamp for t in tasks])
         self.clamps = clamps if np.isfinite(clamps).any() else None
 
+    def _rows(self, x: np.ndarray) -> np.ndarray:
+        """Per-task rows (F, P, 3, ...) as `self.rows` indexes them."""
+        return x.reshape((x.shape[0], x.shape[1] * x.shape[2]) + x.shape[3:]) if isinstance(self.rows, slice) else x
+
     def __call__(self, inputs: TaskInputs, out: Stack) -> None:
-        frames = inputs.frames
-        d = frames[:, self.tip][..., :3, 3] - frames[:, self.base][..., :3, 3]     # (F, P, 3)
-        r = np.sqrt((d * d).sum(axis=-1))
+        positions = inputs.frames[..., :3, 3]
+        d = positions.take(self.tip, axis=1) - positions.take(self.base, axis=1)     # (F, P, 3)
+        r = np.sqrt(np.add.reduce(d * d, axis=-1))           # ndarray.sum without its Python wrapper
         out.position_error[:, self.columns] = r
-        out.task_weight[:, self.rows] = self.weight[:, None]
+        out.task_weight[:, self.rows] = self.weight
         if self.clamps is None:
-            out.y[:, self.rows] = d
+            out.y[:, self.rows] = self._rows(d)
         else:
             s, ds = _clamp_scale(r, self.clamps)
-            out.y[:, self.rows] = s[..., None] * d
+            out.y[:, self.rows] = self._rows(s[..., None] * d)
         if out.A is not None:
             n = inputs.n
-            J = inputs.jacobians[:, self.tip, :3] - inputs.jacobians[:, self.base, :3]   # (F, P, 3, n + n_u)
+            linear = inputs.jacobians[:, :, :3]
+            J = linear.take(self.tip, axis=1) - linear.take(self.base, axis=1)          # (F, P, 3, n + n_u)
             if self.clamps is not None:
                 D = s[..., None, None] * np.eye(3) + (ds / np.maximum(r, 1e-300))[..., None, None] \
                     * d[..., :, None] * d[..., None, :]
                 J = D @ J
-            out.A[:, self.rows] = J[..., :n]
+            out.A[:, self.rows] = self._rows(J[..., :n])
             if out.B is not None:
-                out.B[:, self.rows] = -J[..., n:]
+                out.B[:, self.rows] = -self._rows(J[..., n:])

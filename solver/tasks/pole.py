@@ -65,8 +65,11 @@ the task asks nothing: y = 0, task weight 0, its rows of A and B zero, rotation_
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from ..model import as_slice
 from .base import Endpoint, Place, Stack, Task, TaskInputs, check_weight
 
 _AT_ROOT = 1e-12      # a distance from the root, relative to the configuration's size, below which no line is defined
@@ -215,6 +218,11 @@ class Pole(Task):
         if out.B is not None:
             out.B[:, rows] = -row[:, None, n:]
 
+    @classmethod
+    def one_frame_batch(cls, tasks, places):
+        """All poles of a scene at one frame, each on Python floats (_OneFrame)."""
+        return _OneFrame(tasks, places)
+
     @staticmethod
     def _row(g: dict, J: np.ndarray) -> np.ndarray:
         """d theta over all columns (F, n + n_u), from the endpoints' twist Jacobians J (F, 4, 6,
@@ -238,3 +246,112 @@ class Pole(Task):
         linear = np.stack([-(g_p + g_e + g_t), g_e, g_t, g_p], axis=1)      # (F, 4, 3): root, effector, target, pole
         row = np.einsum("fei,feik->fk", linear, J[:, :, :3]) + np.einsum("fi,fik->fk", _cross(up, g_up), J[:, 0, 3:])
         return row * valid[:, None]
+
+
+class _OneFrame:
+    """The poles of a scene at one frame (F = 1): per pole, `geometry` and `Pole._row`'s arithmetic
+    on Python floats (a handful of numpy calls for all poles instead of a hundred), equal to the
+    batched evaluation to rounding (tests/engine/test_one_frame.py)."""
+
+    def __init__(self, tasks, places):
+        self.ends = np.array([[p.first_endpoint + j for j in range(4)] for p in places])     # (T, 4)
+        self.rows = as_slice(np.array([p.rows.start for p in places]))
+        self.index = as_slice(np.array([p.index for p in places]))
+        self.up_local = np.array([t.up_local for t in tasks])[:, :, None]                   # (T, 3, 1)
+        self.weight = [t.weight for t in tasks]
+
+    def __call__(self, inputs: TaskInputs, out: Stack) -> None:
+        frames = inputs.frames[0].take(self.ends, axis=0)                                   # (T, 4, 4, 4)
+        up = (frames[:, 0, :3, :3] @ self.up_local)[..., 0]
+        positions = frames[:, :, :3, 3]
+        vectors = np.concatenate([up[:, None], positions[:, 1:] - positions[:, :1]], axis=1)   # up, e, d, p
+        gradients = out.A is not None
+        theta, weight, rows = [], [], []
+        for (up, e, d, p), task_weight in zip(vectors.tolist(), self.weight):
+            angle, valid, g = _theta(up, e, d, p, gradients)
+            theta.append(angle)
+            weight.append(task_weight if valid else 0.0)
+            if gradients:        # over the twists' rows of root, effector, target, pole (linear, angular)
+                rows.append([*g[0], *g[4], *g[1], 0.0, 0.0, 0.0, *g[2], 0.0, 0.0, 0.0, *g[3], 0.0, 0.0, 0.0])
+        out.y[0, self.rows] = theta
+        out.yd[0, self.rows] = 0.0
+        out.task_weight[0, self.rows] = weight
+        out.rotation_error[0, self.index] = [abs(angle) for angle in theta]
+        out.position_error[0, self.index] = np.nan
+        if not gradients:
+            return
+        J = inputs.jacobians[0].take(self.ends, axis=0)                                     # (T, 4, 6, n + n_u)
+        T = len(theta)
+        row = (np.array(rows)[:, None] @ J.reshape(T, 24, -1))[:, 0]
+        n = inputs.n
+        out.A[0, self.rows] = row[:, :n]
+        if out.B is not None:
+            out.B[0, self.rows] = -row[:, n:]
+
+
+def _theta(up, e, d, p, gradients: bool):
+    """theta, valid and (with `gradients`) d theta / d (h, e, t, P, root's rotation) as five
+    3-vectors, for one pole at one frame from up, e - h, t - h, P - h (3-sequences of Python
+    floats): `geometry` and `Pole._row` written out per component (module docstring), one line
+    per vector, as names x_ y_ z_ (Python floats: a function call per vector would cost more than
+    its arithmetic)."""
+    upx, upy, upz = up
+    ex, ey, ez = e
+    dx, dy, dz = d
+    px, py, pz = p
+    E, D, P = math.sqrt(ex * ex + ey * ey + ez * ez), math.sqrt(dx * dx + dy * dy + dz * dz), \
+        math.sqrt(px * px + py * py + pz * pz)
+    ie, id_ = 1.0 / (E if E > 0.0 else 1.0), 1.0 / (D if D > 0.0 else 1.0)
+    ax, ay, az = ex * ie, ey * ie, ez * ie                                      # a = dir
+    ux, uy, uz = dx * id_, dy * id_, dz * id_                                   # u
+    kx, ky, kz = ay * uz - az * uy, az * ux - ax * uz, ax * uy - ay * ux        # k = a x u
+    cos = ax * ux + ay * uy + az * uz
+    opposite = cos < 0.0 and math.sqrt(kx * kx + ky * ky + kz * kz) <= _ON_AXIS
+    inv = 1.0 / (1.0 if opposite else 1.0 + cos)                               # 1 / one_plus
+    qx, qy, qz = ky * upz - kz * upy, kz * upx - kx * upz, kx * upy - ky * upx  # k_up = k x up
+    rx, ry, rz = ky * qz - kz * qy, kz * qx - kx * qz, kx * qy - ky * qx        # k x k_up
+    wx, wy, wz = upx + qx + rx * inv, upy + qy + ry * inv, upz + qz + rz * inv  # w = Q up
+    u_w, u_p, a_up = ux * wx + uy * wy + uz * wz, ux * px + uy * py + uz * pz, ax * upx + ay * upy + az * upz
+    vx, vy, vz = wx - u_w * ux, wy - u_w * uy, wz - u_w * uz                    # w_perp
+    ox, oy, oz = px - u_p * ux, py - u_p * uy, pz - u_p * uz                    # p_perp
+    lx, ly, lz = upx - a_up * ax, upy - a_up * ay, upz - a_up * az              # up_perp
+    size = E + D + P
+    valid = (E > _AT_ROOT * size and D > _AT_ROOT * size and not opposite
+             and math.sqrt(ox * ox + oy * oy + oz * oz) > _ON_AXIS * P
+             and math.sqrt(lx * lx + ly * ly + lz * lz) > _ON_AXIS)
+    if not valid:
+        return 0.0, False, [(0.0, 0.0, 0.0)] * 5
+    mx, my, mz = py * wz - pz * wy, pz * wx - px * wz, px * wy - py * wx        # p x w
+    s, c = ux * mx + uy * my + uz * mz, px * wx + py * wy + pz * wz - u_p * u_w
+    theta = math.atan2(s, c)
+    if theta <= -math.pi:
+        theta += 2 * math.pi
+    if not gradients:
+        return theta, True, None
+    sN, cN = s / (s * s + c * c), c / (s * s + c * c)
+    # g_p = (c w x u - s w_perp) / N, g_w = (c u x p - s p_perp) / N, g_u = (c p x w + s (u_w p + u_p w)) / N
+    gpx, gpy, gpz = (cN * (wy * uz - wz * uy) - sN * vx, cN * (wz * ux - wx * uz) - sN * vy,
+                     cN * (wx * uy - wy * ux) - sN * vz)
+    gwx, gwy, gwz = (cN * (uy * pz - uz * py) - sN * ox, cN * (uz * px - ux * pz) - sN * oy,
+                     cN * (ux * py - uy * px) - sN * oz)
+    gux, guy, guz = (cN * mx + sN * (u_w * px + u_p * wx), cN * my + sN * (u_w * py + u_p * wy),
+                     cN * mz + sN * (u_w * pz + u_p * wz))
+    hx, hy, hz = ky * gwz - kz * gwy, kz * gwx - kx * gwz, kx * gwy - ky * gwx  # k_g = k x g_w
+    # m = up x g_w + (k_up x g_w - up x k_g) / one_plus,  z = -g_w . (k x k_up) / one_plus^2
+    nx = upy * gwz - upz * gwy + inv * (qy * gwz - qz * gwy - (upy * hz - upz * hy))
+    ny = upz * gwx - upx * gwz + inv * (qz * gwx - qx * gwz - (upz * hx - upx * hz))
+    nz = upx * gwy - upy * gwx + inv * (qx * gwy - qy * gwx - (upx * hy - upy * hx))
+    z = -(gwx * rx + gwy * ry + gwz * rz) * inv * inv
+    # g_dir = u x m + z u,  g_u = g_u - a x m + z a,  g_up = g_w - k_g + k x k_g / one_plus
+    fx, fy, fz = uy * nz - uz * ny + z * ux, uz * nx - ux * nz + z * uy, ux * ny - uy * nx + z * uz
+    gux, guy, guz = (gux - (ay * nz - az * ny) + z * ax, guy - (az * nx - ax * nz) + z * ay,
+                     guz - (ax * ny - ay * nx) + z * az)
+    bx, by, bz = (gwx - hx + inv * (ky * hz - kz * hy), gwy - hy + inv * (kz * hx - kx * hz),
+                  gwz - hz + inv * (kx * hy - ky * hx))
+    # g_e = (g_dir - (g_dir . a) a) / E,  g_t = (g_u - (g_u . u) u) / D
+    f_a, g_u_u = fx * ax + fy * ay + fz * az, gux * ux + guy * uy + guz * uz
+    gex, gey, gez = (fx - f_a * ax) / E, (fy - f_a * ay) / E, (fz - f_a * az) / E
+    gtx, gty, gtz = (gux - g_u_u * ux) / D, (guy - g_u_u * uy) / D, (guz - g_u_u * uz) / D
+    return theta, True, [(-(gpx + gex + gtx), -(gpy + gey + gty), -(gpz + gez + gtz)), (gex, gey, gez),
+                         (gtx, gty, gtz), (gpx, gpy, gpz),
+                         (upy * bz - upz * by, upz * bx - upx * bz, upx * by - upy * bx)]   # up x g_up
