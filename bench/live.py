@@ -193,6 +193,61 @@ def profile_in_blender(rig, n_frames, top=30, mode="SIMULATION"):
     return profile_report(profiler, top)
 
 
+def overhead_in_blender(rig, n_frames, passes=5, mode="ANIMATION"):
+    """Where the CPU time (`time.process_time`) of our live preview's frame goes, per frame and
+    best of `passes` passes: the whole `frame_set`, our handler's solve (`live.solve_now`), the
+    engine's solve inside it (`solver.solve_animation`), and a frame with every IK muted. The
+    frame minus the engine is the add-on's and Blender's share around the solve."""
+    import importlib
+
+    import bpy
+
+    from tools.blender_session import EXTENSION_MODULE
+
+    live = importlib.import_module(EXTENSION_MODULE + ".itasc_addon.live")
+    engine = importlib.import_module(EXTENSION_MODULE + ".solver")
+    scene, obj = _build(bpy, rig, WARMUP + n_frames, mode=mode)
+    if obj.pose.ik_solver != "ITASC":
+        obj.itasc.mode = mode
+    pose = _pose(obj)
+    spent = {"handler": 0.0, "engine": 0.0}
+
+    def timed(name, fn):
+        def wrapper(*args, **kwargs):
+            start = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.process_time() - start
+        return wrapper
+
+    solve_now, solve_animation = live.solve_now, engine.solve_animation
+    live.solve_now, engine.solve_animation = timed("handler", solve_now), timed("engine", solve_animation)
+    warm, frames = range(1, WARMUP + 1), range(WARMUP + 1, WARMUP + n_frames + 1)
+    best = {}
+    try:
+        for _ in range(passes):
+            for side in (SIDES[0], SIDES[2]):
+                _set_side(bpy, obj, side, pose)
+                _play(scene, warm)
+                spent.update(handler=0.0, engine=0.0)
+                start = time.process_time()
+                for f in frames:
+                    scene.frame_set(int(f))
+                total = time.process_time() - start
+                parts = {"frame": total} if side == SIDES[2] else {"frame": total, **spent}
+                for name, value in parts.items():
+                    key = name if side == SIDES[0] else "muted"
+                    best[key] = min(best.get(key, np.inf), 1e3 * value / n_frames)
+    finally:
+        live.solve_now, engine.solve_animation = solve_now, solve_animation
+    _set_side(bpy, obj, SIDES[2], pose)
+    best["frame - engine"] = best["frame"] - best["engine"]
+    best["handler - engine"] = best["handler"] - best["engine"]
+    best["frame - handler - muted"] = best["frame"] - best["handler"] - best["muted"]
+    return {k: round(v, 3) for k, v in best.items()}
+
+
 # ---- host side --------------------------------------------------------------------------------
 
 def _session(call, rig):
@@ -281,6 +336,11 @@ if __name__ == "__main__":
     parser.add_argument("--profile", default="6", help="6, rigify (the metarig) or generated")
     parser.add_argument("--frames", type=int, default=250)
     parser.add_argument("--mode", default="ANIMATION", choices=("ANIMATION", "SIMULATION"))
+    parser.add_argument("--overhead", action="store_true",
+                        help="CPU ms per frame: the whole frame, our handler, the engine inside it, IK muted")
     args = parser.parse_args()
     rig = args.profile if args.profile in RIGIFY else int(args.profile)
-    print(_session(f"profile_in_blender({rig!r}, {args.frames}, mode={args.mode!r})", rig))
+    if args.overhead:
+        print(_session(f"overhead_in_blender({rig!r}, {args.frames}, mode={args.mode!r})", rig))
+    else:
+        print(_session(f"profile_in_blender({rig!r}, {args.frames}, mode={args.mode!r})", rig))

@@ -28,6 +28,7 @@ CHANNELS = (("location", LOCATION), ("rotation_quaternion", QUATERNION), ("rotat
 QUATERNION_MODE, AXIS_ANGLE_MODE = 0, -1
 EULER_ORDERS = {1: (0, 1, 2), 2: (0, 2, 1), 3: (1, 0, 2), 4: (1, 2, 0), 5: (2, 0, 1), 6: (2, 1, 0)}
 MODE_NUMBERS = {"QUATERNION": 0, "AXIS_ANGLE": -1, "XYZ": 1, "XZY": 2, "YXZ": 3, "YZX": 4, "ZXY": 5, "ZYX": 6}
+MODE_NAMES = {number: name for name, number in MODE_NUMBERS.items()}
 
 
 def read(pose_bones, rows, modes_out, values_out):

@@ -102,6 +102,12 @@ class Rig:
         writes the pose every frame."""
         return np.array([self.pose_index.get(name, -1) for name in self.bones], dtype=int)
 
+    @functools.cached_property
+    def scaled_rows(self):
+        """Per model bone, whether we write its scale (`scaled`)."""
+        scaled = set(self.scaled)
+        return np.array([name in scaled for name in self.bones], dtype=bool)
+
 
 def ik_constraints(obj):
     """(pose bone, constraint) for every IK constraint of the armature object, in bone order."""
@@ -842,13 +848,16 @@ def apply_pose(rig: Rig, obj, R, scale, bones=None):
     uniform scale of the bones whose scale we write (`Rig.scaled`); locations stay as they are,
     and so do the other bones' scales. Refuses anything non-finite.
 
-    Quaternion rotations and scales go in with one foreach_set each, which does not reliably
-    get the pose evaluated again (4.2 tags nothing; 5.0 copies the channels, but the pose of the
-    first frame written stayed the old one); the object's one transform tag afterwards does: the
-    evaluated pose then shows the written channels (tests/addon/test_addon_live.py, every frame).
-    A rotation set per bone tags the object's geometry, which makes Blender's evaluation after
-    the write slower (BENCHMARKS.md, "What the numbers say", live preview)."""
-    from mathutils import Matrix
+    Every channel goes in with one foreach_set per channel kind (quaternions, Euler angles, axis
+    angles, scales), which does not reliably get the pose evaluated again (4.2 tags nothing; 5.0
+    copies the channels, but the pose of the first frame written stayed the old one); the
+    object's one transform tag afterwards does: the evaluated pose then shows the written
+    channels (tests/addon/test_addon_live.py, every frame). A rotation set per bone through its
+    property would tag the object's geometry as well, which makes Blender's evaluation after the
+    write slower (BENCHMARKS.md, live preview). Euler angles continue from the bone's current
+    ones (mathutils' compatible Euler), axis angles are mathutils' of the rotation's quaternion,
+    quaternions take the short way from the current ones."""
+    from mathutils import Euler, Matrix
 
     if not (np.isfinite(R).all() and np.isfinite(scale).all()):
         raise RigError("the solver returned a non-finite pose; nothing was written")
@@ -856,32 +865,41 @@ def apply_pose(rig: Rig, obj, R, scale, bones=None):
     written = (np.arange(len(rig.bones)) if bones is None
                else np.array([s for s, name in enumerate(rig.bones) if name in bones], dtype=int))
     index = rig.pose_rows[written]
-    if len(pose_bones) != len(rig.pose_index) or (index < 0).any():
+    n = len(pose_bones)
+    if n != len(rig.pose_index) or (index < 0).any():
         raise RigError(f"bones of '{obj.name}' were added, deleted or renamed while solving; nothing was written")
-    modes = np.empty(len(pose_bones), np.int32)
+    modes = np.empty(n, np.int32)
     pose_bones.foreach_get("rotation_mode", modes)
-    by_quaternion = modes[index] == 0                  # 'QUATERNION' (0 in the enum)
+    written_modes = modes[index]
+    by_quaternion = written_modes == pose_channels.QUATERNION_MODE
     if by_quaternion.any():
         rows, at = written[by_quaternion], index[by_quaternion]
-        quat = np.empty((len(pose_bones), 4), np.float32)
+        quat = np.empty((n, 4), np.float32)
         pose_bones.foreach_get("rotation_quaternion", quat.ravel())
         new = quaternion_from_matrix(R[rows])
         quat[at] = new * np.where((new * quat[at]).sum(axis=-1) < 0.0, -1.0, 1.0)[:, None]   # the short way
         pose_bones.foreach_set("rotation_quaternion", quat.ravel())
-    scaled = [(s, i) for s, i in zip(written, index) if rig.bones[s] in rig.scaled]
-    if scaled:
-        channels = np.empty((len(pose_bones), 3), np.float32)
+    by_axis_angle = written_modes == pose_channels.AXIS_ANGLE_MODE
+    if by_axis_angle.any():
+        channels = np.empty((n, 4), np.float32)
+        pose_bones.foreach_get("rotation_axis_angle", channels.ravel())
+        for s, i in zip(written[by_axis_angle], index[by_axis_angle]):
+            axis, angle = Matrix(R[s].tolist()).to_quaternion().to_axis_angle()
+            channels[i] = (angle, *axis)
+        pose_bones.foreach_set("rotation_axis_angle", channels.ravel())
+    by_euler = ~(by_quaternion | by_axis_angle)
+    if by_euler.any():
+        channels = np.empty((n, 3), np.float32)
+        pose_bones.foreach_get("rotation_euler", channels.ravel())
+        for s, i, mode in zip(written[by_euler], index[by_euler], written_modes[by_euler]):
+            order = pose_channels.MODE_NAMES[int(mode)]
+            channels[i] = Matrix(R[s].tolist()).to_euler(order, Euler(channels[i].tolist(), order))
+        pose_bones.foreach_set("rotation_euler", channels.ravel())
+    scaled = rig.scaled_rows[written]
+    if scaled.any():
+        channels = np.empty((n, 3), np.float32)
         pose_bones.foreach_get("scale", channels.ravel())
-        for s, i in scaled:
-            channels[i] = scale[s]
+        channels[index[scaled]] = np.asarray(scale, float)[written[scaled], None]
         pose_bones.foreach_set("scale", channels.ravel())
-    for s, i in zip(written[~by_quaternion], index[~by_quaternion]):
-        pb = pose_bones[int(i)]
-        rot = Matrix(R[s].tolist())
-        if pb.rotation_mode == "AXIS_ANGLE":
-            axis, angle = rot.to_quaternion().to_axis_angle()
-            pb.rotation_axis_angle = (angle, *axis)
-        else:
-            pb.rotation_euler = rot.to_euler(pb.rotation_mode, pb.rotation_euler)
     if len(written):
         obj.update_tag(refresh={"OBJECT"})
