@@ -193,24 +193,30 @@ def profile_in_blender(rig, n_frames, top=30, mode="SIMULATION"):
     return profile_report(profiler, top)
 
 
+# What `overhead_in_blender` times inside our handler: (module, function) of the extension.
+PARTS = (("itasc_addon.live", "solve_now"), ("solver", "solve_animation"), ("itasc_addon.live", "_reader"),
+         ("itasc_addon.live", "_sample"), ("itasc_addon.solving", "frame_inputs"),
+         ("itasc_addon.rig", "apply_pose"))
+
+
 def overhead_in_blender(rig, n_frames, passes=5, mode="ANIMATION"):
-    """Where the CPU time (`time.process_time`) of our live preview's frame goes, per frame and
-    best of `passes` passes: the whole `frame_set`, our handler's solve (`live.solve_now`), the
-    engine's solve inside it (`solver.solve_animation`), and a frame with every IK muted. The
-    frame minus the engine is the add-on's and Blender's share around the solve."""
+    """Where the CPU time (`time.process_time`) of our live preview's frame goes, ms per frame, the
+    best of `passes` passes each: the whole `frame_set`, our handler (`live.solve_now`), the
+    engine's solve inside it (`solver.solve_animation`), the handler's parts (PARTS), and a frame
+    with every IK muted. The frame minus the engine is the add-on's and Blender's share around the
+    solve; the frame minus the handler and the muted frame is mostly Blender's evaluation after
+    our write."""
     import importlib
 
     import bpy
 
     from tools.blender_session import EXTENSION_MODULE
 
-    live = importlib.import_module(EXTENSION_MODULE + ".itasc_addon.live")
-    engine = importlib.import_module(EXTENSION_MODULE + ".solver")
     scene, obj = _build(bpy, rig, WARMUP + n_frames, mode=mode)
     if obj.pose.ik_solver != "ITASC":
         obj.itasc.mode = mode
     pose = _pose(obj)
-    spent = {"handler": 0.0, "engine": 0.0}
+    spent = {name: 0.0 for _, name in PARTS}
 
     def timed(name, fn):
         def wrapper(*args, **kwargs):
@@ -221,8 +227,10 @@ def overhead_in_blender(rig, n_frames, passes=5, mode="ANIMATION"):
                 spent[name] += time.process_time() - start
         return wrapper
 
-    solve_now, solve_animation = live.solve_now, engine.solve_animation
-    live.solve_now, engine.solve_animation = timed("handler", solve_now), timed("engine", solve_animation)
+    modules = [(importlib.import_module(f"{EXTENSION_MODULE}.{module}"), name) for module, name in PARTS]
+    originals = [getattr(module, name) for module, name in modules]
+    for module, name in modules:
+        setattr(module, name, timed(name, getattr(module, name)))
     warm, frames = range(1, WARMUP + 1), range(WARMUP + 1, WARMUP + n_frames + 1)
     best = {}
     try:
@@ -230,7 +238,7 @@ def overhead_in_blender(rig, n_frames, passes=5, mode="ANIMATION"):
             for side in (SIDES[0], SIDES[2]):
                 _set_side(bpy, obj, side, pose)
                 _play(scene, warm)
-                spent.update(handler=0.0, engine=0.0)
+                spent.update({name: 0.0 for name in spent})
                 start = time.process_time()
                 for f in frames:
                     scene.frame_set(int(f))
@@ -240,11 +248,12 @@ def overhead_in_blender(rig, n_frames, passes=5, mode="ANIMATION"):
                     key = name if side == SIDES[0] else "muted"
                     best[key] = min(best.get(key, np.inf), 1e3 * value / n_frames)
     finally:
-        live.solve_now, engine.solve_animation = solve_now, solve_animation
+        for (module, name), original in zip(modules, originals):
+            setattr(module, name, original)
     _set_side(bpy, obj, SIDES[2], pose)
-    best["frame - engine"] = best["frame"] - best["engine"]
-    best["handler - engine"] = best["handler"] - best["engine"]
-    best["frame - handler - muted"] = best["frame"] - best["handler"] - best["muted"]
+    best["frame - engine"] = best["frame"] - best["solve_animation"]
+    best["handler - engine"] = best["solve_now"] - best["solve_animation"]
+    best["frame - handler - muted"] = best["frame"] - best["solve_now"] - best["muted"]
     return {k: round(v, 3) for k, v in best.items()}
 
 

@@ -59,8 +59,9 @@ def rotations(modes, values):
     v = np.asarray(values, np.float64)
     R = np.empty(modes.shape + (3, 3))
     R[...] = np.eye(3)
-    quat = modes == QUATERNION_MODE
-    if quat.any():
+    present = set(modes.ravel().tolist())
+    if QUATERNION_MODE in present:
+        quat = modes == QUATERNION_MODE
         q = v[quat][:, QUATERNION]
         size = np.sqrt((q * q).sum(axis=-1))
         q = np.where(size[:, None] > 0.0, q / np.where(size > 0.0, size, 1.0)[:, None], [1.0, 0.0, 0.0, 0.0])
@@ -69,8 +70,8 @@ def rotations(modes, values):
             np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
             np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
             np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1)], -2)
-    axis_angle = modes == AXIS_ANGLE_MODE
-    if axis_angle.any():
+    if AXIS_ANGLE_MODE in present:
+        axis_angle = modes == AXIS_ANGLE_MODE
         a = v[axis_angle][:, AXIS_ANGLE]
         angle, axis = a[:, 0], a[:, 1:]
         size = np.sqrt((axis * axis).sum(axis=-1))
@@ -82,8 +83,8 @@ def rotations(modes, values):
         K[:, 1, 0], K[:, 2, 0], K[:, 2, 1] = k[:, 2], -k[:, 1], k[:, 0]
         R[axis_angle] = np.eye(3) + s * K + (1.0 - c) * (K @ K)
     for mode, order in EULER_ORDERS.items():
-        here = modes == mode
-        if here.any():
+        if mode in present:
+            here = modes == mode
             e = v[here][:, EULER]
             out = np.broadcast_to(np.eye(3), e.shape[:1] + (3, 3))
             for axis in order:                       # the first axis applied is the rightmost factor

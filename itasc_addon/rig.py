@@ -759,24 +759,18 @@ class Sampler:
             last = self._memo[name] = (key, value)
         return last[1]
 
-    def samples(self) -> Samples:
-        scale, world_inverse = self._remembered("world", self.world.tobytes(), self._world_part)
+    def _start_pose(self):
+        """(matrix_basis (F, B, 4, 4) of the bones read, the model bones' start pose (F, S, 4, 4))
+        from the channels read: each stretching bone's Y axis scaled by its stretch as Blender
+        shows it. Refuses a non-finite pose and chain bones scaled to zero; warns (once) of pose
+        scales the solver does not model."""
         pose_basis = pose_channels.basis(self._modes, self._values, self._connected)
-        # A root's rotation cancels in its base: while the roots stay where they are and the bones
-        # they hang from do not move, the base is the same (up to float32 rounding). (A change of
-        # how a root inherits its parent's motion changes the rig's signature: live preview then
-        # reads the rig again, with a new sampler.)
-        roots_at = pose_basis[:, self._root_index, :3, 3]
-        bases = self._remembered("bases", roots_at.tobytes() + self._raw_parent.tobytes(),
-                                 lambda: self._bases(pose_basis[:, self._root_index]))
-        self.basis = pose_basis[:, self._index]
-        objects = world_inverse[:, None] @ self.target_world @ self.target_bone
-        for what, array in (("targets", objects), ("the animated pose", self.basis)):
-            bad = ~np.isfinite(array).all(axis=(1, 2, 3))
-            if bad.any():
-                raise RigError(f"{what} are not finite at frame(s) {self.frames[bad][:5].tolist()}")
+        basis = pose_basis[:, self._index]
+        bad = ~np.isfinite(basis).all(axis=(1, 2, 3))
+        if bad.any():
+            raise RigError(f"the animated pose are not finite at frame(s) {self.frames[bad][:5].tolist()}")
         # The solver models rigid bones: a chain bone scaled to (near) zero collapses its children.
-        size = column_lengths(self.basis[..., :3, :3])                    # (F, S, 3)
+        size = column_lengths(basis[..., :3, :3])                         # (F, S, 3)
         flat = size.min(axis=-1) < 1e-6                                   # (F, S)
         if flat.any():
             s = np.flatnonzero(flat.any(axis=0))[0]
@@ -787,14 +781,33 @@ class Sampler:
         # (chain_bones): a stretching bone's is uniform, its stretch; every other bone's is 1.
         total = chain_bones.total_scales(size, self._scale_parents)
         if self._stretches.any():
-            self.basis = self.basis.copy()
-            self.basis[..., :3, 1] *= (total[..., 1] / size[..., 1])[..., None]    # the stretch read as Y scale
+            basis = basis.copy()
+            basis[..., :3, 1] *= (total[..., 1] / size[..., 1])[..., None]    # the stretch read as Y scale
         off = np.abs(total - 1.0) > 1e-4
         off[:, self._stretches] = (np.abs(total - total[..., 1:2]) > 1e-4 * total[..., 1:2])[:, self._stretches]
         for s in np.flatnonzero(off.any(axis=(0, 2))) if off.any() else ():
             message = f"bone '{self.rig.bones[s]}' has a pose scale; the solver treats it as unscaled: expect errors"
             if message not in self.rig.warnings:
                 self.rig.warnings.append(message)
+        return pose_basis, basis
+
+    def samples(self) -> Samples:
+        scale, world_inverse = self._remembered("world", self.world.tobytes(), self._world_part)
+        objects = world_inverse[:, None] @ self.target_world @ self.target_bone
+        bad = ~np.isfinite(objects).all(axis=(1, 2, 3))
+        if bad.any():
+            raise RigError(f"targets are not finite at frame(s) {self.frames[bad][:5].tolist()}")
+        # The start pose follows from the channels alone (live preview: the user's own, the same
+        # from frame to frame unless animated).
+        pose_basis, self.basis = self._remembered("basis", self._modes.tobytes() + self._values.tobytes(),
+                                                  self._start_pose)
+        # A root's rotation cancels in its base: while the roots stay where they are and the bones
+        # they hang from do not move, the base is the same (up to float32 rounding). (A change of
+        # how a root inherits its parent's motion changes the rig's signature: live preview then
+        # reads the rig again, with a new sampler.)
+        roots_at = pose_basis[:, self._root_index, :3, 3]
+        bases = self._remembered("bases", roots_at.tobytes() + self._raw_parent.tobytes(),
+                                 lambda: self._bases(pose_basis[:, self._root_index]))
         poles = None
         objects = orthonormalize(objects)
         if self._poles:
