@@ -881,9 +881,8 @@ def apply_pose(rig: Rig, obj, R, scale, bones=None):
     n = len(pose_bones)
     if n != len(rig.pose_index) or (index < 0).any():
         raise RigError(f"bones of '{obj.name}' were added, deleted or renamed while solving; nothing was written")
-    modes = np.empty(n, np.int32)
-    pose_bones.foreach_get("rotation_mode", modes)
-    written_modes = modes[index]
+    numbers = pose_channels.MODE_NUMBERS
+    written_modes = np.array([numbers[pose_bones[int(i)].rotation_mode] for i in index], dtype=np.int32)
     by_quaternion = written_modes == pose_channels.QUATERNION_MODE
     if by_quaternion.any():
         rows, at = written[by_quaternion], index[by_quaternion]
