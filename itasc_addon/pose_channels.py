@@ -45,14 +45,6 @@ def read(pose_bones, rows, modes_out, values_out):
         values_out[..., part] = buffer[rows]
 
 
-def from_bone(pb_channels, mode_name):
-    """(mode number, values (WIDTH,) float32) from {channel name: values} of one bone."""
-    values = np.empty(WIDTH, np.float32)
-    for name, part in CHANNELS:
-        values[part] = pb_channels[name]
-    return MODE_NUMBERS[mode_name], values
-
-
 def rotations(modes, values):
     """Rotation matrices (..., 3, 3) float64 of channel rows values (..., WIDTH) in modes (...)."""
     modes = np.asarray(modes)
