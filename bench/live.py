@@ -25,6 +25,8 @@ untimed pass of each IK side over the same frames from the same start: after eac
 evaluated tail of every IK bone is measured against its evaluated target in world space.
 
     .venv/bin/python -m bench.live --profile 6 --mode ANIMATION     # cProfile of our live preview in Blender
+    .venv/bin/python -m bench.live --profile rigify --overhead      # CPU ms: frame, handler, engine, parts, muted
+    .venv/bin/python -m bench.live --profile generated --write-cost # Blender's evaluation after a pose write
 """
 
 from __future__ import annotations
@@ -257,6 +259,59 @@ def overhead_in_blender(rig, n_frames, passes=5, mode="ANIMATION"):
     return {k: round(v, 3) for k, v in best.items()}
 
 
+# How `write_cost_in_blender` writes: (handler list, foreach_set the chain's quaternions, tag).
+WRITES = {"nothing": ("post", False, None), "transform tag": ("post", False, {"OBJECT"}),
+          "quaternions": ("post", True, None), "quaternions + transform tag": ("post", True, {"OBJECT"}),
+          "geometry tag": ("post", False, {"DATA"}),
+          "quaternions + transform tag, before the frame": ("pre", True, {"OBJECT"})}
+
+
+def write_cost_in_blender(rig, n_frames=40, passes=3):
+    """CPU ms per `frame_set` with every IK muted and a frame change handler that writes the IK
+    bones' and their parents' quaternions (a small turn) and/or tags the armature object, each way
+    of WRITES (frame_change_post, or frame_change_pre: before Blender evaluates the frame); the
+    best of `passes` passes. What Blender's evaluation after a pose write costs."""
+    import bpy
+
+    scene, obj = _build(bpy, rig, n_frames + 2)
+    mute_ik(obj)
+    bpy.context.view_layer.update()
+    bones = obj.pose.bones
+    order = {pb.name: i for i, pb in enumerate(bones)}
+    rows = sorted({order[pb.name] for pb, _ in _iks(obj)} | {order[pb.parent.name] for pb, _ in _iks(obj) if pb.parent})
+    turn = [0]
+
+    def handler_for(quaternions, tag):
+        def handler(*_):
+            turn[0] += 1
+            if quaternions:
+                values = np.empty((len(bones), 4), np.float32)
+                bones.foreach_get("rotation_quaternion", values.ravel())
+                angle = 0.01 * (turn[0] % 7)
+                values[rows] = (np.cos(angle), np.sin(angle), 0.0, 0.0)
+                bones.foreach_set("rotation_quaternion", values.ravel())
+            if tag:
+                obj.update_tag(refresh=tag)
+        return handler
+
+    best = {}
+    for _ in range(passes):
+        for name, (when, quaternions, tag) in WRITES.items():
+            handlers = bpy.app.handlers.frame_change_pre if when == "pre" else bpy.app.handlers.frame_change_post
+            handler = handler_for(quaternions, tag)
+            handlers.append(handler)
+            try:
+                scene.frame_set(1)
+                start = time.process_time()
+                for f in range(2, n_frames + 2):
+                    scene.frame_set(f)
+                ms = 1e3 * (time.process_time() - start) / n_frames
+            finally:
+                handlers.remove(handler)
+            best[name] = min(best.get(name, np.inf), ms)
+    return {"bones": len(bones), "written": len(rows), **{k: round(v, 3) for k, v in best.items()}}
+
+
 # ---- host side --------------------------------------------------------------------------------
 
 def _session(call, rig):
@@ -347,9 +402,13 @@ if __name__ == "__main__":
     parser.add_argument("--mode", default="ANIMATION", choices=("ANIMATION", "SIMULATION"))
     parser.add_argument("--overhead", action="store_true",
                         help="CPU ms per frame: the whole frame, our handler, the engine inside it, IK muted")
+    parser.add_argument("--write-cost", action="store_true",
+                        help="CPU ms per muted frame with a handler writing the pose each way (WRITES)")
     args = parser.parse_args()
     rig = args.profile if args.profile in RIGIFY else int(args.profile)
-    if args.overhead:
+    if args.write_cost:
+        print(_session(f"write_cost_in_blender({rig!r})", rig))
+    elif args.overhead:
         print(_session(f"overhead_in_blender({rig!r}, {args.frames}, mode={args.mode!r})", rig))
     else:
         print(_session(f"profile_in_blender({rig!r}, {args.frames}, mode={args.mode!r})", rig))

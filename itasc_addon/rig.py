@@ -111,11 +111,14 @@ class Rig:
 
 def ik_constraints(obj):
     """(pose bone, constraint) for every IK constraint of the armature object, in bone order."""
+    import bpy
+
     if obj is None or obj.pose is None:       # a new armature has no pose until evaluated
         return []
-    # (Testing each bone's stack for emptiness first skips the iteration of empty ones: live
-    # preview reads this every frame.)
-    return [(pb, con) for pb in obj.pose.bones if (stack := pb.constraints) for con in stack if con.type == "IK"]
+    # (An IK constraint is told by its Python type rather than its `type` enum, which costs a
+    # string per constraint: live preview reads this every frame.)
+    ik = bpy.types.KinematicConstraint
+    return [(pb, con) for pb in obj.pose.bones for con in pb.constraints if isinstance(con, ik)]
 
 
 def _chain(obj, con, pb, warnings):
