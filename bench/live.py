@@ -25,6 +25,8 @@ untimed pass of each IK side over the same frames from the same start: after eac
 evaluated tail of every IK bone is measured against its evaluated target in world space.
 
     .venv/bin/python -m bench.live --profile 6 --mode ANIMATION     # cProfile of our live preview in Blender
+    .venv/bin/python -m bench.live --profile rigify --overhead      # CPU ms: frame, handler, engine, parts, muted
+    .venv/bin/python -m bench.live --profile generated --write-cost # Blender's evaluation after a pose write
 """
 
 from __future__ import annotations
@@ -193,6 +195,123 @@ def profile_in_blender(rig, n_frames, top=30, mode="SIMULATION"):
     return profile_report(profiler, top)
 
 
+# What `overhead_in_blender` times inside our handler: (module, function) of the extension.
+PARTS = (("itasc_addon.live", "solve_now"), ("solver", "solve_animation"), ("itasc_addon.live", "_reader"),
+         ("itasc_addon.live", "_sample"), ("itasc_addon.solving", "frame_inputs"),
+         ("itasc_addon.rig", "apply_pose"))
+
+
+def overhead_in_blender(rig, n_frames, passes=5, mode="ANIMATION"):
+    """Where the CPU time (`time.process_time`) of our live preview's frame goes, ms per frame, the
+    best of `passes` passes each: the whole `frame_set`, our handler (`live.solve_now`), the
+    engine's solve inside it (`solver.solve_animation`), the handler's parts (PARTS), and a frame
+    with every IK muted. The frame minus the engine is the add-on's and Blender's share around the
+    solve; the frame minus the handler and the muted frame is mostly Blender's evaluation after
+    our write."""
+    import importlib
+
+    import bpy
+
+    from tools.blender_session import EXTENSION_MODULE
+
+    scene, obj = _build(bpy, rig, WARMUP + n_frames, mode=mode)
+    if obj.pose.ik_solver != "ITASC":
+        obj.itasc.mode = mode
+    pose = _pose(obj)
+    spent = {name: 0.0 for _, name in PARTS}
+
+    def timed(name, fn):
+        def wrapper(*args, **kwargs):
+            start = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.process_time() - start
+        return wrapper
+
+    modules = [(importlib.import_module(f"{EXTENSION_MODULE}.{module}"), name) for module, name in PARTS]
+    originals = [getattr(module, name) for module, name in modules]
+    for module, name in modules:
+        setattr(module, name, timed(name, getattr(module, name)))
+    warm, frames = range(1, WARMUP + 1), range(WARMUP + 1, WARMUP + n_frames + 1)
+    best = {}
+    try:
+        for _ in range(passes):
+            for side in (SIDES[0], SIDES[2]):
+                _set_side(bpy, obj, side, pose)
+                _play(scene, warm)
+                spent.update({name: 0.0 for name in spent})
+                start = time.process_time()
+                for f in frames:
+                    scene.frame_set(int(f))
+                total = time.process_time() - start
+                parts = {"frame": total} if side == SIDES[2] else {"frame": total, **spent}
+                for name, value in parts.items():
+                    key = name if side == SIDES[0] else "muted"
+                    best[key] = min(best.get(key, np.inf), 1e3 * value / n_frames)
+    finally:
+        for (module, name), original in zip(modules, originals):
+            setattr(module, name, original)
+    _set_side(bpy, obj, SIDES[2], pose)
+    best["frame - engine"] = best["frame"] - best["solve_animation"]
+    best["handler - engine"] = best["solve_now"] - best["solve_animation"]
+    best["frame - handler - muted"] = best["frame"] - best["solve_now"] - best["muted"]
+    return {k: round(v, 3) for k, v in best.items()}
+
+
+# How `write_cost_in_blender` writes: (handler list, foreach_set the chain's quaternions, tag).
+WRITES = {"nothing": ("post", False, None), "transform tag": ("post", False, {"OBJECT"}),
+          "quaternions": ("post", True, None), "quaternions + transform tag": ("post", True, {"OBJECT"}),
+          "geometry tag": ("post", False, {"DATA"}),
+          "quaternions + transform tag, before the frame": ("pre", True, {"OBJECT"})}
+
+
+def write_cost_in_blender(rig, n_frames=40, passes=3):
+    """CPU ms per `frame_set` with every IK muted and a frame change handler that writes the IK
+    bones' and their parents' quaternions (a small turn) and/or tags the armature object, each way
+    of WRITES (frame_change_post, or frame_change_pre: before Blender evaluates the frame); the
+    best of `passes` passes. What Blender's evaluation after a pose write costs."""
+    import bpy
+
+    scene, obj = _build(bpy, rig, n_frames + 2)
+    mute_ik(obj)
+    bpy.context.view_layer.update()
+    bones = obj.pose.bones
+    order = {pb.name: i for i, pb in enumerate(bones)}
+    rows = sorted({order[pb.name] for pb, _ in _iks(obj)} | {order[pb.parent.name] for pb, _ in _iks(obj) if pb.parent})
+    turn = [0]
+
+    def handler_for(quaternions, tag):
+        def handler(*_):
+            turn[0] += 1
+            if quaternions:
+                values = np.empty((len(bones), 4), np.float32)
+                bones.foreach_get("rotation_quaternion", values.ravel())
+                angle = 0.01 * (turn[0] % 7)
+                values[rows] = (np.cos(angle), np.sin(angle), 0.0, 0.0)
+                bones.foreach_set("rotation_quaternion", values.ravel())
+            if tag:
+                obj.update_tag(refresh=tag)
+        return handler
+
+    best = {}
+    for _ in range(passes):
+        for name, (when, quaternions, tag) in WRITES.items():
+            handlers = bpy.app.handlers.frame_change_pre if when == "pre" else bpy.app.handlers.frame_change_post
+            handler = handler_for(quaternions, tag)
+            handlers.append(handler)
+            try:
+                scene.frame_set(1)
+                start = time.process_time()
+                for f in range(2, n_frames + 2):
+                    scene.frame_set(f)
+                ms = 1e3 * (time.process_time() - start) / n_frames
+            finally:
+                handlers.remove(handler)
+            best[name] = min(best.get(name, np.inf), ms)
+    return {"bones": len(bones), "written": len(rows), **{k: round(v, 3) for k, v in best.items()}}
+
+
 # ---- host side --------------------------------------------------------------------------------
 
 def _session(call, rig):
@@ -281,6 +400,15 @@ if __name__ == "__main__":
     parser.add_argument("--profile", default="6", help="6, rigify (the metarig) or generated")
     parser.add_argument("--frames", type=int, default=250)
     parser.add_argument("--mode", default="ANIMATION", choices=("ANIMATION", "SIMULATION"))
+    parser.add_argument("--overhead", action="store_true",
+                        help="CPU ms per frame: the whole frame, our handler, the engine inside it, IK muted")
+    parser.add_argument("--write-cost", action="store_true",
+                        help="CPU ms per muted frame with a handler writing the pose each way (WRITES)")
     args = parser.parse_args()
     rig = args.profile if args.profile in RIGIFY else int(args.profile)
-    print(_session(f"profile_in_blender({rig!r}, {args.frames}, mode={args.mode!r})", rig))
+    if args.write_cost:
+        print(_session(f"write_cost_in_blender({rig!r})", rig))
+    elif args.overhead:
+        print(_session(f"overhead_in_blender({rig!r}, {args.frames}, mode={args.mode!r})", rig))
+    else:
+        print(_session(f"profile_in_blender({rig!r}, {args.frames}, mode={args.mode!r})", rig))

@@ -22,14 +22,16 @@ _SIMPLE_NAMES = {name: getattr(math, name) for name in dir(math) if not name.sta
 _SIMPLE_NAMES.update(abs=abs, min=min, max=max, round=round, bool=bool, int=int, float=float)
 
 
-def curves(obj, data_path, index=0):
-    """(driver F-curve or None, key F-curve of the active action or None) of an object's property."""
+def curves(obj, data_path, index=0, channels=None):
+    """(driver F-curve or None, key F-curve of the active action or None) of an object's property.
+    `channels`: the object's `keys.Channels` when the caller has them (looking up many properties)."""
     anim = obj.animation_data
     if anim is None:
         return None, None
     driver = anim.drivers.find(data_path, index=index)
-    key = Channels(obj).find(data_path, index) if anim.action is not None else None
-    return driver, key
+    if anim.action is None:
+        return driver, None
+    return driver, (channels or Channels(obj)).find(data_path, index)
 
 
 def _variable(var):

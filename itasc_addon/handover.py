@@ -54,14 +54,15 @@ def _paths(bone, name):
     return ((prefix + "mute", False), (prefix + "enabled", True))
 
 
-def _curves(obj, bone, name):
-    """[(is a driver, data path, inverted, F-curve)] of the F-curves that set a constraint's mute."""
+def _curves(obj, bone, name, channels=None):
+    """[(is a driver, data path, inverted, F-curve)] of the F-curves that set a constraint's mute
+    (`channels`: the object's `keys.Channels`, when the caller has them)."""
     anim = obj.animation_data
     if anim is None:
         return []
     out = []
     for path, inverted in _paths(bone, name):
-        driver, key = driven.curves(obj, path)
+        driver, key = driven.curves(obj, path, channels=channels)
         out += [(is_driver, path, inverted, fc) for is_driver, fc in ((True, driver), (False, key)) if fc is not None]
     return out
 
@@ -119,13 +120,15 @@ def chooser(obj):
     """`chosen` as a function of (pb, con) for one object, its records read once: for reading a
     whole rig."""
     records = {(item.bone, item.constraint): item for item in obj.itasc.constraints}
-    return lambda pb, con: _chosen(obj, records.get((pb.name, con.name)), pb, con)
+    anim = obj.animation_data
+    channels = Channels(obj) if anim is not None and anim.action is not None else None
+    return lambda pb, con: _chosen(obj, records.get((pb.name, con.name)), pb, con, channels)
 
 
-def _chosen(obj, item, pb, con):
+def _chosen(obj, item, pb, con, channels=None):
     if item is not None and not item.use:
         return False
-    return not _originally(item, con, _live(item, _curves(obj, pb.name, con.name)))
+    return not _originally(item, con, _live(item, _curves(obj, pb.name, con.name, channels)))
 
 
 def sync_mute(obj):

@@ -31,6 +31,7 @@ import numpy as np
 from bpy.app.handlers import persistent
 
 from .. import solver
+from ..solver.bones import coordinates_from_basis
 from ..solver.runtime.blas_threads import one_blas_thread
 from . import guard, handover, own_pose, solving, two_bone
 from . import rig as rig_module
@@ -71,6 +72,7 @@ class Reader:
     scene: object                   # rig.scene plus the bones' IK rotation / linear control tasks
     plan: object = None             # the bake's two-bone closed form (animation mode), or None
     solved: dict = field(default_factory=dict)   # frame -> (its inputs, q, rotations): replays
+    start: tuple = (None, None)     # (a start pose the sampler handed out, its joint values)
 
 
 def _reader(obj):
@@ -173,7 +175,7 @@ def _animation_frame(reader, samples, settings):
     known = reader.solved.get(frame)
     if known is not None and known[0] == key:
         return known[1:]
-    q0, objects, values = solving.frame_inputs(rig, reader.scene, samples)
+    q0, objects, values = solving.frame_inputs(rig, reader.scene, samples, _start(reader, samples))
     plan = reader.plan
     if plan is not None and two_bone.pose_reason(samples.basis, rig.bones):
         plan = None
@@ -190,8 +192,19 @@ def _simulation_inputs(reader, samples, state):
     targets as sampled, None)."""
     rig = reader.rig
     if state is None or reader.scene.value_tasks or any(d.influence < 1.0 for d in rig.driven):
-        return solving.frame_inputs(rig, reader.scene, samples)
+        return solving.frame_inputs(rig, reader.scene, samples, _start(reader, samples))
     return None, samples.objects, None
+
+
+def _start(reader, samples):
+    """The joint values of the start pose (`coordinates_from_basis`; a copy), kept while the
+    sampler hands out the same start pose: it remembers the pose per set of channel values and
+    hands it out read-only (rig.Sampler.samples), so the same array means the same pose."""
+    basis, q0 = reader.start
+    if basis is not samples.basis or basis.flags.writeable:
+        q0 = coordinates_from_basis(reader.rig.model, samples.basis)
+        reader.start = (samples.basis, q0)
+    return q0.copy()
 
 
 def _simulation_frame(obj, reader, state, samples, inputs, same_inputs, fresh, fps):

@@ -92,11 +92,13 @@ def animated_channels(obj, bones, frame):
     them), rotations and scales from `_own_channels`."""
     kept = {item.bone: item for item in obj.itasc.kept_pose}
     curves = keys.Channels(obj)
-    modes = np.empty(len(bones), np.int32)
-    values = np.empty((len(bones), pose_channels.WIDTH), np.float32)
-    for s, name in enumerate(bones):
+    numbers = pose_channels.MODE_NUMBERS
+    modes, rows = [], []
+    for name in bones:
         pb = obj.pose.bones[name]
         own = _own_channels(pb, kept.get(name), curves, frame)
-        own["location"] = pb.location
-        modes[s], values[s] = pose_channels.from_bone(own, pb.rotation_mode)
-    return modes, values
+        own["location"] = pb.location[:]
+        modes.append(numbers[pb.rotation_mode])
+        rows.append([x for channel, _ in pose_channels.CHANNELS for x in own[channel]])
+    return (np.array(modes, np.int32).reshape(len(bones)),
+            np.array(rows, np.float32).reshape(len(bones), pose_channels.WIDTH))

@@ -28,6 +28,7 @@ CHANNELS = (("location", LOCATION), ("rotation_quaternion", QUATERNION), ("rotat
 QUATERNION_MODE, AXIS_ANGLE_MODE = 0, -1
 EULER_ORDERS = {1: (0, 1, 2), 2: (0, 2, 1), 3: (1, 0, 2), 4: (1, 2, 0), 5: (2, 0, 1), 6: (2, 1, 0)}
 MODE_NUMBERS = {"QUATERNION": 0, "AXIS_ANGLE": -1, "XYZ": 1, "XZY": 2, "YXZ": 3, "YZX": 4, "ZXY": 5, "ZYX": 6}
+MODE_NAMES = {number: name for name, number in MODE_NUMBERS.items()}
 
 
 def read(pose_bones, rows, modes_out, values_out):
@@ -44,22 +45,15 @@ def read(pose_bones, rows, modes_out, values_out):
         values_out[..., part] = buffer[rows]
 
 
-def from_bone(pb_channels, mode_name):
-    """(mode number, values (WIDTH,) float32) from {channel name: values} of one bone."""
-    values = np.empty(WIDTH, np.float32)
-    for name, part in CHANNELS:
-        values[part] = pb_channels[name]
-    return MODE_NUMBERS[mode_name], values
-
-
 def rotations(modes, values):
     """Rotation matrices (..., 3, 3) float64 of channel rows values (..., WIDTH) in modes (...)."""
     modes = np.asarray(modes)
     v = np.asarray(values, np.float64)
     R = np.empty(modes.shape + (3, 3))
     R[...] = np.eye(3)
-    quat = modes == QUATERNION_MODE
-    if quat.any():
+    present = set(modes.ravel().tolist())
+    if QUATERNION_MODE in present:
+        quat = modes == QUATERNION_MODE
         q = v[quat][:, QUATERNION]
         size = np.sqrt((q * q).sum(axis=-1))
         q = np.where(size[:, None] > 0.0, q / np.where(size > 0.0, size, 1.0)[:, None], [1.0, 0.0, 0.0, 0.0])
@@ -68,8 +62,8 @@ def rotations(modes, values):
             np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
             np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
             np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1)], -2)
-    axis_angle = modes == AXIS_ANGLE_MODE
-    if axis_angle.any():
+    if AXIS_ANGLE_MODE in present:
+        axis_angle = modes == AXIS_ANGLE_MODE
         a = v[axis_angle][:, AXIS_ANGLE]
         angle, axis = a[:, 0], a[:, 1:]
         size = np.sqrt((axis * axis).sum(axis=-1))
@@ -81,8 +75,8 @@ def rotations(modes, values):
         K[:, 1, 0], K[:, 2, 0], K[:, 2, 1] = k[:, 2], -k[:, 1], k[:, 0]
         R[axis_angle] = np.eye(3) + s * K + (1.0 - c) * (K @ K)
     for mode, order in EULER_ORDERS.items():
-        here = modes == mode
-        if here.any():
+        if mode in present:
+            here = modes == mode
             e = v[here][:, EULER]
             out = np.broadcast_to(np.eye(3), e.shape[:1] + (3, 3))
             for axis in order:                       # the first axis applied is the rightmost factor

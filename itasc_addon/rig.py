@@ -102,14 +102,23 @@ class Rig:
         writes the pose every frame."""
         return np.array([self.pose_index.get(name, -1) for name in self.bones], dtype=int)
 
+    @functools.cached_property
+    def scaled_rows(self):
+        """Per model bone, whether we write its scale (`scaled`)."""
+        scaled = set(self.scaled)
+        return np.array([name in scaled for name in self.bones], dtype=bool)
+
 
 def ik_constraints(obj):
     """(pose bone, constraint) for every IK constraint of the armature object, in bone order."""
+    import bpy
+
     if obj is None or obj.pose is None:       # a new armature has no pose until evaluated
         return []
-    # (Testing each bone's stack for emptiness first skips the iteration of empty ones: live
-    # preview reads this every frame.)
-    return [(pb, con) for pb in obj.pose.bones if (stack := pb.constraints) for con in stack if con.type == "IK"]
+    # (An IK constraint is told by its Python type rather than its `type` enum, which costs a
+    # string per constraint: live preview reads this every frame.)
+    ik = bpy.types.KinematicConstraint
+    return [(pb, con) for pb in obj.pose.bones for con in pb.constraints if isinstance(con, ik)]
 
 
 def _chain(obj, con, pb, warnings):
@@ -753,24 +762,18 @@ class Sampler:
             last = self._memo[name] = (key, value)
         return last[1]
 
-    def samples(self) -> Samples:
-        scale, world_inverse = self._remembered("world", self.world.tobytes(), self._world_part)
+    def _start_pose(self):
+        """(matrix_basis (F, B, 4, 4) of the bones read, the model bones' start pose (F, S, 4, 4))
+        from the channels read: each stretching bone's Y axis scaled by its stretch as Blender
+        shows it. Refuses a non-finite pose and chain bones scaled to zero; warns (once) of pose
+        scales the solver does not model."""
         pose_basis = pose_channels.basis(self._modes, self._values, self._connected)
-        # A root's rotation cancels in its base: while the roots stay where they are and the bones
-        # they hang from do not move, the base is the same (up to float32 rounding). (A change of
-        # how a root inherits its parent's motion changes the rig's signature: live preview then
-        # reads the rig again, with a new sampler.)
-        roots_at = pose_basis[:, self._root_index, :3, 3]
-        bases = self._remembered("bases", roots_at.tobytes() + self._raw_parent.tobytes(),
-                                 lambda: self._bases(pose_basis[:, self._root_index]))
-        self.basis = pose_basis[:, self._index]
-        objects = world_inverse[:, None] @ self.target_world @ self.target_bone
-        for what, array in (("targets", objects), ("the animated pose", self.basis)):
-            bad = ~np.isfinite(array).all(axis=(1, 2, 3))
-            if bad.any():
-                raise RigError(f"{what} are not finite at frame(s) {self.frames[bad][:5].tolist()}")
+        basis = pose_basis[:, self._index]
+        bad = ~np.isfinite(basis).all(axis=(1, 2, 3))
+        if bad.any():
+            raise RigError(f"the animated pose are not finite at frame(s) {self.frames[bad][:5].tolist()}")
         # The solver models rigid bones: a chain bone scaled to (near) zero collapses its children.
-        size = column_lengths(self.basis[..., :3, :3])                    # (F, S, 3)
+        size = column_lengths(basis[..., :3, :3])                         # (F, S, 3)
         flat = size.min(axis=-1) < 1e-6                                   # (F, S)
         if flat.any():
             s = np.flatnonzero(flat.any(axis=0))[0]
@@ -781,14 +784,33 @@ class Sampler:
         # (chain_bones): a stretching bone's is uniform, its stretch; every other bone's is 1.
         total = chain_bones.total_scales(size, self._scale_parents)
         if self._stretches.any():
-            self.basis = self.basis.copy()
-            self.basis[..., :3, 1] *= (total[..., 1] / size[..., 1])[..., None]    # the stretch read as Y scale
+            basis = basis.copy()
+            basis[..., :3, 1] *= (total[..., 1] / size[..., 1])[..., None]    # the stretch read as Y scale
         off = np.abs(total - 1.0) > 1e-4
         off[:, self._stretches] = (np.abs(total - total[..., 1:2]) > 1e-4 * total[..., 1:2])[:, self._stretches]
         for s in np.flatnonzero(off.any(axis=(0, 2))) if off.any() else ():
             message = f"bone '{self.rig.bones[s]}' has a pose scale; the solver treats it as unscaled: expect errors"
             if message not in self.rig.warnings:
                 self.rig.warnings.append(message)
+        return pose_basis, basis
+
+    def samples(self) -> Samples:
+        scale, world_inverse = self._remembered("world", self.world.tobytes(), self._world_part)
+        objects = world_inverse[:, None] @ self.target_world @ self.target_bone
+        bad = ~np.isfinite(objects).all(axis=(1, 2, 3))
+        if bad.any():
+            raise RigError(f"targets are not finite at frame(s) {self.frames[bad][:5].tolist()}")
+        # The start pose follows from the channels alone (live preview: the user's own, the same
+        # from frame to frame unless animated).
+        pose_basis, self.basis = self._remembered("basis", self._modes.tobytes() + self._values.tobytes(),
+                                                  self._start_pose)
+        # A root's rotation cancels in its base: while the roots stay where they are and the bones
+        # they hang from do not move, the base is the same (up to float32 rounding). (A change of
+        # how a root inherits its parent's motion changes the rig's signature: live preview then
+        # reads the rig again, with a new sampler.)
+        roots_at = pose_basis[:, self._root_index, :3, 3]
+        bases = self._remembered("bases", roots_at.tobytes() + self._raw_parent.tobytes(),
+                                 lambda: self._bases(pose_basis[:, self._root_index]))
         poles = None
         objects = orthonormalize(objects)
         if self._poles:
@@ -842,13 +864,16 @@ def apply_pose(rig: Rig, obj, R, scale, bones=None):
     uniform scale of the bones whose scale we write (`Rig.scaled`); locations stay as they are,
     and so do the other bones' scales. Refuses anything non-finite.
 
-    Quaternion rotations and scales go in with one foreach_set each, which does not reliably
-    get the pose evaluated again (4.2 tags nothing; 5.0 copies the channels, but the pose of the
-    first frame written stayed the old one); the object's one transform tag afterwards does: the
-    evaluated pose then shows the written channels (tests/addon/test_addon_live.py, every frame).
-    A rotation set per bone tags the object's geometry, which makes Blender's evaluation after
-    the write slower (BENCHMARKS.md, "What the numbers say", live preview)."""
-    from mathutils import Matrix
+    Every channel goes in with one foreach_set per channel kind (quaternions, Euler angles, axis
+    angles, scales), which does not reliably get the pose evaluated again (4.2 tags nothing; 5.0
+    copies the channels, but the pose of the first frame written stayed the old one); the
+    object's one transform tag afterwards does: the evaluated pose then shows the written
+    channels (tests/addon/test_addon_live.py, every frame). A rotation set per bone through its
+    property would tag the object's geometry as well, which makes Blender's evaluation after the
+    write slower (BENCHMARKS.md, live preview). Euler angles continue from the bone's current
+    ones (mathutils' compatible Euler), axis angles are mathutils' of the rotation's quaternion,
+    quaternions take the short way from the current ones."""
+    from mathutils import Euler, Matrix
 
     if not (np.isfinite(R).all() and np.isfinite(scale).all()):
         raise RigError("the solver returned a non-finite pose; nothing was written")
@@ -856,32 +881,40 @@ def apply_pose(rig: Rig, obj, R, scale, bones=None):
     written = (np.arange(len(rig.bones)) if bones is None
                else np.array([s for s, name in enumerate(rig.bones) if name in bones], dtype=int))
     index = rig.pose_rows[written]
-    if len(pose_bones) != len(rig.pose_index) or (index < 0).any():
+    n = len(pose_bones)
+    if n != len(rig.pose_index) or (index < 0).any():
         raise RigError(f"bones of '{obj.name}' were added, deleted or renamed while solving; nothing was written")
-    modes = np.empty(len(pose_bones), np.int32)
-    pose_bones.foreach_get("rotation_mode", modes)
-    by_quaternion = modes[index] == 0                  # 'QUATERNION' (0 in the enum)
+    numbers = pose_channels.MODE_NUMBERS
+    written_modes = np.array([numbers[pose_bones[int(i)].rotation_mode] for i in index], dtype=np.int32)
+    by_quaternion = written_modes == pose_channels.QUATERNION_MODE
     if by_quaternion.any():
         rows, at = written[by_quaternion], index[by_quaternion]
-        quat = np.empty((len(pose_bones), 4), np.float32)
+        quat = np.empty((n, 4), np.float32)
         pose_bones.foreach_get("rotation_quaternion", quat.ravel())
         new = quaternion_from_matrix(R[rows])
         quat[at] = new * np.where((new * quat[at]).sum(axis=-1) < 0.0, -1.0, 1.0)[:, None]   # the short way
         pose_bones.foreach_set("rotation_quaternion", quat.ravel())
-    scaled = [(s, i) for s, i in zip(written, index) if rig.bones[s] in rig.scaled]
-    if scaled:
-        channels = np.empty((len(pose_bones), 3), np.float32)
+    by_axis_angle = written_modes == pose_channels.AXIS_ANGLE_MODE
+    if by_axis_angle.any():
+        channels = np.empty((n, 4), np.float32)
+        pose_bones.foreach_get("rotation_axis_angle", channels.ravel())
+        for s, i in zip(written[by_axis_angle], index[by_axis_angle]):
+            axis, angle = Matrix(R[s].tolist()).to_quaternion().to_axis_angle()
+            channels[i] = (angle, *axis)
+        pose_bones.foreach_set("rotation_axis_angle", channels.ravel())
+    by_euler = ~(by_quaternion | by_axis_angle)
+    if by_euler.any():
+        channels = np.empty((n, 3), np.float32)
+        pose_bones.foreach_get("rotation_euler", channels.ravel())
+        for s, i, mode in zip(written[by_euler], index[by_euler], written_modes[by_euler]):
+            order = pose_channels.MODE_NAMES[int(mode)]
+            channels[i] = Matrix(R[s].tolist()).to_euler(order, Euler(channels[i].tolist(), order))
+        pose_bones.foreach_set("rotation_euler", channels.ravel())
+    scaled = rig.scaled_rows[written]
+    if scaled.any():
+        channels = np.empty((n, 3), np.float32)
         pose_bones.foreach_get("scale", channels.ravel())
-        for s, i in scaled:
-            channels[i] = scale[s]
+        channels[index[scaled]] = np.asarray(scale, float)[written[scaled], None]
         pose_bones.foreach_set("scale", channels.ravel())
-    for s, i in zip(written[~by_quaternion], index[~by_quaternion]):
-        pb = pose_bones[int(i)]
-        rot = Matrix(R[s].tolist())
-        if pb.rotation_mode == "AXIS_ANGLE":
-            axis, angle = rot.to_quaternion().to_axis_angle()
-            pb.rotation_axis_angle = (angle, *axis)
-        else:
-            pb.rotation_euler = rot.to_euler(pb.rotation_mode, pb.rotation_euler)
     if len(written):
         obj.update_tag(refresh={"OBJECT"})

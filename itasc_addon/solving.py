@@ -163,12 +163,14 @@ def blend_targets(rig, q0, samples, objects):
     return objects
 
 
-def frame_inputs(rig, engine_scene, samples):
+def frame_inputs(rig, engine_scene, samples, q0=None):
     """(start q0 (F, n), targets (F, K, 4, 4), joint-control values or None) of an animation-mode
     solve of the frames sampled: the start is the animated pose (the user's own channels,
     `pose_channels`), targets of constraints with influence below 1 are blended with it, and the
-    IK rotation / linear control tasks hold to it. The bake and live preview both start here."""
-    q0 = coordinates_from_basis(rig.model, samples.basis)
+    IK rotation / linear control tasks hold to it. The bake and live preview both start here.
+    `q0`: the start, when the caller has it already (`coordinates_from_basis` of samples.basis)."""
+    if q0 is None:
+        q0 = coordinates_from_basis(rig.model, samples.basis)
     objects = blend_targets(rig, q0, samples, samples.objects)
     return q0, objects, rig_module.control_values(engine_scene, q0)
 

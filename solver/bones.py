@@ -16,12 +16,15 @@ coordinates of those joints.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from .limits import project, wrap_spheres
+from .joints import REVOLUTE as REVOLUTE_KIND
+from .joints import SWING as SWING_KIND
 from .model import PRISMATIC, REVOLUTE, SWING, Model, Segment, prismatic, revolute, sphere, swing
 from .rotations import axis_angle_matrix
 
@@ -169,44 +172,93 @@ def coordinates_from_basis(model: Model, basis) -> np.ndarray:
     axes) are dropped; the result is moved onto the limits (limits.project, unlimited spheres the
     short way round)."""
     basis = np.asarray(basis, float)
-    F = basis.shape[0]
-    q = np.zeros((F, model.n_coordinates))
+    q = np.zeros((basis.shape[0], model.n_coordinates))
     M = basis[..., :3, :3]
     scale = np.linalg.norm(M, axis=-2)
     R = M / np.where(scale > 1e-12, scale, 1.0)[..., None, :]
-    for s in range(len(model.segments)):
-        on_segment = np.flatnonzero(model.joint_segment == s)
-        turning = [k for k in on_segment if model.joints[k].kind != PRISMATIC]
-        if turning:
-            _split_rotation(model, turning, R[:, s], q)
-        for k in on_segment:
-            if model.joints[k].kind == PRISMATIC:
-                q[:, model.joint_first[k]] = (scale[:, s, 1] - 1.0) * model.length[s]
+    for split, segments, columns, joint in _splits(model):
+        split(R[:, segments], joint, q, columns)
+    for segments, columns, lengths in _stretches(model):
+        q[:, columns] = (scale[:, segments, 1] - 1.0) * lengths
     return wrap_spheres(model, project(model, q))
 
 
 _Y = (0.0, 1.0, 0.0)
 _EULER_Y = {  # RotA then RotY: (A's angle, Y's angle) from R
-    (1.0, 0.0, 0.0): lambda R: (np.arctan2(R[:, 2, 1], R[:, 1, 1]), np.arctan2(R[:, 0, 2], R[:, 0, 0])),
-    (0.0, 0.0, 1.0): lambda R: (np.arctan2(-R[:, 0, 1], R[:, 1, 1]), np.arctan2(-R[:, 2, 0], R[:, 2, 2])),
+    (1.0, 0.0, 0.0): lambda R: (np.arctan2(R[..., 2, 1], R[..., 1, 1]), np.arctan2(R[..., 0, 2], R[..., 0, 0])),
+    (0.0, 0.0, 1.0): lambda R: (np.arctan2(-R[..., 0, 1], R[..., 1, 1]), np.arctan2(-R[..., 2, 0], R[..., 2, 2])),
 }
+# Per model, the bones grouped by how their rotation splits (`_splits`) and their stretches: worked
+# out once (live preview asks every frame).
+_PLANS = weakref.WeakKeyDictionary()
 
 
-def _split_rotation(model: Model, joints, R, q) -> None:
-    """Write into q the coordinates of `joints` (one bone's rotation joints, in order) for its
-    rotations R (F, 3, 3), as coordinates_from_basis describes."""
-    first = [model.joint_first[k] for k in joints]
-    kinds = [model.joints[k].type for k in joints]
-    axes = [tuple(np.round(model.joints[k].axis, 6)) for k in joints]
-    if len(joints) == 1:
-        q[:, first[0]:first[0] + kinds[0].n_coordinates] = kinds[0].from_rotation(R, model.joints[joints[0]].axis)
-    elif [k.name for k in kinds] == [SWING, REVOLUTE] and axes[1] == _Y:
-        swing_q = kinds[0].from_rotation(R)
-        q[:, first[0]:first[0] + 2] = swing_q
-        q[:, first[1]] = kinds[1].from_rotation(np.swapaxes(kinds[0].rotation(swing_q), -1, -2) @ R, _Y)[:, 0]
-    elif [k.name for k in kinds] == [REVOLUTE, REVOLUTE] and axes[1] == _Y and axes[0] in _EULER_Y:
-        q[:, first[0]], q[:, first[1]] = _EULER_Y[axes[0]](R)
-    else:
-        names = [f"{k.name} {a}" for k, a in zip(kinds, axes)]
-        raise ValueError(f"segment '{model.names[model.joint_segment[joints[0]]]}': joints {names} are not a bone's "
-                         "(bone_joints)")
+def _one_joint(R, joint, q, columns):
+    """q[:, columns] (F, k, d) = the coordinates of one joint (the bones' `joint`, alike) nearest
+    R (F, k, 3, 3)."""
+    q[:, columns] = joint.type.from_rotation(R, joint.axis)
+
+
+def _swing_twist(R, _, q, columns):
+    """Swing then RotY: the swing turning +Y onto R's Y axis, then the twist of Swing^T R about Y."""
+    swing_q = SWING_KIND.from_rotation(R)
+    q[:, columns[:, :2]] = swing_q
+    twist = np.swapaxes(SWING_KIND.rotation(swing_q), -1, -2) @ R
+    q[:, columns[:, 2]] = REVOLUTE_KIND.from_rotation(twist, _Y)[..., 0]
+
+
+def _euler_y(R, axis, q, columns):
+    """RotX or RotZ (`axis`) then RotY (`_EULER_Y`)."""
+    q[:, columns[:, 0]], q[:, columns[:, 1]] = _EULER_Y[axis](R)
+
+
+def _splits(model: Model):
+    return _plan(model)[0]
+
+
+def _stretches(model: Model):
+    return _plan(model)[1]
+
+
+def _plan(model: Model):
+    """([(split, segments (k,), columns (k, d), what split takes besides)], [(segments, columns,
+    lengths)]): the bones whose rotation splits alike (the same joint kinds on the same axes)
+    together, as coordinates_from_basis describes; the stretching bones with their coordinates
+    and lengths."""
+    plan = _PLANS.get(model)
+    if plan is not None:
+        return plan
+    groups, stretches = {}, []
+    for s in range(len(model.segments)):
+        on_segment = np.flatnonzero(model.joint_segment == s)
+        turning = [int(k) for k in on_segment if model.joints[k].kind != PRISMATIC]
+        for k in on_segment:
+            if model.joints[k].kind == PRISMATIC:
+                stretches.append((s, int(model.joint_first[k])))
+        if not turning:
+            continue
+        joints = [model.joints[k] for k in turning]
+        columns = [c for k, j in zip(turning, joints)
+                   for c in range(model.joint_first[k], model.joint_first[k] + j.type.n_coordinates)]
+        kinds = [j.type.name for j in joints]
+        axes = [tuple(np.round(j.axis, 6)) for j in joints]
+        if len(joints) == 1:
+            key = (_one_joint, kinds[0], tuple(np.asarray(joints[0].axis, float).tolist()))
+            given = joints[0]
+        elif kinds == [SWING, REVOLUTE] and axes[1] == _Y:
+            key, given = (_swing_twist,), None
+        elif kinds == [REVOLUTE, REVOLUTE] and axes[1] == _Y and axes[0] in _EULER_Y:
+            key, given = (_euler_y, axes[0]), axes[0]
+        else:
+            names = [f"{k} {a}" for k, a in zip(kinds, axes)]
+            raise ValueError(f"segment '{model.names[s]}': joints {names} are not a bone's (bone_joints)")
+        group = groups.setdefault(key, (given, [], []))
+        group[1].append(s)
+        group[2].append(columns)
+    splits = [(key[0], np.array(segments, dtype=int), np.array(columns, dtype=int), given)
+              for key, (given, segments, columns) in groups.items()]
+    stretch = ([] if not stretches else
+               [(np.array([s for s, _ in stretches], dtype=int), np.array([c for _, c in stretches], dtype=int),
+                 np.asarray(model.length, float)[[s for s, _ in stretches]])])
+    plan = _PLANS[model] = (splits, stretch)
+    return plan

@@ -140,6 +140,22 @@ def test_coordinates_from_basis_inverts_the_bones_joints(lock, limited, stretch)
                                rtol=0, atol=1e-9)
 
 
+def test_coordinates_from_basis_of_a_chain_of_every_joint_layout():
+    """Bones of every lock combination, limited or not, stretching or not, interleaved in one chain
+    (bones of one layout apart from each other): the coordinates come back through forward
+    kinematics and the pose basis as for each layout alone."""
+    rng = np.random.default_rng(12)
+    layouts = [(lock, limited, stretch) for stretch in (0.0, 0.5) for limited in (False, True) for lock in LOCKS]
+    bones = [Bone(f"b{i}", rest_matrix(rng.normal(size=3), rng.normal(size=3), rng.uniform(-1, 1)),
+                  rng.uniform(0.5, 2.0), parent=None if i == 0 else f"b{i - 1}", lock=lock,
+                  limits=LIMITS if limited else (None,) * 3, stretch=stretch)
+             for i, (lock, limited, stretch) in enumerate(layouts + layouts[::-1])]
+    model = model_from_bones(bones)
+    q = inside(model, rng, 25)
+    np.testing.assert_allclose(coordinates_from_basis(model, basis_of(model, q)), q, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(coordinates_from_basis(model, basis_of(model, q[:1])), q[:1], rtol=0, atol=1e-9)
+
+
 @pytest.mark.parametrize("lock", LOCKS)
 def test_coordinates_from_basis_of_any_pose_lie_inside_the_limits(lock):
     """A pose basis the joints cannot make (locked axes turned, limits passed) still gives finite
