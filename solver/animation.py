@@ -215,10 +215,10 @@ class _Batch:
         # even halve, several times in a row) continue on secant steps. SDLS bounds every step
         # on purpose: its step is slow but sound when it promised a real fall and delivered at
         # least half of it (a crawl toward an unreachable target's optimum promises next to nothing).
-        promised = None
-        if self.settings.method == "sdls":
+        def promised():      # the fall of the error energy the linear model promised for the step taken
             after = residual - taken[:, None] * np.einsum("fmn,fn->fm", A, dq)
-            promised = current[rows] - (weight * after**2).sum(axis=-1)
+            return current[rows] - (weight * after**2).sum(axis=-1)
+
         slow = slow_step(self.settings.method, current[rows], out.cost[rows], promised)
         self.slow_run[frames] = np.where(slow, self.slow_run[frames] + 1, 0)
         if slow.any():

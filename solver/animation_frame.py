@@ -30,7 +30,7 @@ from .scene import Evaluation, Scene
 from .settings import Settings
 from .update import frame_pseudoinverse_solver, frame_step
 
-_ALL = slice(None)     # the one frame of a curvature Store
+_ALL = np.array([0])     # the one frame of a curvature Store (taken as the batch takes its frames)
 
 
 def solve_frame(scene: Scene, q, objects, bases, values, settings: Settings, start: float,
@@ -109,10 +109,10 @@ class _Frame:
                 out, taken = (trial, trial_cost, trial_ev), alpha
                 break
             alpha *= 0.5
-        promised = None
-        if self.settings.method == "sdls":
+        def promised():      # the fall of the error energy the linear model promised for the step taken
             after = residual - taken * (A @ dq[0])
-            promised = current - np.add.reduce(weight * (after * after))
+            return current - float(np.add.reduce(weight * (after * after)))
+
         if slow_step(self.settings.method, current, out[1], promised):
             self.slow_run += 1
             if self.slow_run >= SLOW_RUN:
@@ -152,8 +152,8 @@ class _Frame:
         lam = np.array([self.lam])
 
         def solve(A, b, weight, cols, locked_step):
-            return solve_damped(A[None], b[None], weight[None], cols[None], S, lam,
-                                None if locked_step is None else locked_step[None])[0]
+            return solve_damped(_one(A), _one(b), _one(weight), _one(cols), S, lam,
+                                None if locked_step is None else _one(locked_step))[0]
 
         dq = frame_step(self.scene, self.q, ev.A[0], ev.yd[0] - ev.y[0], ev.task_weight[0], self.settings.max_step,
                         solve)
@@ -179,10 +179,16 @@ class _Frame:
         return ev, current
 
 
-def _cost(ev: Evaluation):
-    """update.cost of the one frame (a numpy scalar): sum_i w_i (yd_i - y_i)^2."""
+def _one(x: np.ndarray) -> np.ndarray:
+    """x as a batch of one frame, strided as the batch's own arrays are (x[None] would give the
+    new axis stride 0, and numpy's kernels may then sum in another order)."""
+    return x.reshape((1,) + x.shape)
+
+
+def _cost(ev: Evaluation) -> float:
+    """update.cost of the one frame: sum_i w_i (yd_i - y_i)^2."""
     r = ev.yd[0] - ev.y[0]
-    return np.add.reduce(ev.task_weight[0] * (r * r))
+    return float(np.add.reduce(ev.task_weight[0] * (r * r)))
 
 
 def _reached(scene: Scene, ev: Evaluation, precision: float) -> bool:
@@ -190,8 +196,8 @@ def _reached(scene: Scene, ev: Evaluation, precision: float) -> bool:
     if not scene.hard_tasks.size:
         return True
     hard = scene.hard_task_index
-    missed = (ev.position_error[0, hard] > precision) | (ev.rotation_error[0, hard] > precision)
-    if not missed.any():
+    worst = np.fmax(ev.position_error[0, hard], ev.rotation_error[0, hard])   # NaN: no such part
+    if not np.fmax.reduce(worst) > precision:
         return True
     ignored = np.maximum.reduceat(ev.task_weight[0], scene.rows[:-1])[hard] == 0
-    return bool((ignored | ~missed).all())
+    return bool((ignored | ~(worst > precision)).all())

@@ -22,12 +22,14 @@ PROMISE = 0.1        # an SDLS step is sound when the linear model promised this
 def slow_step(method: str, before, after, promised):
     """Whether an update-law step was slow: it did not halve the error energy (`before` ->
     `after`), unless the method is the gradient baseline (which stays on plain steps) or, for
-    SDLS, which bounds its steps on purpose, the linear model promised a fall (`promised`) of at
-    least PROMISE * before and the step delivered at least half of it. Elementwise over frames
-    (arrays) or for one frame (numpy scalars or floats)."""
+    SDLS, which bounds its steps on purpose, the linear model promised a fall of at least
+    PROMISE * before and the step delivered at least half of it. `promised()` gives that fall
+    (asked only for SDLS, and only when some step did not halve the error). Elementwise over
+    frames (arrays) or for one frame (floats)."""
     slow = (after > SLOW * before) & (method != "gradient")
-    if method == "sdls":
-        slow &= np.logical_not((promised >= PROMISE * before) & (before - after >= SLOW * promised))
+    if method == "sdls" and (slow.any() if isinstance(slow, np.ndarray) else slow):
+        fall = promised()
+        slow = slow & np.logical_not((fall >= PROMISE * before) & (before - after >= SLOW * fall))
     return slow
 
 

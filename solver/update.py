@@ -105,7 +105,7 @@ def frame_limited_step(scene: Scene, q, max_step: float, solve_free) -> np.ndarr
             free_step = free_step * (max_step / largest)
         moved = q + free_step if locked_step is None else q + free_step + locked_step
         inside = scene.limit(moved)
-        hit = free & (inside[0] != moved[0])
+        hit = free & (inside != moved)[0]
         if not hit.any():
             break
         locked_step = np.where(hit, scene.wrap(inside)[0] - q[0], 0.0 if locked_step is None else locked_step)
@@ -132,7 +132,8 @@ def frame_pseudoinverse_solver(settings: Settings):
         rows = np.sqrt(task_weight)
         Aw = rows[:, None] * A * cols
         bw = rows * (b if locked_step is None or not locked_step.any() else b - A @ locked_step)
-        rank = min(np.count_nonzero(task_weight > 0), np.count_nonzero(cols > 0))
+        # Only DLS damps on s_min, which `rank` picks; the step of the others does not read it.
+        rank = min(np.count_nonzero(task_weight > 0), np.count_nonzero(cols > 0)) if settings.method == "dls" else None
         return pseudoinverse.solve_frame(Aw, bw, settings.method, damping_max=settings.damping_max,
                                          epsilon=settings.damping_epsilon, gamma_max=settings.gamma_max, rank=rank)[0]
     return solve
