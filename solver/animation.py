@@ -60,7 +60,9 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
     `deadline` (a time.perf_counter() value): no iteration starts that the last one's duration
     says would end past it; frames still open then are returned as they are, not converged.
     `groups` (F,) labels frames that race for the same answer (several starts of one query): once
-    one of a group converges, the others of its block stop where they are, not converged."""
+    one of a group converges, the others of its block stop where they are, not converged.
+    One frame (F = 1, as live preview solves each frame) takes the same iteration without the
+    batch's bookkeeping (animation_frame.py): its answer is this loop's to rounding."""
     start = time.perf_counter()
     q, objects, bases, values = check_inputs(scene, q0, objects, bases, values)
     F, block = q.shape[0], max(1, BLOCK_ENTRIES // max(scene.n_coordinates, 1))
