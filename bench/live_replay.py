@@ -109,7 +109,8 @@ def time_replay(path, repeats=5):
     iterations = sum(int(r.iterations.sum()) for r in results)
     return (f"{path}: {len(calls)} frames, {1e3 * best / len(calls):.3f} ms CPU per frame, "
             f"{iterations / len(calls):.2f} iterations per frame, {1e6 * best / iterations:.1f} µs per iteration "
-            f"(best of {repeats}), of which scene.evaluate {1e6 * evaluate / iterations:.1f} µs; largest |q - recorded| {largest:.2e}, "
+            f"(best of {repeats}), of which scene.evaluate {1e6 * evaluate / iterations:.1f} µs; "
+            f"largest |q - recorded| {largest:.2e}, "
             f"{other_iterations} frames with other iteration counts than recorded")
 
 

@@ -88,7 +88,8 @@ def frame_step(scene: Scene, q, A, rhs, task_weight, max_step: float, solve) -> 
     """`weighted_step` for one frame, as animation mode solves a frame alone: q (1, n), A (M, n),
     rhs and task_weight (M,); `solve(A, rhs, weight, cols, locked_step)` returns the free step x
     (n,) (locked_step None: nothing locked yet). Returns dq (1, n)."""
-    return frame_limited_step(scene, q, max_step, lambda cols, locked_step: solve(A, rhs, task_weight, cols, locked_step))
+    return frame_limited_step(scene, q, max_step,
+                              lambda cols, locked_step: solve(A, rhs, task_weight, cols, locked_step))
 
 
 def frame_limited_step(scene: Scene, q, max_step: float, solve_free) -> np.ndarray:

@@ -21,7 +21,6 @@ from solver import (Bone, CopyPose, JointValue, Scene, Settings, forward_kinemat
 from solver import animation, animation_frame, update
 from solver.bones import rest_matrix
 from solver.examples import reach_scene, straight_chain
-from solver.rotations import exp_map
 
 TOLERANCE = 1e-10
 
@@ -120,8 +119,8 @@ def batched_alone(scene, q0, objects, settings, values):
 
 def determined(scene, q0, objects, settings, values, batched):
     """Frames whose batched answer stays within 1e-11, iterations and flags the same, when the
-    start moves by +-1e-13, when the targets move by 1e-13 of their distance, and when the batched loop solves the frame on its own (F = 1, where
-    numpy's kernels round differently)."""
+    start moves by +-1e-13, when the targets move by 1e-13 of their distance, and when the
+    batched loop solves the frame on its own (F = 1, where numpy's kernels round differently)."""
     q, iterations, converged, _ = batched
     ok = np.ones(len(q0), bool)
     nearer, farther = objects.copy(), objects.copy()
@@ -129,7 +128,8 @@ def determined(scene, q0, objects, settings, values, batched):
     farther[..., :3, 3] *= 1.0 + 1e-13
     for start, targets in ((q0 + 1e-13, objects), (q0 - 1e-13, objects), (q0, nearer), (q0, farther)):
         q_moved, iterations_moved, converged_moved, _ = batched_alone(scene, start, targets, settings, values)
-        ok &= (iterations_moved == iterations) & (converged_moved == converged) & (np.abs(q_moved - q).max(axis=1) <= 1e-11)
+        ok &= ((iterations_moved == iterations) & (converged_moved == converged)
+               & (np.abs(q_moved - q).max(axis=1) <= 1e-11))
     for f in np.flatnonzero(ok):
         pick = lambda a: None if a is None else a[f:f + 1]  # noqa: E731
         alone = animation._solve_block(scene, q0[f:f + 1], pick(objects), None, pick(values), settings, 0.0)
