@@ -174,7 +174,7 @@ def test_random_frames_alone_are_the_batched_frames(settings, monkeypatch):
     branches = Branches(monkeypatch)
     rng = np.random.default_rng(7)
     taken, compared, frames = set(), 0, 0
-    for _ in range(4):
+    for _ in range(3):
         model = random_rig(rng, int(rng.integers(4, 9)))
         scene = random_scene(rng, model, int(rng.integers(1, 3)))
         q0, objects, values = random_frames(rng, scene, 8)
