@@ -36,6 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .runtime.blas_threads import one_blas_thread
+from .animation_frame import solve_frame
+from .animation_rules import LAMBDA_FIRST, LAMBDA_GIVE_UP, LAMBDA_START, NUDGE, SETTLED, SLOW_RUN, nudge_direction, \
+    sigma_min, slow_step
 from .curvature import LowRank, Store, dgw_update, solve_damped
 from .inputs import check_inputs, complete_frames, finite_frames, frames_with_a_target
 from .result import Result
@@ -43,15 +46,6 @@ from .scene import Evaluation, Scene
 from .settings import Settings
 from .update import cost, output_velocity, pseudoinverse_solver, reached, weighted_step
 
-_LAMBDA_START = 1e-3
-_LAMBDA_FIRST = 0.1   # a frame's damping when it takes damped steps from the start (Settings.steps);
-#                       chosen on the Panda's random poses (BENCHMARKS.md, "Measurements behind design choices")
-_LAMBDA_GIVE_UP = 1e12
-_NUDGE = 1e-3
-_SETTLED = 1e-13      # relative fall of the error energy below which a secant frame has settled
-_SLOW = 0.5          # an update-law step is slow when it does not halve the error energy
-_SLOW_RUN = 3        # after this many slow steps in a row a frame turns to secant steps
-_PROMISE = 0.1       # an SDLS step is sound when the linear model promised this fall or more
 BLOCK_ENTRIES = 40_000   # frames x coordinates solved together (see solve_animation)
 _FIELDS = ("y", "yd", "task_weight", "position_error", "rotation_error", "A")   # B: animation has no Xu'
 
@@ -66,11 +60,15 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
     `deadline` (a time.perf_counter() value): no iteration starts that the last one's duration
     says would end past it; frames still open then are returned as they are, not converged.
     `groups` (F,) labels frames that race for the same answer (several starts of one query): once
-    one of a group converges, the others of its block stop where they are, not converged."""
+    one of a group converges, the others of its block stop where they are, not converged.
+    One frame (F = 1, as live preview solves each frame) takes the same iteration without the
+    batch's bookkeeping (animation_frame.py): its answer is this loop's to rounding."""
     start = time.perf_counter()
     q, objects, bases, values = check_inputs(scene, q0, objects, bases, values)
     F, block = q.shape[0], max(1, BLOCK_ENTRIES // max(scene.n_coordinates, 1))
     groups = None if groups is None else np.asarray(groups)
+    if F == 1:     # one frame, as live preview solves it: the same iteration without the batch's bookkeeping
+        return solve_frame(scene, q, objects, bases, values, settings, start, deadline)
     if F <= block:
         return _solve_block(scene, q, objects, bases, values, settings, start, deadline, groups)
     part = lambda a, array: None if array is None else array[a:a + block]  # noqa: E731
@@ -88,7 +86,7 @@ def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, st
     F, C = q.shape[0], len(scene.constraints)
     position_error, rotation_error = np.full((F, C), np.nan), np.full((F, C), np.nan)
     iterations, converged = np.zeros(F, dtype=int), np.zeros(F, dtype=bool)
-    sigma_min = np.full(F, np.nan)
+    s_min = np.full(F, np.nan)
 
     active = np.flatnonzero(finite_frames(objects, bases, F))
     ev = batch.evaluate(batch.q[active], active)
@@ -100,11 +98,11 @@ def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, st
         hard_ok = np.ones(active.size, bool) if settings.fit else reached(scene, ev, settings.precision)
         done = hard_ok & (batch.last_step[active] <= settings.precision)
         converged[active[done]] = True
-        going_on = ~done & (iterations[active] < settings.max_iterations) & (batch.lam[active] < _LAMBDA_GIVE_UP)
+        going_on = ~done & (iterations[active] < settings.max_iterations) & (batch.lam[active] < LAMBDA_GIVE_UP)
         if groups is not None and done.any():
             going_on &= ~np.isin(groups[active], groups[active[done]])
         if not going_on.all():
-            sigma_min[active[~going_on]] = _sigma_min(scene, _select(ev, ~going_on))
+            s_min[active[~going_on]] = sigma_min(scene, _select(ev, ~going_on))
             keep = np.flatnonzero(going_on)
             active, current, ev, hard_ok = active[keep], current[keep], _select(ev, keep), hard_ok[keep]
         if not active.size or (deadline is not None and time.perf_counter() + last_iteration > deadline):
@@ -125,7 +123,7 @@ def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, st
     else:
         converged &= complete_frames(objects, F)      # a missing target: the frame is not done
     return Result(q=batch.q, position_error=position_error, rotation_error=rotation_error,
-                  iterations=iterations, converged=converged, sigma_min=sigma_min,
+                  iterations=iterations, converged=converged, sigma_min=s_min,
                   seconds=time.perf_counter() - start, names=list(scene.names))
 
 
@@ -158,7 +156,7 @@ class _Batch:
         self.objects, self.bases, self.values = objects, bases, values
         F = q.shape[0]
         # 0: update-law steps; > 0: damped (secant) steps
-        self.lam = np.full(F, _LAMBDA_FIRST if settings.steps == "damped" else 0.0)
+        self.lam = np.full(F, LAMBDA_FIRST if settings.steps == "damped" else 0.0)
         self.curvature = Store(F, scene.n_coordinates)   # S = Z K Z^T per frame, on secant steps
         self.nudged = np.zeros(F, dtype=bool)
         self.slow_run = np.zeros(F, dtype=int)   # consecutive update-law steps that were slow
@@ -175,7 +173,7 @@ class _Batch:
                                    jacobians="A")
 
     def _to_secant(self, frames):
-        self.lam[frames] = _LAMBDA_START
+        self.lam[frames] = LAMBDA_START
         self.curvature.reset(frames)
 
     def update_law_steps(self, active, rows, ev, current, out: _Iteration):
@@ -219,15 +217,14 @@ class _Batch:
         # even halve, several times in a row) continue on secant steps. SDLS bounds every step
         # on purpose: its step is slow but sound when it promised a real fall and delivered at
         # least half of it (a crawl toward an unreachable target's optimum promises next to nothing).
-        slow = (out.cost[rows] > _SLOW * current[rows]) & (self.settings.method != "gradient")  # a baseline stays plain
-        if self.settings.method == "sdls":
+        def promised():      # the fall of the error energy the linear model promised for the step taken
             after = residual - taken[:, None] * np.einsum("fmn,fn->fm", A, dq)
-            promised = current[rows] - (weight * after**2).sum(axis=-1)
-            fell = current[rows] - out.cost[rows]
-            slow &= ~((promised >= _PROMISE * current[rows]) & (fell >= _SLOW * promised))
+            return current[rows] - (weight * after**2).sum(axis=-1)
+
+        slow = slow_step(self.settings.method, current[rows], out.cost[rows], promised)
         self.slow_run[frames] = np.where(slow, self.slow_run[frames] + 1, 0)
         if slow.any():
-            self._to_secant(frames[self.slow_run[frames] >= _SLOW_RUN])
+            self._to_secant(frames[self.slow_run[frames] >= SLOW_RUN])
 
     def secant_steps(self, active, rows, ev, current, out: _Iteration):
         """Damped steps with and without the curvature estimate S; the better one counts (without
@@ -260,12 +257,12 @@ class _Batch:
         # fit has converged and an IK solve stops short of its targets. The error is flat there,
         # so an IK solve also waits for its step to fall below the precision, which places the
         # optimum itself (a stalled frame stops anyway once its damping has grown to give up).
-        settled = better & (now - trial_cost <= _SETTLED * now)
+        settled = better & (now - trial_cost <= SETTLED * now)
         if self.settings.fit:
             out.proposed[rows[settled]] = 0.0
         else:
             settled &= out.proposed[rows] <= self.settings.precision
-            self.lam[frames[settled]] = _LAMBDA_GIVE_UP
+            self.lam[frames[settled]] = LAMBDA_GIVE_UP
         out.take(rows, better, trial, trial_cost, trial_ev)
 
     def _secant_trial(self, frames, rows, ev, S: LowRank):
@@ -284,13 +281,13 @@ class _Batch:
             return
         self.last_step[active[stuck & hard_ok]] = 0.0
         frames = active[stuck & ~hard_ok]
-        self.lam[frames[self.nudged[frames]]] = _LAMBDA_GIVE_UP
+        self.lam[frames[self.nudged[frames]]] = LAMBDA_GIVE_UP
         first = frames[~self.nudged[frames]]
         if not first.size:
             return
         self.nudged[first] = True
         n = self.scene.n_coordinates
-        self.q[first] = self.scene.project(self.q[first] + _NUDGE * self.scene.joint_weight * _nudge_direction(n))
+        self.q[first] = self.scene.project(self.q[first] + NUDGE * self.scene.joint_weight * nudge_direction(n))
         rows = np.flatnonzero(np.isin(active, first))
         nudged_ev = self.evaluate(self.q[active[rows]], active[rows])
         _put(ev, nudged_ev, np.ones(rows.size, bool), rows)
@@ -304,20 +301,6 @@ def _secant_solver(S: LowRank, lam):
         S_part = LowRank(S.Z[frames], S.K[frames])
         return solve_damped(A, b, weight, cols, S_part, lam[frames], locked_step), np.nan    # no s_min here
     return solve
-
-
-def _nudge_direction(n: int) -> np.ndarray:
-    """A fixed, irregular unit direction in coordinate space (the same on every run)."""
-    d = np.sin(np.arange(1, n + 1) * 2.399963)  # golden-angle steps
-    return d / max(np.linalg.norm(d), 1e-300)
-
-
-def _sigma_min(scene: Scene, ev: Evaluation) -> np.ndarray:
-    """Smallest singular value of the weighted A of each frame of an evaluation."""
-    if not (ev.y.shape[0] and scene.n_outputs and scene.n_coordinates):
-        return np.full(ev.y.shape[0], np.nan)
-    Aw = np.sqrt(ev.task_weight)[..., None] * ev.A * scene.joint_weight
-    return np.linalg.svd(Aw, compute_uv=False)[:, -1]
 
 
 def _select(ev: Evaluation, idx) -> Evaluation:

@@ -91,11 +91,60 @@ def svd_by_gram(A: np.ndarray):
     eigenvectors of the smaller Gram matrix; the singular vectors of directions with s below
     GRAM_RCOND * s_max are returned as zeros (they are not determined to any accuracy)."""
     wide = A.shape[-2] <= A.shape[-1]
-    B = A if wide else np.swapaxes(A, -1, -2)
-    w, X = np.linalg.eigh(B @ np.swapaxes(B, -1, -2))
+    B = A if wide else A.swapaxes(-1, -2)
+    w, X = np.linalg.eigh(B @ B.swapaxes(-1, -2))
     s = np.sqrt(np.maximum(w[..., ::-1], 0.0))
     X = X[..., ::-1]
     kept = s > GRAM_RCOND * s[..., :1]
-    Y = np.swapaxes(X, -1, -2) @ B * np.where(kept, 1.0 / np.where(kept, s, 1.0), 0.0)[..., None]
-    X = X * kept[..., None, :]
-    return (X, s, Y) if wide else (np.swapaxes(Y, -1, -2), s, np.swapaxes(X, -1, -2))
+    if kept.all():          # nothing to drop (the usual case): the masks below would change nothing
+        Y = X.swapaxes(-1, -2) @ B * (1.0 / s)[..., None]
+    else:
+        Y = X.swapaxes(-1, -2) @ B * np.where(kept, 1.0 / np.where(kept, s, 1.0), 0.0)[..., None]
+        X = X * kept[..., None, :]
+    return (X, s, Y) if wide else (Y.swapaxes(-1, -2), s, X.swapaxes(-1, -2))
+
+
+def solve_frame(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-10,
+                damping_max: float = 0.5, epsilon: float = 0.1, gamma_max: float = np.pi / 4, rank=None):
+    """`solve` for one frame, A (M, n) and b (M,): the same four methods and the same rules (the
+    Gram route and its GRAM_RCOND for DLS and SDLS, `rank` choosing s_min), each choice that
+    `solve` makes per frame with an array mask taken here by a Python `if`. Live preview solves
+    one frame at a time, where numpy's cost per call, not the arithmetic, is the bill; the
+    answers equal `solve`'s to rounding (tests/engine/test_pseudoinverse.py). Returns x (n,) and
+    s_min (a float)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown solver {method!r}; choose one of {METHODS}")
+    if 0 in A.shape:
+        return np.zeros(A.shape[1]), 0.0
+    if method == "gradient":
+        g = b @ A
+        Ag = A @ g
+        return (float(g @ g) / max(float(Ag @ Ag), 1e-300)) * g, np.nan
+    if method == "pinv":
+        U, s, Vt = np.linalg.svd(A, full_matrices=False)
+    else:
+        U, s, Vt = svd_by_gram(A)
+        rcond = max(rcond, GRAM_RCOND)
+    s_max = float(s[0])
+    s_min = float(s[-1] if rank is None else s[min(max(int(rank) - 1, 0), s.size - 1)])
+    alpha = b @ U                                                 # b in the singular basis
+    keep = s > rcond * s_max
+    every = keep.all()
+    if method == "pinv":
+        inv = 1.0 / np.maximum(s, 1e-300)
+        return ((inv if every else np.where(keep, inv, 0.0)) * alpha) @ Vt, s_min
+    if method == "dls":
+        lam2 = (1.0 - (s_min / epsilon) ** 2) * damping_max**2 if s_min < epsilon else 0.0
+        inv = s / np.maximum(s**2 + lam2, 1e-300)
+        return ((inv if every else np.where(keep, inv, 0.0)) * alpha) @ Vt, s_min
+    # SDLS, as in `solve`: direction i's step c_i v_i clamped to gamma_i, the sum to gamma_max.
+    abs_Vt = np.abs(Vt)
+    s_safe = s if every else np.where(keep, s, 1.0)
+    M = (abs_Vt @ np.add.reduce(np.abs(A), axis=0)) / s_safe
+    gamma = np.minimum(1.0, np.add.reduce(np.abs(U), axis=0) / np.maximum(M, 1e-300)) * gamma_max
+    c = alpha / s_safe if every else np.where(keep, alpha / s_safe, 0.0)
+    largest = np.abs(c) * np.maximum.reduce(abs_Vt, axis=1)
+    c = c * np.minimum(1.0, gamma / np.maximum(largest, 1e-300))   # = 1 exactly where largest <= gamma
+    x = c @ Vt
+    largest = float(np.maximum.reduce(np.abs(x)))
+    return (x * (gamma_max / largest) if largest > gamma_max else x), s_min

@@ -84,6 +84,37 @@ def limited_step(scene: Scene, q, max_step, solve_free) -> np.ndarray:
     return scene.wrap(inside) - q
 
 
+def frame_step(scene: Scene, q, A, rhs, task_weight, max_step: float, solve) -> np.ndarray:
+    """`weighted_step` for one frame, as animation mode solves a frame alone: q (1, n), A (M, n),
+    rhs and task_weight (M,); `solve(A, rhs, weight, cols, locked_step)` returns the free step x
+    (n,) (locked_step None: nothing locked yet). Returns dq (1, n)."""
+    return frame_limited_step(scene, q, max_step,
+                              lambda cols, locked_step: solve(A, rhs, task_weight, cols, locked_step))
+
+
+def frame_limited_step(scene: Scene, q, max_step: float, solve_free) -> np.ndarray:
+    """`limited_step` for one frame q (1, n), every choice taken by a Python `if`: the free step
+    cols x = cols solve_free(cols, locked_step) (x (n,)) scaled to at most max_step; coordinates
+    it takes past a limit put on the limit and locked, and the rest solved again, until none
+    newly hits a limit. Returns dq (1, n)."""
+    free = scene.joint_weight > 0
+    cols, locked_step = scene.joint_weight * free, None
+    for _ in range(scene.n_coordinates + 1):
+        free_step = cols * solve_free(cols, locked_step)
+        largest = float(np.maximum.reduce(np.abs(free_step), initial=0.0))
+        if largest > max_step:
+            free_step = free_step * (max_step / largest)
+        moved = q + free_step if locked_step is None else q + free_step + locked_step
+        inside = scene.limit(moved)
+        hit = free & (inside != moved)[0]
+        if not hit.any():
+            break
+        locked_step = np.where(hit, scene.wrap(inside)[0] - q[0], 0.0 if locked_step is None else locked_step)
+        free = free & ~hit
+        cols = scene.joint_weight * free
+    return scene.wrap(inside) - q
+
+
 def pseudoinverse_solver(settings: Settings):
     """x = (Wy^1/2 A C)# Wy^1/2 b for the free columns C: the update law's A#."""
     def solve(A, b, task_weight, cols, locked_step, frames=None):
@@ -93,6 +124,19 @@ def pseudoinverse_solver(settings: Settings):
         rank = np.minimum((task_weight > 0).sum(axis=-1), (cols > 0).sum(axis=-1))
         return pseudoinverse.solve(Aw, bw, settings.method, damping_max=settings.damping_max,
                                    epsilon=settings.damping_epsilon, gamma_max=settings.gamma_max, rank=rank)
+    return solve
+
+
+def frame_pseudoinverse_solver(settings: Settings):
+    """`pseudoinverse_solver` for one frame (frame_step's `solve`), with pseudoinverse.solve_frame."""
+    def solve(A, b, task_weight, cols, locked_step):
+        rows = np.sqrt(task_weight)
+        Aw = rows[:, None] * A * cols
+        bw = rows * (b if locked_step is None or not locked_step.any() else b - A @ locked_step)
+        # Only DLS damps on s_min, which `rank` picks; the step of the others does not read it.
+        rank = min(np.count_nonzero(task_weight > 0), np.count_nonzero(cols > 0)) if settings.method == "dls" else None
+        return pseudoinverse.solve_frame(Aw, bw, settings.method, damping_max=settings.damping_max,
+                                         epsilon=settings.damping_epsilon, gamma_max=settings.gamma_max, rank=rank)[0]
     return solve
 
 

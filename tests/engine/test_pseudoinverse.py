@@ -59,3 +59,19 @@ def test_damped_steps_match_the_formulas_on_a_full_svd(method, reference, M, n, 
     x, _ = pseudoinverse.solve(A, b, method, rank=np.linalg.matrix_rank(A))
     expected = np.stack([reference(A[f], b[f]) for f in range(40)])
     np.testing.assert_allclose(x, expected, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("method", pseudoinverse.METHODS)
+@pytest.mark.parametrize("M, n, rank", [(3, 18, None), (3, 18, 2), (6, 7, None), (6, 7, 5), (9, 4, None), (9, 4, 3)])
+def test_one_frames_solve_is_the_batched_solve_of_that_frame(method, M, n, rank):
+    """solve_frame (one frame, 2-D arrays) against solve on the same frames, with the DLS
+    damping turned on by small singular values and SDLS's clamps reached by large right-hand sides."""
+    rng = np.random.default_rng(11 * M + n)
+    A = matrices(rng, 30, M, n, rank)
+    b = rng.normal(size=(30, M)) * 10.0 ** rng.uniform(-3, 2, (30, 1))
+    ranks = np.full(30, min(M, n) if rank is None else rank)
+    x, s_min = pseudoinverse.solve(A, b, method, epsilon=0.5, rank=ranks)
+    for f in range(30):
+        x_one, s_min_one = pseudoinverse.solve_frame(A[f], b[f], method, epsilon=0.5, rank=ranks[f])
+        np.testing.assert_allclose(x_one, x[f], rtol=1e-10, atol=1e-12 * np.abs(x[f]).max(initial=1.0))
+        np.testing.assert_allclose(s_min_one, s_min[f], rtol=1e-12, equal_nan=True)
