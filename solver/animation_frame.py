@@ -88,7 +88,7 @@ class _Frame:
         self.pseudoinverse = frame_pseudoinverse_solver(settings)
 
     def evaluate(self, q) -> Evaluation:
-        return self.scene.evaluate(q, self.objects, self.bases, values=self.values, jacobians="A")
+        return self.scene.evaluate(q, self.objects, self.bases, values=self.values, jacobians="A", one_frame=True)
 
     def _to_secant(self) -> None:
         self.lam = LAMBDA_START
