@@ -223,7 +223,10 @@ class MarkerScene(Scene):
         """q with the dependents of the couplers held exactly set from their independent ones."""
         return fill_dependents(q, self.held) if self.held else np.asarray(q, dtype=float)
 
-    def evaluate(self, q, objects=None, bases=None, jacobians: bool = True, values=None) -> Evaluation:
+    def evaluate(self, q, objects=None, bases=None, jacobians: bool = True, values=None,
+                 one_frame: bool = False) -> Evaluation:
+        """Scene.evaluate's outputs for the markers and coordinate tasks (`one_frame` is accepted
+        and changes nothing: this evaluation has no per-frame bookkeeping to save)."""
         q = self.fill(q)
         F, M, T = q.shape[0], self.n_markers, len(self.task_names)
         if bases is not None:
