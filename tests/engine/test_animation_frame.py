@@ -138,9 +138,9 @@ def determined(scene, q0, objects, settings, values, batched):
     return ok
 
 
-def compare_one_by_one(scene, q0, objects, settings, values, branches, every=False):
-    """Solve every frame alone and batched; assert the determined ones (`every`: all) agree.
-    Returns the branches the compared frames took, and how many were compared."""
+def compare_one_by_one(scene, q0, objects, settings, values, branches, every=False, tolerance=TOLERANCE):
+    """Solve every frame alone and batched; assert the determined ones (`every`: all) agree to
+    `tolerance`. Returns the branches the compared frames took, and how many were compared."""
     batched = batched_alone(scene, q0, objects, settings, values)
     q, iterations, converged, both = batched
     taken, compared = set(), 0
@@ -150,9 +150,9 @@ def compare_one_by_one(scene, q0, objects, settings, values, branches, every=Fal
                               values=None if values is None else values[f:f + 1])
         assert one.iterations[0] == iterations[f], f"frame {f}"
         assert one.converged[0] == converged[f], f"frame {f}"
-        np.testing.assert_allclose(one.q[0], q[f], rtol=0, atol=TOLERANCE, err_msg=f"frame {f}")
+        np.testing.assert_allclose(one.q[0], q[f], rtol=0, atol=tolerance, err_msg=f"frame {f}")
         for part in ("position_error", "rotation_error"):
-            np.testing.assert_allclose(getattr(one, part)[0], getattr(both, part)[2 * f], rtol=0, atol=TOLERANCE)
+            np.testing.assert_allclose(getattr(one, part)[0], getattr(both, part)[2 * f], rtol=0, atol=tolerance)
         np.testing.assert_allclose(one.sigma_min[0], both.sigma_min[2 * f], rtol=1e-8, atol=1e-12)
         taken |= branches.taken
         if not np.isfinite(objects[f]).all():
@@ -187,9 +187,10 @@ def test_random_frames_alone_are_the_batched_frames(settings, monkeypatch):
 
 @pytest.mark.parametrize("settings", [Settings(method="sdls"), Settings(method="dls")], ids=lambda s: s.method)
 def test_a_stationary_start_is_nudged_alike(settings, monkeypatch):
-    """(A start moved by 1e-13 is no longer stationary: this frame is compared as it is.)"""
+    """(A start moved by 1e-13 is no longer stationary: this frame is compared as it is. Leaving a
+    saddle amplifies the loops' rounding differences, by about 1e6 here on numpy 2.4: q to 1e-8.)"""
     branches = Branches(monkeypatch)
     scene, q0, target = straight_away_frame()
     taken, _ = compare_one_by_one(scene, np.repeat(q0, 2, axis=0), np.repeat(target, 2, axis=0), settings, None,
-                                  branches, every=True)
+                                  branches, every=True, tolerance=1e-8)
     assert "stationary" in taken
