@@ -334,11 +334,15 @@ def _featured_rig(n_frames):
 
 
 def _build_for_equality(kind, n_frames):
-    """(scene, rig, the target to drag or None) of a kind: 'chain', 'featured' or 'metarig'."""
-    if kind == "metarig":
+    """(scene, rig, the target to drag or None) of a kind: 'chain', 'featured', 'metarig' or
+    'generated' (the rig Rigify generates, limbs in IK with poles, controls keyed)."""
+    if kind in ("metarig", "generated"):
         from tools import demo_rigify
 
-        scene, rig, _ = demo_rigify._build(bpy, n_frames)
+        if kind == "generated":
+            scene, rig = demo_rigify.build_generated(bpy, n_frames)
+        else:
+            scene, rig, _ = demo_rigify._build(bpy, n_frames)
         return scene, rig, None
     clear_scene()
     if kind == "featured":
