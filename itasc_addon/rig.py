@@ -771,7 +771,7 @@ class Sampler:
         basis = pose_basis[:, self._index]
         bad = ~np.isfinite(basis).all(axis=(1, 2, 3))
         if bad.any():
-            raise RigError(f"the animated pose are not finite at frame(s) {self.frames[bad][:5].tolist()}")
+            raise RigError(f"the animated pose is not finite at frame(s) {self.frames[bad][:5].tolist()}")
         # The solver models rigid bones: a chain bone scaled to (near) zero collapses its children.
         size = column_lengths(basis[..., :3, :3])                         # (F, S, 3)
         flat = size.min(axis=-1) < 1e-6                                   # (F, S)
