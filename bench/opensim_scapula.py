@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from solver.opensim import IKMarkerTask, IKTaskSet, MarkerData, MarkerIK, load_osim, read_storage, write_trc
+from solver.opensim import IKMarkerTask, IKTaskSet, MarkerIK, load_osim, read_storage, write_trc
+from tests.opensim_reference import assembled_motion
 
 from .common import best_time
 
@@ -49,28 +50,7 @@ def _opensim():
 
 def motion(osim, om, noise: float):
     """(MarkerData, true coordinates (F, n)): the module docstring's motion, assembled by OpenSim."""
-    model = osim.Model(str(MODEL))
-    state = model.initSystem()
-    coordinates = model.getCoordinateSet()
-    n = coordinates.getSize()
-    for i in range(n):
-        coordinates.get(i).setLocked(state, False)
-    t = np.arange(FRAMES) / RATE
-    phase = np.random.default_rng(7).uniform(0, 2 * np.pi, n)
-    q = om.coupling.default + np.where(om.coupling.locked, 0.0, 0.25) * np.sin(2 * np.pi * 1.5 * t[:, None] + phase)
-    markers = model.getMarkerSet()
-    names = [markers.get(k).getName() for k in range(markers.getSize())]
-    truth, x = np.empty_like(q), np.empty((FRAMES, len(names), 3))
-    for f in range(FRAMES):
-        for i in range(n):
-            coordinates.get(i).setValue(state, float(q[f, i]), False)
-        model.assemble(state)
-        truth[f] = [coordinates.get(i).getValue(state) for i in range(n)]
-        model.realizePosition(state)
-        x[f] = [[markers.get(k).getLocationInGround(state).get(i) for i in range(3)] for k in range(len(names))]
-    x = x + np.random.default_rng(3).normal(scale=noise, size=x.shape)
-    return MarkerData(names=names, time=t, positions=x, frame_numbers=np.arange(1, FRAMES + 1), data_rate=RATE,
-                      camera_rate=RATE), truth
+    return assembled_motion(osim, MODEL, om.coupling, FRAMES, RATE, noise)
 
 
 def _opensim_tool(osim, trc: Path, names, end: float, out: Path):

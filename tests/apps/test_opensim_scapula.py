@@ -18,7 +18,7 @@ from solver.opensim import (IKMarkerTask, IKTaskSet, MarkerData, MarkerIK, Marke
 from solver.opensim import write_trc
 from solver.opensim.marker_kinematics import MarkerKinematics
 from solver.opensim.markers import marker_jacobian, marker_positions
-from tests.opensim_reference import DATA
+from tests.opensim_reference import DATA, assembled_motion, unlocked_model
 from tests.opensim_reference import opensim as _opensim
 
 FOLDER = DATA.parent / "opensim_constraints"
@@ -137,15 +137,6 @@ def test_marker_and_constraint_jacobians_match_finite_differences(om):
     assert np.abs((Jp[:, 0] - Jp[:, 1]) - residual[:, 0]).max() < 1e-8
 
 
-def _opensim_model(osim, path):
-    model = osim.Model(str(path))
-    state = model.initSystem()
-    coordinates = model.getCoordinateSet()
-    for i in range(coordinates.getSize()):
-        coordinates.get(i).setLocked(state, False)
-    return model, state, coordinates
-
-
 def _transform(t):
     X = np.eye(4)
     X[:3, :3] = [[t.R().get(i, k) for k in range(3)] for i in range(3)]
@@ -158,7 +149,7 @@ def test_forward_kinematics_matches_opensim(tmp_path, variant):
     osim = _opensim()
     path = _variant(tmp_path) if variant else MODEL
     ours = load_osim(path)
-    model, state, coordinates = _opensim_model(osim, path)
+    model, state, coordinates = unlocked_model(osim, path)
     assert [coordinates.get(i).getName() for i in range(coordinates.getSize())] == ours.coordinate_names
     q = _random_coordinates(ours, np.random.default_rng(3), 6, spread=1.0)
     W, x = ours.body_frames(q), marker_positions(ours, q)
@@ -209,24 +200,8 @@ def motion(tmp_path_factory):
     osim = _opensim()
     folder = tmp_path_factory.mktemp("scapula")
     om = load_osim(MODEL)
-    model, state, coordinates = _opensim_model(osim, MODEL)
-    n = coordinates.getSize()
-    time = np.arange(FRAMES) / RATE
-    rng = np.random.default_rng(7)
-    amplitude = np.where(om.coupling.locked, 0.0, 0.25)
-    q = om.coupling.default + amplitude * np.sin(2 * np.pi * 1.5 * time[:, None] + rng.uniform(0, 2 * np.pi, n))
-    markers = model.getMarkerSet()
-    names = [markers.get(k).getName() for k in range(markers.getSize())]
-    truth, positions = np.empty_like(q), np.empty((FRAMES, len(names), 3))
-    for f in range(FRAMES):
-        for i in range(n):
-            coordinates.get(i).setValue(state, float(q[f, i]), False)
-        model.assemble(state)
-        truth[f] = [coordinates.get(i).getValue(state) for i in range(n)]
-        model.realizePosition(state)
-        positions[f] = [[markers.get(k).getLocationInGround(state).get(i) for i in range(3)] for k in range(len(names))]
-    data = MarkerData(names=names, time=time, positions=positions, frame_numbers=np.arange(1, FRAMES + 1),
-                      data_rate=RATE, camera_rate=RATE)
+    data, truth = assembled_motion(osim, MODEL, om.coupling, FRAMES, RATE)
+    names, time = data.names, data.time
     write_trc(folder / "motion.trc", data, units="m", fmt="%.12f")
 
     model = osim.Model(str(MODEL))                       # as the file has it (locked coordinates locked)
