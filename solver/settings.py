@@ -19,7 +19,8 @@ class Settings:
     max_step: float = 0.5            # largest coordinate change of one update (radians or units)
     damping_max: float = 0.5         # DLS
     damping_epsilon: float = 0.1     # DLS
-    gamma_max: float = np.pi / 4     # SDLS: the largest coordinate change one update may cause
+    gamma_max: float | None = None   # SDLS: the largest coordinate change one update may cause;
+    #                                  None: the mode's own (update.SDLS_BOUND)
     feedback: float = 20.0           # K, per second (simulation)
     max_velocity: float = 50.0       # largest coordinate speed (simulation)
     substeps: int = 0                # simulation: 0 chooses them from the joint speed
@@ -43,6 +44,8 @@ class Settings:
         for name in ("precision", "max_step", "feedback", "max_velocity", "fps", "substep_angle",
                      "damping_max", "damping_epsilon", "gamma_max"):
             value = getattr(self, name)
+            if value is None and name == "gamma_max":
+                continue
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"setting {name} = {value} must be a positive number")
         if self.max_iterations < 1 or self.substeps < 0 or self.max_substeps < 1:

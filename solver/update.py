@@ -115,20 +115,39 @@ def frame_limited_step(scene: Scene, q, max_step: float, solve_free) -> np.ndarr
     return scene.wrap(inside) - q
 
 
-def pseudoinverse_solver(settings: Settings):
-    """x = (Wy^1/2 A C)# Wy^1/2 b for the free columns C: the update law's A#."""
+# SDLS's bound on one update's coordinate change per mode, where Settings.gamma_max is None.
+# Simulation takes Buss and Kim's pi/4. Animation mode halves a step until the error falls and
+# bounds it by max_step anyway, so there the bound only shortens steps that would have been
+# taken: a half turn, which lets a frame starting near a singular pose (a straight limb) leave it
+# in a few updates instead of creeping away.
+SDLS_BOUND = {"simulation": np.pi / 4, "animation": np.pi}
+
+
+def sdls_bound(settings: Settings, mode: str) -> float:
+    """The SDLS bound gamma_max a solve in `mode` ('animation' or 'simulation') takes."""
+    return SDLS_BOUND[mode] if settings.gamma_max is None else settings.gamma_max
+
+
+def pseudoinverse_solver(settings: Settings, mode: str):
+    """x = (Wy^1/2 A C)# Wy^1/2 b for the free columns C: the update law's A# (in `mode`, for
+    SDLS's bound)."""
+    gamma_max = sdls_bound(settings, mode)
+
     def solve(A, b, task_weight, cols, locked_step, frames=None):
         rows = np.sqrt(task_weight)
         Aw = rows[..., None] * A * cols[:, None, :]
         bw = rows * (b if locked_step is None or not locked_step.any() else b - np.einsum("fmn,fn->fm", A, locked_step))
         rank = np.minimum((task_weight > 0).sum(axis=-1), (cols > 0).sum(axis=-1))
         return pseudoinverse.solve(Aw, bw, settings.method, damping_max=settings.damping_max,
-                                   epsilon=settings.damping_epsilon, gamma_max=settings.gamma_max, rank=rank)
+                                   epsilon=settings.damping_epsilon, gamma_max=gamma_max, rank=rank)
     return solve
 
 
 def frame_pseudoinverse_solver(settings: Settings):
-    """`pseudoinverse_solver` for one frame (frame_step's `solve`), with pseudoinverse.solve_frame."""
+    """`pseudoinverse_solver` in animation mode for one frame (frame_step's `solve`), with
+    pseudoinverse.solve_frame."""
+    gamma_max = sdls_bound(settings, "animation")
+
     def solve(A, b, task_weight, cols, locked_step):
         rows = np.sqrt(task_weight)
         Aw = rows[:, None] * A * cols
@@ -136,7 +155,7 @@ def frame_pseudoinverse_solver(settings: Settings):
         # Only DLS damps on s_min, which `rank` picks; the step of the others does not read it.
         rank = min(np.count_nonzero(task_weight > 0), np.count_nonzero(cols > 0)) if settings.method == "dls" else None
         return pseudoinverse.solve_frame(Aw, bw, settings.method, damping_max=settings.damping_max,
-                                         epsilon=settings.damping_epsilon, gamma_max=settings.gamma_max, rank=rank)[0]
+                                         epsilon=settings.damping_epsilon, gamma_max=gamma_max, rank=rank)[0]
     return solve
 
 

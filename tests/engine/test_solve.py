@@ -443,3 +443,29 @@ def test_simulation_tracks_a_target_again_when_it_reappears():
     assert np.isnan(result.position_error[100, 0]) and np.isfinite(result.q).all()
     # Ten frames later the lag of a restart has died away to the steady tracking error.
     assert result.position_error[110:, 0].max() <= 2 * reference.position_error[110:, 0].max()
+
+
+def test_sdls_bound_is_a_half_turn_in_animation_mode_and_buss_and_kims_in_simulation():
+    """Settings.gamma_max None takes the mode's bound (update.SDLS_BOUND): pi in animation mode, whose
+    halving line search guards the steps, so that frames starting at the straight (singular) rest
+    pose leave it in fewer updates than with pi / 4; pi / 4 in simulation."""
+    scene = reach_scene(straight_chain(6))
+    targets = lissajous(200, 6)
+    q0 = scene.model.neutral(200)
+
+    def animation(gamma_max):
+        return solve_animation(scene, q0, targets, settings=Settings(method="sdls", gamma_max=gamma_max))
+
+    default, half_turn, quarter = animation(None), animation(np.pi), animation(np.pi / 4)
+    np.testing.assert_array_equal(default.q, half_turn.q)
+    np.testing.assert_array_equal(default.iterations, half_turn.iterations)
+    assert default.converged.all() and quarter.converged.all()
+    assert default.iterations.mean() < 0.9 * quarter.iterations.mean()
+    assert default.position_error.max() <= 1e-6
+
+    def simulation(gamma_max):
+        settings = Settings(method="sdls", gamma_max=gamma_max, converge_first_frame=False)
+        return solve_simulation(scene, q0[:1], targets[:20], settings=settings)
+
+    np.testing.assert_array_equal(simulation(None).q, simulation(np.pi / 4).q)
+    assert np.abs(simulation(None).q - simulation(np.pi).q).max() > 1e-6
