@@ -165,7 +165,7 @@ class _Batch:
         self.watch_steps = settings.fit or any(c.soft for c in scene.constraints)
         self.last_step = np.full(F, np.inf if self.watch_steps else 0.0)
         self.max_step = np.full(F, settings.max_step)               # weighted_step's bound, per frame
-        self.pseudoinverse = pseudoinverse_solver(settings, "animation")
+        self.pseudoinverse = pseudoinverse_solver(scene, settings, "animation")
 
     def evaluate(self, coords, frames):
         pick = lambda poses: None if poses is None else poses[frames]  # noqa: E731

@@ -85,7 +85,7 @@ class _Frame:
         # Soft tasks and fits also wait for the step to settle below the precision (animation._Batch).
         self.watch_steps = settings.fit or any(c.soft for c in scene.constraints)
         self.last_step = np.inf if self.watch_steps else 0.0
-        self.pseudoinverse = frame_pseudoinverse_solver(settings)
+        self.pseudoinverse = frame_pseudoinverse_solver(scene, settings)
 
     def evaluate(self, q) -> Evaluation:
         return self.scene.evaluate(q, self.objects, self.bases, values=self.values, jacobians="A", one_frame=True)

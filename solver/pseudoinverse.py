@@ -16,7 +16,8 @@ pseudo-inverse, which inverts small singular values undamped, keeps the full SVD
                      gamma_i = min(1, N_i / M_i) gamma_max, where N_i sums |u_i| over the output
                      rows and M_i = (1 / s_i) sum_j |v_ij| sum_rows |A_rj| estimates how far the
                      outputs would move; each direction's step is clamped to gamma_i, the sum to
-                     gamma_max (Buss and Kim, 2005).
+                     gamma_max (Buss and Kim, 2005); each independent block of the system
+                     (blocks.py) on its own.
     gradient         x = alpha A^T b, the steepest descent of |A x - b|^2 / 2 with the step that
                      minimises it along that direction, alpha = |A^T b|^2 / |A A^T b|^2 (the
                      lecture's gradient descent with the analytic Jacobian; the animation mode's
@@ -41,14 +42,23 @@ def _clamp_max_abs(x: np.ndarray, bound) -> np.ndarray:
 
 
 def solve(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-10,
-          damping_max: float = 0.5, epsilon: float = 0.1, gamma_max: float = np.pi / 4, rank=None):
+          damping_max: float = 0.5, epsilon: float = 0.1, gamma_max: float = np.pi / 4, rank=None,
+          blocks=None):
     """x ~ A# b for A (F, M, n) and b (F, M). `rank` (F,) bounds how many singular values can be
     nonzero (rows of zero weight and frozen columns do not count): the smallest of those is the
-    s_min that DLS damps on, so that a row left out is not taken for a singularity."""
+    s_min that DLS damps on, so that a row left out is not taken for a singularity. `blocks`
+    (blocks.Blocks, or None): SDLS solves each independent block on its own."""
     if method not in METHODS:
         raise ValueError(f"unknown solver {method!r}; choose one of {METHODS}")
     if 0 in A.shape[-2:]:  # nothing to move or nothing asked
         return np.zeros(A.shape[:-2] + A.shape[-1:]), np.zeros(A.shape[:-2])
+    if method == "sdls" and blocks is not None:
+        F = A.shape[0]
+        x, s = _sdls(*blocks.gather(A, b), rcond, gamma_max)
+        return blocks.scatter(x, F), blocks.smallest(s, F)
+    if method == "sdls":
+        x, s = _sdls(A, b, rcond, gamma_max)
+        return x, _smallest(s, rank)
     if method == "gradient":
         g = np.einsum("fmn,fm->fn", A, b)
         Ag = np.einsum("fmn,fn->fm", A, g)
@@ -59,10 +69,7 @@ def solve(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-1
     else:
         U, s, Vt = svd_by_gram(A)
         rcond = max(rcond, GRAM_RCOND)
-    s_max, s_min = s[..., :1], s[..., -1]
-    if rank is not None:
-        last = np.minimum(np.maximum(np.asarray(rank) - 1, 0), s.shape[-1] - 1)
-        s_min = s[np.arange(s.shape[0]), last]
+    s_max, s_min = s[..., :1], _smallest(s, rank)
     alpha = np.einsum("fmk,fm->fk", U, b)                        # b in the singular basis
     if method == "pinv":
         inv = np.where(s > rcond * s_max, 1.0 / np.maximum(s, 1e-300), 0.0)
@@ -72,18 +79,34 @@ def solve(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-1
         inv = s / np.maximum(s**2 + lam2[..., None], 1e-300)
         inv = np.where(s > rcond * s_max, inv, 0.0)
         return np.einsum("fkn,fk->fn", Vt, inv * alpha), s_min
-    # SDLS: direction i's step is c_i v_i, c_i = alpha_i / s_i; its largest entry is |c_i| max |v_i|.
+    raise AssertionError(method)
+
+
+def _smallest(s: np.ndarray, rank) -> np.ndarray:
+    """s_min (F,) of singular values s (F, k): the last, or the rank-th where `rank` (F,) is given."""
+    if rank is None:
+        return s[..., -1]
+    last = np.minimum(np.maximum(np.asarray(rank) - 1, 0), s.shape[-1] - 1)
+    return s[np.arange(s.shape[0]), last]
+
+
+def _sdls(A: np.ndarray, b: np.ndarray, rcond: float, gamma_max: float):
+    """SDLS's step (F, n) of each system A (F, M, n), b (F, M), and its singular values (F, k)."""
+    U, s, Vt = svd_by_gram(A)
+    rcond = max(rcond, GRAM_RCOND)
+    alpha = (b[:, None, :] @ U)[:, 0]                             # b in the singular basis (F, k)
+    # Direction i's step is c_i v_i, c_i = alpha_i / s_i; its largest entry is |c_i| max |v_i|.
     abs_Vt = np.abs(Vt)                                           # (F, k, n)
-    column_size = np.abs(A).sum(axis=-2)                          # (F, n): sum_rows |A_rj|
-    N = np.abs(U).sum(axis=-2)                                    # (F, k)
-    keep = s > rcond * s_max
+    column_size = np.add.reduce(np.abs(A), axis=-2)               # (F, n): sum_rows |A_rj|
+    N = np.add.reduce(np.abs(U), axis=-2)                         # (F, k)
+    keep = s > rcond * s[..., :1]
     s_safe = np.where(keep, s, 1.0)
-    M = np.einsum("fkn,fn->fk", abs_Vt, column_size) / s_safe
+    M = (abs_Vt @ column_size[..., None])[..., 0] / s_safe
     gamma = np.minimum(1.0, N / np.maximum(M, 1e-300)) * gamma_max
     c = np.where(keep, alpha / s_safe, 0.0)
-    largest = np.abs(c) * abs_Vt.max(axis=-1)                    # (F, k): each direction clamped to gamma_i
-    c = c * np.where(largest > gamma, gamma / np.maximum(largest, 1e-300), 1.0)
-    return _clamp_max_abs(np.einsum("fkn,fk->fn", Vt, c), gamma_max), s_min
+    largest = np.abs(c) * np.maximum.reduce(abs_Vt, axis=-1)     # (F, k): each direction clamped to gamma_i
+    c *= np.minimum(1.0, gamma / np.maximum(largest, 1e-300))    # = 1 exactly where largest <= gamma
+    return _clamp_max_abs((c[:, None, :] @ Vt)[:, 0], gamma_max), s
 
 
 def svd_by_gram(A: np.ndarray):
@@ -105,17 +128,22 @@ def svd_by_gram(A: np.ndarray):
 
 
 def solve_frame(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-10,
-                damping_max: float = 0.5, epsilon: float = 0.1, gamma_max: float = np.pi / 4, rank=None):
+                damping_max: float = 0.5, epsilon: float = 0.1, gamma_max: float = np.pi / 4, rank=None,
+                blocks=None):
     """`solve` for one frame, A (M, n) and b (M,): the same four methods and the same rules (the
     Gram route and its GRAM_RCOND for DLS and SDLS, `rank` choosing s_min), each choice that
     `solve` makes per frame with an array mask taken here by a Python `if`. Live preview solves
     one frame at a time, where numpy's cost per call, not the arithmetic, is the bill; the
     answers equal `solve`'s to rounding (tests/engine/test_pseudoinverse.py). Returns x (n,) and
-    s_min (a float)."""
+    s_min (a float). With `blocks`, SDLS solves the blocks of the frame as `solve` does, in one
+    batch."""
     if method not in METHODS:
         raise ValueError(f"unknown solver {method!r}; choose one of {METHODS}")
     if 0 in A.shape:
         return np.zeros(A.shape[1]), 0.0
+    if method == "sdls" and blocks is not None:
+        x, s = _sdls(*blocks.gather(A[None], b[None]), rcond, gamma_max)
+        return blocks.scatter(x, 1)[0], float(blocks.smallest(s, 1)[0])
     if method == "gradient":
         g = b @ A
         Ag = A @ g

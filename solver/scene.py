@@ -18,6 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .blocks import Blocks, independent_blocks
 from .kinematics import Pose, forward_kinematics, moved_point_jacobian
 from .limits import project, wrap_spheres
 from .model import Model, as_slice
@@ -136,6 +137,11 @@ class Scene:
                 if end.obj >= 0:
                     self._task_objects[k, end.obj] = True
         self._row_task = np.repeat(np.arange(len(self.constraints)), np.diff(self.rows))
+
+    @cached_property
+    def blocks(self) -> Blocks | None:
+        """The system's independent blocks (blocks.py), None for fewer than two."""
+        return independent_blocks(self)
 
     @cached_property
     def _one_frame(self) -> OneFrame | None:

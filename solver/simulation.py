@@ -194,7 +194,7 @@ def _simulation_step(scene: Scene, q, objects, bases, values, f: int, settings: 
         """The update law's step from `at` over h with the slope of evaluation ev."""
         y_dot = output_velocity(ev, settings.feedback, Xu_dot if settings.feedforward else None)
         return weighted_step(scene, at, ev.A, h * y_dot, ev.task_weight, np.array([settings.max_velocity * h]),
-                             pseudoinverse_solver(settings, "simulation"))
+                             pseudoinverse_solver(scene, settings, "simulation"))
 
     ev = evaluate(q, 0.0) if start is None else start
     n_sub, probe = settings.substeps, None

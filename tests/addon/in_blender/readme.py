@@ -13,4 +13,5 @@ def run_snippet(snippet, folder, module):
     exec(compile(snippet, "README.md", "exec"), namespace)
     result = namespace["result"]
     return {"enabled": addon_utils.check(module), "frames": result.frames.tolist(),
-            "error": float(result.position_error.max()), "converged": bool(result.converged.all())}
+            "error": float(result.position_error.max()), "converged": bool(result.converged.all()),
+            "past_floor": float((result.position_error - result.float32_floor).max())}

@@ -262,7 +262,7 @@ def chain_bone_constraints(n_frames=8):
     hinge = rig.pose.bones["bone02"]
     hinge.lock_ik_y = hinge.lock_ik_z = True
     limit = hinge.constraints.new("LIMIT_ROTATION")
-    limit.owner_space, limit.use_limit_x, limit.min_x, limit.max_x = "LOCAL", True, math.radians(-10), math.radians(25)
+    limit.owner_space, limit.use_limit_x, limit.min_x, limit.max_x = "LOCAL", True, math.radians(-10), math.radians(15)
     res = api.bake(rig, 1, n_frames)
     shown, angles = [], []
     for f in range(1, n_frames + 1):
