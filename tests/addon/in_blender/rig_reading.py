@@ -257,12 +257,12 @@ def chain_bone_constraints(n_frames=8):
     api.release(rig)
     rig.driver_remove('pose.bones["bone02"].rotation_quaternion', 1)
 
-    # A Limit Rotation on a hinge (bone02 turns about X only), in Local Space: modelled. The
-    # target sits where the chain would bend bone02 past the limit.
+    # A Limit Rotation on a hinge (bone02 turns about X only, 5 to 6 degrees), in Local Space:
+    # modelled. The rest pose (0 degrees) is outside it, so the solve starts on the limit.
     hinge = rig.pose.bones["bone02"]
     hinge.lock_ik_y = hinge.lock_ik_z = True
     limit = hinge.constraints.new("LIMIT_ROTATION")
-    limit.owner_space, limit.use_limit_x, limit.min_x, limit.max_x = "LOCAL", True, math.radians(-10), math.radians(15)
+    limit.owner_space, limit.use_limit_x, limit.min_x, limit.max_x = "LOCAL", True, math.radians(5), math.radians(6)
     res = api.bake(rig, 1, n_frames)
     shown, angles = [], []
     for f in range(1, n_frames + 1):
