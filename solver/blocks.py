@@ -31,12 +31,12 @@ class Blocks:
     """Row and column indices of B blocks, padded to the largest block: rows (B, m), columns
     (B, n), and masks of the real entries."""
 
-    def __init__(self, row_groups, column_groups, n_rows: int, n_columns: int):
+    def __init__(self, row_groups, column_groups, n_columns: int):
         B = len(row_groups)
         m = max((len(r) for r in row_groups), default=0)
         n = max((len(c) for c in column_groups), default=0)
         self.count, self.shape = B, (m, n)
-        self.n_rows, self.n_columns = n_rows, n_columns
+        self.n_columns = n_columns
         self.rows = np.zeros((B, m), dtype=int)
         self.columns = np.zeros((B, n), dtype=int)
         self.row_mask = np.zeros((B, m))
@@ -106,4 +106,4 @@ def independent_blocks(scene) -> Blocks | None:
             column_groups.append(columns)
     if len(row_groups) < 2:
         return None
-    return Blocks(row_groups, column_groups, scene.n_outputs, n)
+    return Blocks(row_groups, column_groups, n)
