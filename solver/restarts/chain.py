@@ -21,8 +21,17 @@ the target T_t:
 (the effector's twist shifted to the target point, turned into the effector frame, through
 Jf^-1), with J(phi)^-1 = I - [phi]x / 2 + d [phi]x^2, d = (1 - t sin t / (2 (1 - cos t))) / t^2
 = (1 - (t/2) / tan(t/2)) / t^2, t = |phi| (1/12 + t^2/720 for small t). log is rotations.log_map's:
-phi = t / (2 sin t) vee(R), and near t = pi the axis from the symmetric part. y, A and the errors
-|p|, |phi| equal Scene.evaluate's to rounding (tests/apps/test_restarts.py compares them).
+phi = t / (2 sin t) vee(R), and near t = pi the axis from the symmetric part.
+
+The chain is evaluated in the target's frame: T_t^-1 is folded into the first joint's constants
+once per target (`aim`), so every frame T'_k = T_t^-1 T_k, and with M = R'_e^T = R_e^T R_t
+(R'_e, p'_e the effector's rotation and origin in that frame; w'_k, o'_k joint k's axis and pivot)
+
+    p = -M p'_e,   phi = log(M),   A = [M (w'_k x o'_k); -J(phi)^-1 M w'_k]
+
+(rotating both factors of a cross product rotates it: R_e^T (w_k x (p_t - o_k)) = -M (w'_k x
+o'_k)), which saves the target's products and differences in every evaluation. y, A and the
+errors |p|, |phi| equal Scene.evaluate's to rounding (tests/apps/test_restarts.py compares them).
 """
 
 from __future__ import annotations
@@ -44,17 +53,18 @@ for _i, _j, _k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
 # beyond which vee(R) = 2 sin t k keeps a relative accuracy of 1e-12 (rotations.log_map switches
 # at cos t = -0.99; the two agree to rounding in between).
 _NEAR_PI = -1.0 + 1e-6
-# Linear maps of a flattened 3 x 3 matrix R9 (R9 @ M): half the trace, and vee(R) = (R[2,1] - R[1,2],
-# R[0,2] - R[2,0], R[1,0] - R[0,1]); of a vector phi: [phi]x flattened.
-_TRACE_MINUS_ONE_HALF = np.zeros(9)
-_TRACE_MINUS_ONE_HALF[[0, 4, 8]] = 0.5
-_VEE = np.zeros((9, 3))
-for _i, (_plus, _minus) in enumerate(((7, 5), (2, 6), (3, 1))):
-    _VEE[_plus, _i], _VEE[_minus, _i] = 1.0, -1.0
+# Linear maps of a flattened 4 x 4 frame T16 with rotation R (T16 @ map): half the trace, and vee(R^T)
+# = (R[1,2] - R[2,1], R[2,0] - R[0,2], R[0,1] - R[1,0]); of a vector phi: [phi]x flattened.
+_TRACE_MINUS_ONE_HALF = np.zeros(16)
+_TRACE_MINUS_ONE_HALF[[0, 5, 10]] = 0.5
+_VEE_OF_TRANSPOSE = np.zeros((16, 3))
+for _i, (_plus, _minus) in enumerate(((6, 9), (8, 2), (1, 4))):
+    _VEE_OF_TRANSPOSE[_plus, _i], _VEE_OF_TRANSPOSE[_minus, _i] = 1.0, -1.0
 _SKEW = np.zeros((3, 9))
 for _i, (_plus, _minus) in enumerate(((7, 5), (2, 6), (3, 1))):
     _SKEW[_i, _plus], _SKEW[_i, _minus] = 1.0, -1.0
 _QUARTER = np.full(3, 0.25)
+_IDENTITY3 = np.eye(3)
 
 
 def _skew(a) -> np.ndarray:
@@ -71,6 +81,15 @@ def _turn_z_onto(a) -> np.ndarray:
     Q = np.eye(4)
     Q[:3, :3] = np.column_stack([x, np.cross(a, x), a])
     return Q
+
+
+def rigid(target: np.ndarray, tolerance: float = 1e-9) -> bool:
+    """Whether a frame's rotation part is a rotation (R^T R = I within `tolerance`, det R > 0):
+    the frames `PoseChain.aim` takes."""
+    R = target[:3, :3]
+    (a, b, c), (d, e, f), (g, h, i) = R.tolist()
+    det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
+    return det > 0.0 and float(np.abs(R.T @ R - _IDENTITY3).max()) <= tolerance
 
 
 class PoseChain:
@@ -100,31 +119,50 @@ class PoseChain:
         self.races: dict = {}                                   # solve_racing's arrays, per number of starts
 
     def workspace(self, R: int) -> "Workspace":
-        """New arrays for evaluations of R starts (to keep and reuse: `evaluate` writes into them)."""
+        """New arrays for evaluations of R starts (to keep and reuse: `evaluate` writes into them);
+        `aim` gives them a target before the first evaluation."""
         return Workspace(R, self.n)
 
     def target(self, objects: np.ndarray) -> np.ndarray:
         """The target frame (4, 4) from one query's object poses (K, 4, 4)."""
         return objects[self.target_object] @ self.target_offset
 
-    def evaluate(self, q: np.ndarray, target: np.ndarray, ws: "Workspace", jacobians: bool = True) -> None:
+    def aim(self, target: np.ndarray, ws: "Workspace") -> None:
+        """Evaluations in ws measure against `target` (4, 4), a rigid transform (see `rigid`):
+        its inverse L = [R_t^T, -R_t^T p_t] folded into the first joint's constants (L N_1) and E
+        into the last one's (N_n E), so that the chain's product is T'_e = L T_e; the last joint's
+        axis and pivot, the z column and origin of T'_{n-1} F_n, come from `last_columns` =
+        F_n's (L F_n's for a single joint)."""
+        inverse = np.eye(4)
+        inverse[:3, :3] = target[:3, :3].T
+        inverse[:3, 3] = -(inverse[:3, :3] @ target[:3, 3])
+        n = self.n
+        np.copyto(ws.CSP, self.CSP)
+        ws.CSP[0] = (inverse @ self.CSP[0].reshape(3, 4, 4)).reshape(3, 16)
+        ws.CSP[n - 1] = (ws.CSP[n - 1].reshape(3, 4, 4) @ self.E).reshape(3, 16)
+        ws.last_columns[:] = self.P[n - 1, :, 2:] if n > 1 else inverse @ self.P[0, :, 2:]
+
+    def evaluate(self, q: np.ndarray, ws: "Workspace", jacobians: bool = True) -> None:
         """Fill ws.y (R, 6), ws.position_error, ws.rotation_error, ws.cost (R,) and, with
-        `jacobians`, ws.A (R, 6, n) for coordinates q (R, n) and the target frame (4, 4)."""
+        `jacobians`, ws.A (R, 6, n) for coordinates q (R, n) and the target `aim` gave ws, in
+        the target's frame (the module docstring)."""
         n = self.n
         np.cos(q.T, out=ws.cs1[:, :, 0])
         np.sin(q.T, out=ws.cs1[:, :, 1])
-        np.matmul(ws.cs1, self.CSP, out=ws.N16)                 # N_k = cos C_k + sin S_k + P_k, (n, R, 4, 4)
+        np.matmul(ws.cs1, ws.CSP, out=ws.N16)                   # N_k = cos C_k + sin S_k + P_k, (n, R, 4, 4)
         N, T = ws.N, ws.T                                        # T (n, R, 4, 4): link frames after each joint
-        T[0] = N[0]
-        for k in range(1, n):
-            np.matmul(T[k - 1], N[k], out=T[k])
-        np.matmul(T[n - 1], self.E, out=ws.Te)
-        Re_t = ws.Te[:, :3, :3].swapaxes(-1, -2)
-        np.negative(Re_t, out=ws.minus_Re_t)
-        pt = target[:3, 3]
-        np.subtract(ws.Te[:, :3, 3], pt, out=ws.d)               # p_e - p_t
-        np.matmul(ws.minus_Re_t, ws.d[:, :, None], out=ws.y[:, :3, None])    # p = R_e^T (p_t - p_e)
-        np.matmul(Re_t, target[:3, :3], out=ws.Rrel)
+        if n == 1:
+            np.copyto(ws.Te, N[0])
+            ws.T[0, :, :, 2:] = ws.last_columns
+        else:
+            np.copyto(T[0], N[0])
+            for k in range(1, n - 1):
+                np.matmul(T[k - 1], N[k], out=T[k])
+            np.matmul(T[n - 2], N[n - 1], out=ws.Te)
+            if jacobians:                                        # the last joint's axis and pivot
+                np.matmul(ws.before_last_rows, ws.last_columns, out=ws.last_axis_pivot)
+        np.negative(ws.Te[:, :3, :3].swapaxes(-1, -2), out=ws.minus_M)   # -M = -R'_e^T
+        np.matmul(ws.minus_M, ws.Te[:, :3, 3, None], out=ws.y[:, :3, None])    # p = -M p'_e
         self._log(ws)                                            # phi
         np.multiply(ws.y, ws.y, out=ws.yy)
         np.sqrt(ws.yy.reshape(-1, 2, 3).sum(axis=2), out=ws.errors)   # |p|, |phi|
@@ -132,23 +170,23 @@ class PoseChain:
         if not jacobians:
             return
         w, o = T[:, :, :3, 2], T[:, :, :3, 3]                    # (n, R, 3) views
-        np.subtract(pt, o, out=ws.lever)
-        np.multiply(w[..., :, None], ws.lever[..., None, :], out=ws.outer)
-        np.matmul(ws.outer.reshape(n, -1, 9), _EPSILON, out=ws.cross)     # w x (p_t - o), (n, R, 3)
+        np.multiply(o[..., :, None], w[..., None, :], out=ws.outer)
+        np.matmul(ws.outer.reshape(n, -1, 9), _EPSILON, out=ws.cross)     # o' x w', (n, R, 3)
         A = ws.A
-        np.matmul(ws.minus_Re_t, ws.cross.transpose(1, 2, 0), out=A[:, :3])
-        self._jacobian_inverse(ws)                               # ws.G = -J(phi)^-1 R_e^T
+        np.matmul(ws.minus_M, ws.cross.transpose(1, 2, 0), out=A[:, :3])   # M (w' x o')
+        self._jacobian_inverse(ws)                               # ws.G = -J(phi)^-1 M
         np.matmul(ws.G, w.transpose(1, 2, 0), out=A[:, 3:])
 
     @staticmethod
     def _log(ws: "Workspace") -> None:
-        """ws.y[:, 3:] = log(ws.Rrel), as rotations.log_map computes it."""
-        R9 = ws.Rrel.reshape(-1, 9)
+        """ws.y[:, 3:] = log(M) of M = R'_e^T, read from the effector's frame T'_e (ws.Te), as
+        rotations.log_map computes it."""
+        Te16 = ws.Te.reshape(-1, 16)
         cos_t = ws.cos_t
-        np.matmul(R9, _TRACE_MINUS_ONE_HALF, out=cos_t)
+        np.matmul(Te16, _TRACE_MINUS_ONE_HALF, out=cos_t)
         cos_t -= 0.5                                             # may pass +-1 by rounding: arctan2 takes that
         vee = ws.vee
-        np.matmul(R9, _VEE, out=vee)
+        np.matmul(Te16, _VEE_OF_TRANSPOSE, out=vee)              # vee(M)
         sin_t = ws.sin_t
         np.sqrt(np.matmul(vee * vee, _QUARTER), out=sin_t)       # |vee| / 2
         t = np.arctan2(sin_t, cos_t, out=ws.t)
@@ -160,7 +198,7 @@ class PoseChain:
         np.multiply(ratio[:, None], vee, out=phi)
         if cos_t.min() < _NEAR_PI:
             near_pi = cos_t < _NEAR_PI
-            R, c = ws.Rrel[near_pi], cos_t[near_pi]
+            R, c = -ws.minus_M[near_pi], cos_t[near_pi]
             kk = ((R + R.swapaxes(-1, -2)) / 2.0 - c[:, None, None] * np.eye(3)) / (1.0 - c)[:, None, None]
             column = np.argmax(np.diagonal(kk, axis1=-2, axis2=-1), axis=-1)
             axis = np.take_along_axis(kk, column[:, None, None], axis=-1)[..., 0]
@@ -170,7 +208,7 @@ class PoseChain:
 
     @staticmethod
     def _jacobian_inverse(ws: "Workspace") -> None:
-        """ws.G = -J(phi)^-1 R_e^T for phi = ws.y[:, 3:] (see the module docstring)."""
+        """ws.G = -J(phi)^-1 M for phi = ws.y[:, 3:] (see the module docstring)."""
         phi, K, t = ws.y[:, 3:], ws.K, ws.t                     # t = |phi|, from _log
         np.matmul(phi, _SKEW, out=K.reshape(-1, 9))              # [phi]x
         small = t.min() < _SMALL
@@ -180,32 +218,35 @@ class PoseChain:
         d /= ts * ts
         if small:
             d = np.where(t < _SMALL, 1.0 / 12.0 + t * t / 720.0, d)
-        np.matmul(K, ws.minus_Re_t, out=ws.KR)                   # -[phi]x R_e^T
-        np.matmul(K, ws.KR, out=ws.G)                            # -[phi]x^2 R_e^T
+        np.matmul(K, ws.minus_M, out=ws.KR)                      # -[phi]x M
+        np.matmul(K, ws.KR, out=ws.G)                            # -[phi]x^2 M
         ws.G *= d[:, None, None]
         ws.KR *= 0.5
         ws.G -= ws.KR
-        ws.G += ws.minus_Re_t
+        ws.G += ws.minus_M
 
 
 class Workspace:
-    """Arrays of one evaluation for R starts of an n-joint chain."""
+    """Arrays of one evaluation for R starts of an n-joint chain, and the constants `aim` folds
+    with its target."""
 
     def __init__(self, R: int, n: int):
         self.R, self.n = R, n
+        self.CSP = np.empty((n, 3, 16))                         # the chain's CSP, the target and E folded in
+        self.last_columns = np.empty((4, 2))
         self.cs1 = np.ones((n, R, 3))                           # (cos, sin, 1) per joint and start
         self.N16 = np.empty((n, R, 16))
         self.N = self.N16.reshape(n, R, 4, 4)
-        self.T = np.empty((n, R, 4, 4))
+        self.T = np.empty((n, R, 4, 4))                         # the last one: its z column and origin only
+        self.before_last_rows = self.T[max(n - 2, 0)].reshape(R * 4, 4)
+        self.last_axis_pivot = self.T[n - 1, :, :, 2:].reshape(R * 4, 2)     # views into T
         self.Te = np.empty((R, 4, 4))
-        self.minus_Re_t = np.empty((R, 3, 3))
-        self.d = np.empty((R, 3))
-        self.Rrel = np.empty((R, 3, 3))
+        self.minus_M = np.empty((R, 3, 3))
         self.cos_t, self.sin_t, self.t, self.vee = np.empty(R), np.empty(R), np.empty(R), np.empty((R, 3))
         self.y, self.yy = np.empty((R, 6)), np.empty((R, 6))
         self.errors, self.cost = np.empty((R, 2)), np.empty(R)
         self.position_error, self.rotation_error = self.errors[:, 0], self.errors[:, 1]
-        self.lever, self.cross = np.empty((n, R, 3)), np.empty((n, R, 3))
+        self.cross = np.empty((n, R, 3))
         self.outer = np.empty((n, R, 3, 3))
         self.K, self.KR, self.G = np.zeros((R, 3, 3)), np.empty((R, 3, 3)), np.empty((R, 3, 3))
         self.A = np.empty((R, 6, n))

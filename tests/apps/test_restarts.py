@@ -182,7 +182,8 @@ def test_pose_chain_evaluates_what_the_scene_evaluates():
         targets = np.concatenate([targets, turned[None]])
     ws = chain.workspace(q.shape[0])
     for target in targets:
-        chain.evaluate(q, chain.target(target[None]), ws)
+        chain.aim(chain.target(target[None]), ws)
+        chain.evaluate(q, ws)
         ev = scene.evaluate(q, np.broadcast_to(target, (q.shape[0], 1, 4, 4)), jacobians="A")
         np.testing.assert_allclose(ws.y, ev.y, rtol=0, atol=1e-10)
         np.testing.assert_allclose(ws.A, ev.A, rtol=0, atol=1e-9)
@@ -284,7 +285,8 @@ def test_one_racing_start_is_the_animation_solve_from_that_start():
     for f, target in enumerate(targets):
         result = solve_racing(scene, target[None, None], RACE, rng=29, budget=np.inf, starts=1, max_starts=1)
         assert result.converged[0] == reference.converged[f]
-        assert result.passes[0] == result.iterations[0] and result.restarts[0] == 0
+        # a pass steps the start, or evaluates its one nudge (a step that vanished short of the target)
+        assert result.iterations[0] <= result.passes[0] <= result.iterations[0] + 1 and result.restarts[0] == 0
         if reference.converged[f]:
             np.testing.assert_allclose(result.q[0], reference.q[f], rtol=0, atol=1e-5)
         same_iterations += result.iterations[0] == reference.iterations[f]
