@@ -65,6 +65,7 @@ for _i, (_plus, _minus) in enumerate(((7, 5), (2, 6), (3, 1))):
     _SKEW[_i, _plus], _SKEW[_i, _minus] = 1.0, -1.0
 _QUARTER = np.full(3, 0.25)
 _IDENTITY3 = np.eye(3)
+_LAST_ROW = np.array([0.0, 0.0, 0.0, 1.0])
 
 
 def _skew(a) -> np.ndarray:
@@ -109,6 +110,8 @@ class PoseChain:
             turn_back = Q.T
         self.CSP = np.stack([self.C, self.S, self.P], axis=1).reshape(n, 3, 16)   # (c, s, 1) @ CSP = N
         self.E = turn_back @ after @ task.effector.offset         # last joint's frame -> effector frame
+        self.CSPE = self.CSP.copy()                               # ... and E folded into the last joint: N_n E
+        self.CSPE[n - 1] = (self.CSP[n - 1].reshape(3, 4, 4) @ self.E).reshape(3, 16)
         self.target_offset = task.target.offset
         self.target_object = task.target.obj
         self.weight = np.asarray(task.task_weight, dtype=float)  # (6,): position rows, then rotation
@@ -121,7 +124,10 @@ class PoseChain:
     def workspace(self, R: int) -> "Workspace":
         """New arrays for evaluations of R starts (to keep and reuse: `evaluate` writes into them);
         `aim` gives them a target before the first evaluation."""
-        return Workspace(R, self.n)
+        ws = Workspace(R, self.n)
+        np.copyto(ws.CSP, self.CSPE)
+        ws.last_columns[:] = self.P[self.n - 1, :, 2:]
+        return ws
 
     def target(self, objects: np.ndarray) -> np.ndarray:
         """The target frame (4, 4) from one query's object poses (K, 4, 4)."""
@@ -129,18 +135,18 @@ class PoseChain:
 
     def aim(self, target: np.ndarray, ws: "Workspace") -> None:
         """Evaluations in ws measure against `target` (4, 4), a rigid transform (see `rigid`):
-        its inverse L = [R_t^T, -R_t^T p_t] folded into the first joint's constants (L N_1) and E
-        into the last one's (N_n E), so that the chain's product is T'_e = L T_e; the last joint's
-        axis and pivot, the z column and origin of T'_{n-1} F_n, come from `last_columns` =
-        F_n's (L F_n's for a single joint)."""
-        inverse = np.eye(4)
-        inverse[:3, :3] = target[:3, :3].T
-        inverse[:3, 3] = -(inverse[:3, :3] @ target[:3, 3])
-        n = self.n
-        np.copyto(ws.CSP, self.CSP)
-        ws.CSP[0] = (inverse @ self.CSP[0].reshape(3, 4, 4)).reshape(3, 16)
-        ws.CSP[n - 1] = (ws.CSP[n - 1].reshape(3, 4, 4) @ self.E).reshape(3, 16)
-        ws.last_columns[:] = self.P[n - 1, :, 2:] if n > 1 else inverse @ self.P[0, :, 2:]
+        its inverse L = [R_t^T, -R_t^T p_t] folded into the first joint's constants (L N_1; E is
+        folded into the last one's once per chain, N_n E), so that the chain's product is
+        T'_e = L T_e; the last joint's axis and pivot, the z column and origin of T'_{n-1} F_n,
+        come from `last_columns`: F_n's (L F_n's for a single joint)."""
+        inverse = np.empty((4, 4))
+        inverse[3] = _LAST_ROW
+        np.copyto(inverse[:3, :3], target[:3, :3].T)
+        np.matmul(inverse[:3, :3], target[:3, 3], out=inverse[:3, 3])
+        np.negative(inverse[:3, 3], out=inverse[:3, 3])
+        np.matmul(inverse, self.CSPE[0].reshape(3, 4, 4), out=ws.CSP[0].reshape(3, 4, 4))
+        if self.n == 1:
+            np.matmul(inverse, self.P[0, :, 2:], out=ws.last_columns)
 
     def evaluate(self, q: np.ndarray, ws: "Workspace", jacobians: bool = True) -> None:
         """Fill ws.y (R, 6), ws.position_error, ws.rotation_error, ws.cost (R,) and, with
@@ -232,7 +238,7 @@ class Workspace:
 
     def __init__(self, R: int, n: int):
         self.R, self.n = R, n
-        self.CSP = np.empty((n, 3, 16))                         # the chain's CSP, the target and E folded in
+        self.CSP = np.empty((n, 3, 16))                         # the chain's CSPE, the target folded in
         self.last_columns = np.empty((4, 2))
         self.cs1 = np.ones((n, R, 3))                           # (cos, sin, 1) per joint and start
         self.N16 = np.empty((n, R, 16))

@@ -102,9 +102,11 @@ def solve_racing(scene: Scene, objects, settings: Settings = RACE_SETTINGS,
     if objects.ndim != 4 or objects.shape[0] != 1:
         raise ValueError(f"solve_racing solves one query: objects (1, K, 4, 4), got {objects.shape}; "
                          "solve_with_restarts solves many at once")
-    if q0 is None:
-        q0 = middle_of_limits(scene)[None]
-    q0, objects, _, _ = check_inputs(scene, np.reshape(q0, (1, -1)), objects, None)
+    if q0 is None and scene.n_objects and objects.shape[1] == scene.n_objects:
+        q0 = middle_of_limits(scene)[None]                  # finite, and the objects need no broadcast
+    else:
+        q0 = middle_of_limits(scene)[None] if q0 is None else q0
+        q0, objects, _, _ = check_inputs(scene, np.reshape(q0, (1, -1)), objects, None)
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
     chain = pose_chain(scene)
@@ -168,6 +170,9 @@ class _Race:
         self.nudge_direction = direction / max(np.linalg.norm(direction), 1e-300)
         self.movable = chain.joint_weight > 0
         self.all_free = bool(np.all(self.movable))
+        self.finite_limits = bool(np.all(np.isfinite(chain.lower)) and np.all(np.isfinite(chain.upper)))
+        if self.finite_limits:                    # where random starts are drawn, lower + width u
+            self.draw_lower, self.draw_width = chain.lower, chain.upper - chain.lower
         self.unit_weights = bool(np.all(chain.joint_weight == 1.0))
 
     def reset(self, target, q0, settings: Settings, rng, restart_iterations: int, max_starts) -> "_Race":
@@ -176,8 +181,9 @@ class _Race:
         chain.aim(target, self.ws)
         self.q0, self.settings, self.rng = q0, settings, rng
         self.restart_iterations, self.max_starts = restart_iterations, max_starts
-        self.draw_lower = np.where(np.isfinite(chain.lower), chain.lower, q0 - np.pi)
-        self.draw_upper = np.where(np.isfinite(chain.upper), chain.upper, q0 + np.pi)
+        if not self.finite_limits:
+            self.draw_lower = np.where(np.isfinite(chain.lower), chain.lower, q0 - np.pi)
+            self.draw_width = np.where(np.isfinite(chain.upper), chain.upper, q0 + np.pi) - self.draw_lower
         self.cost.fill(np.inf)
         self.errors.fill(np.inf)
         self.lam.fill(_LAMBDA_RANDOM)
@@ -203,8 +209,11 @@ class _Race:
         return self
 
     def _draws(self, m: int) -> np.ndarray:
-        """m uniform random coordinate vectors within the limits (frozen coordinates as q0)."""
-        q = self.rng.uniform(self.draw_lower, self.draw_upper, (m, self.n))
+        """m uniform random coordinate vectors within the limits (frozen coordinates as q0): the
+        numbers Generator.uniform(lower, upper) draws, lower + (upper - lower) u."""
+        q = self.rng.random((m, self.n))
+        q *= self.draw_width
+        q += self.draw_lower
         return q if self.all_free else np.where(self.chain.joint_weight > 0, q, self.q0)
 
     def run(self, t0: float, deadline: float, max_passes) -> RestartResult:

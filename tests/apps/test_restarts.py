@@ -338,3 +338,69 @@ def test_racing_keeps_no_scene_alive():
     del scene
     gc.collect()
     assert gone() is None
+
+
+def _damped_step_by_least_squares(A, y, lam, q, lower, upper, max_step, exact):
+    """One slot's trial point, solved independently of race.py: each round the damped step of the
+    free coordinates as the least-squares solution of [A_F; sqrt(lam s) I] x = [-y - A dl; 0]
+    (s the largest squared column norm of A_F), scaled to max_step, clamped; coordinates that hit
+    a limit are locked on it (dl) and the rest solved again: once for a random start (then
+    clamped), until none hits for the first start (exact)."""
+    n = q.size
+    free, dl = np.ones(n, dtype=bool), np.zeros(n)
+    for round_ in range(n + 1):
+        AF = A[:, free]
+        s = max(float(np.max(np.sum(AF * AF, axis=0), initial=0.0)), 0.0) or 1.0
+        system = np.vstack([AF, np.sqrt(lam * s) * np.eye(AF.shape[1])])
+        x = np.zeros(n)
+        x[free] = np.linalg.lstsq(system, np.concatenate([-y - A @ dl, np.zeros(AF.shape[1])]), rcond=None)[0]
+        largest = np.abs(x).max()
+        if largest > max_step:
+            x *= max_step / largest
+        moved = q + x + dl
+        inside = np.clip(moved, lower, upper)
+        hit = (inside != moved) & free
+        if not hit.any() or (round_ >= 1 and not exact):
+            return inside, round_
+        dl[hit] = inside[hit] - q[hit]
+        free &= ~hit
+    return inside, round_
+
+
+def test_racing_step_is_the_damped_step_with_limits_locked():
+    """_Race._step against _damped_step_by_least_squares, slot by slot, on random coordinates
+    (some on or near the limits) and damping: the batched solve, the locking rounds on all slots
+    at once, the step cap and the clamp."""
+    from solver.restarts.chain import pose_chain
+    from solver.restarts.race import _Race
+
+    model = panda_arm()
+    scene = pose_scene(model)
+    chain = pose_chain(scene)
+    rng = np.random.default_rng(36)
+    _, targets = random_targets(model, 1, seed=37)
+    race = _Race(chain, 24)
+    race.reset(chain.target(targets), middle_of_limits(scene), RACE, rng, 32, np.inf)
+    q = rng.uniform(model.lower, model.upper, (24, 7))
+    q[::3, 3] = model.upper[3]                      # some on a limit, some next to one
+    q[1::4, 5] = model.lower[5] + 1e-3
+    q[0] = np.where(np.arange(7) % 2 == 0, model.lower + 1e-3, model.upper - 1e-3)   # the first start near all
+    race.q[:] = q
+    chain.evaluate(q, race.ws)
+    race.A[:], race.y[:] = race.ws.A, race.ws.y
+    race.lam[:] = 10.0 ** rng.uniform(-3, 0, 24)
+    race.lam[0] = 1e-3
+    race.forced[:] = False
+    stepping = np.ones(24, dtype=bool)
+    stepping[7] = False                             # a slot that does not step keeps its trial
+    before = race.trial[7].copy()
+    race._step(stepping)
+    rounds = []
+    for k in np.flatnonzero(stepping):
+        expected, used = _damped_step_by_least_squares(race.A[k], race.y[k], race.lam[k], q[k], model.lower,
+                                                       model.upper, RACE.max_step, exact=(k == 0))
+        np.testing.assert_allclose(race.trial[k], expected, rtol=0, atol=1e-9)
+        rounds.append(used)
+    np.testing.assert_array_equal(race.trial[7], before)
+    assert sum(r >= 1 for r in rounds) >= 5 and rounds[0] >= 2     # the locking rounds were exercised
+    np.testing.assert_array_equal(race.iterations, stepping.astype(int))
