@@ -53,19 +53,28 @@ for _i, _j, _k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
 # beyond which vee(R) = 2 sin t k keeps a relative accuracy of 1e-12 (rotations.log_map switches
 # at cos t = -0.99; the two agree to rounding in between).
 _NEAR_PI = -1.0 + 1e-6
-# Linear maps of a flattened 4 x 4 frame T16 with rotation R (T16 @ map): half the trace, and vee(R^T)
-# = (R[1,2] - R[2,1], R[2,0] - R[0,2], R[0,1] - R[1,0]); of a vector phi: [phi]x flattened.
-_TRACE_MINUS_ONE_HALF = np.zeros(16)
-_TRACE_MINUS_ONE_HALF[[0, 5, 10]] = 0.5
-_VEE_OF_TRANSPOSE = np.zeros((16, 3))
-for _i, (_plus, _minus) in enumerate(((6, 9), (8, 2), (1, 4))):
-    _VEE_OF_TRANSPOSE[_plus, _i], _VEE_OF_TRANSPOSE[_minus, _i] = 1.0, -1.0
-_SKEW = np.zeros((3, 9))
+# Linear maps of a flattened 3 x 3 matrix -M (-M9 @ map): half the trace of M, and vee(M) = (M[2,1] -
+# M[1,2], M[0,2] - M[2,0], M[1,0] - M[0,1]); of a vector phi: [phi]x / 2 flattened.
+_MINUS_HALF_TRACE = np.zeros(9)
+_MINUS_HALF_TRACE[[0, 4, 8]] = -0.5
+_MINUS_VEE = np.zeros((9, 3))
 for _i, (_plus, _minus) in enumerate(((7, 5), (2, 6), (3, 1))):
-    _SKEW[_i, _plus], _SKEW[_i, _minus] = 1.0, -1.0
+    _MINUS_VEE[_plus, _i], _MINUS_VEE[_minus, _i] = -1.0, 1.0
+_HALF_SKEW = np.zeros((3, 9))
+for _i, (_plus, _minus) in enumerate(((7, 5), (2, 6), (3, 1))):
+    _HALF_SKEW[_i, _plus], _HALF_SKEW[_i, _minus] = 0.5, -0.5
 _QUARTER = np.full(3, 0.25)
 _IDENTITY3 = np.eye(3)
 _LAST_ROW = np.array([0.0, 0.0, 0.0, 1.0])
+
+
+def _looped(shape) -> np.ndarray:
+    """A zeroed array of `shape` whose last axis takes every other item of a buffer twice as long.
+    numpy's matmul calls BLAS once per matrix of a stack when every operand's rows are contiguous,
+    and runs its own loop otherwise; for stacks of 3 x 3 to 4 x 7 products its loop is the faster,
+    and an output like this one keeps matmul on it (the values are the same products, summed in
+    another order)."""
+    return np.zeros(tuple(shape[:-1]) + (2 * shape[-1],))[..., ::2]
 
 
 def _skew(a) -> np.ndarray:
@@ -185,14 +194,13 @@ class PoseChain:
 
     @staticmethod
     def _log(ws: "Workspace") -> None:
-        """ws.y[:, 3:] = log(M) of M = R'_e^T, read from the effector's frame T'_e (ws.Te), as
-        rotations.log_map computes it."""
-        Te16 = ws.Te.reshape(-1, 16)
+        """ws.y[:, 3:] = log(M), read from -M (ws.minus_M), as rotations.log_map computes it."""
+        minus_M9 = ws.minus_M.reshape(-1, 9)
         cos_t = ws.cos_t
-        np.matmul(Te16, _TRACE_MINUS_ONE_HALF, out=cos_t)
+        np.matmul(minus_M9, _MINUS_HALF_TRACE, out=cos_t)        # trace(M) / 2
         cos_t -= 0.5                                             # may pass +-1 by rounding: arctan2 takes that
         vee = ws.vee
-        np.matmul(Te16, _VEE_OF_TRANSPOSE, out=vee)              # vee(M)
+        np.matmul(minus_M9, _MINUS_VEE, out=vee)                 # vee(M)
         sin_t = ws.sin_t
         np.sqrt(np.matmul(vee * vee, _QUARTER), out=sin_t)       # |vee| / 2
         t = np.arctan2(sin_t, cos_t, out=ws.t)
@@ -214,9 +222,10 @@ class PoseChain:
 
     @staticmethod
     def _jacobian_inverse(ws: "Workspace") -> None:
-        """ws.G = -J(phi)^-1 M for phi = ws.y[:, 3:] (see the module docstring)."""
+        """ws.G = -J(phi)^-1 M = -M + [phi]x M / 2 - d [phi]x^2 M for phi = ws.y[:, 3:] (see the
+        module docstring), as (4 d [phi]x / 2) ([phi]x / 2 (-M)) - [phi]x / 2 (-M) + (-M)."""
         phi, K, t = ws.y[:, 3:], ws.K, ws.t                     # t = |phi|, from _log
-        np.matmul(phi, _SKEW, out=K.reshape(-1, 9))              # [phi]x
+        np.matmul(phi, _HALF_SKEW, out=K.reshape(-1, 9))         # [phi]x / 2
         small = t.min() < _SMALL
         ts = np.where(t < _SMALL, 1.0, t) if small else t
         half = 0.5 * ts
@@ -224,10 +233,10 @@ class PoseChain:
         d /= ts * ts
         if small:
             d = np.where(t < _SMALL, 1.0 / 12.0 + t * t / 720.0, d)
-        np.matmul(K, ws.minus_M, out=ws.KR)                      # -[phi]x M
-        np.matmul(K, ws.KR, out=ws.G)                            # -[phi]x^2 M
-        ws.G *= d[:, None, None]
-        ws.KR *= 0.5
+        d *= 4.0
+        np.matmul(K, ws.minus_M, out=ws.KR)                      # -[phi]x M / 2
+        np.multiply(K, d[:, None, None], out=ws.Kd)              # 2 d [phi]x
+        np.matmul(ws.Kd, ws.KR, out=ws.G)                        # -d [phi]x^2 M
         ws.G -= ws.KR
         ws.G += ws.minus_M
 
@@ -243,10 +252,10 @@ class Workspace:
         self.cs1 = np.ones((n, R, 3))                           # (cos, sin, 1) per joint and start
         self.N16 = np.empty((n, R, 16))
         self.N = self.N16.reshape(n, R, 4, 4)
-        self.T = np.empty((n, R, 4, 4))                         # the last one: its z column and origin only
+        self.T = _looped((n, R, 4, 4))                          # the last one: its z column and origin only
         self.before_last_rows = self.T[max(n - 2, 0)].reshape(R * 4, 4)
         self.last_axis_pivot = self.T[n - 1, :, :, 2:].reshape(R * 4, 2)     # views into T
-        self.Te = np.empty((R, 4, 4))
+        self.Te = _looped((R, 4, 4))
         self.minus_M = np.empty((R, 3, 3))
         self.cos_t, self.sin_t, self.t, self.vee = np.empty(R), np.empty(R), np.empty(R), np.empty((R, 3))
         self.y, self.yy = np.empty((R, 6)), np.empty((R, 6))
@@ -254,8 +263,9 @@ class Workspace:
         self.position_error, self.rotation_error = self.errors[:, 0], self.errors[:, 1]
         self.cross = np.empty((n, R, 3))
         self.outer = np.empty((n, R, 3, 3))
-        self.K, self.KR, self.G = np.zeros((R, 3, 3)), np.empty((R, 3, 3)), np.empty((R, 3, 3))
-        self.A = np.empty((R, 6, n))
+        self.K, self.Kd = np.zeros((R, 3, 3)), np.empty((R, 3, 3))
+        self.KR, self.G = _looped((R, 3, 3)), _looped((R, 3, 3))
+        self.A = _looped((R, 6, n))
 
 
 _CHAINS: "weakref.WeakKeyDictionary[Scene, PoseChain | None]" = weakref.WeakKeyDictionary()

@@ -262,10 +262,12 @@ def test_racing_reports_an_unreachable_pose_as_not_converged():
     assert np.all(result.q >= model.lower) and np.all(result.q <= model.upper)
     position = np.linalg.norm(dh_product(result.q[0])[:3, 3] - target[:3, 3])
     assert position > 1.0 and abs(result.position_error[0, 0] - position) < 1e-12
-    # The best answer of all starts: no worse than the first start's own solve from mid-range.
+    # The best answer of all starts: no worse than the first start's own solve from mid-range (to
+    # rounding: after its 50 iterations in this flat valley, sums rounded in another order end
+    # the same solve a few 1e-6 apart in squared error).
     first = solve_animation(scene, middle_of_limits(scene)[None], target[None, None], settings=RACE)
     assert result.position_error[0, 0] ** 2 + result.rotation_error[0, 0] ** 2 <= \
-        first.position_error[0, 0] ** 2 + first.rotation_error[0, 0] ** 2 + 1e-12
+        (first.position_error[0, 0] ** 2 + first.rotation_error[0, 0] ** 2) * (1.0 + 1e-5)
     # A time budget of zero: one evaluation of the starts, no iteration, not converged.
     spent = solve_racing(scene, target[None, None], RACE, rng=27, budget=0.0, starts=8)
     assert not spent.converged[0] and spent.iterations[0] == 0 and np.isfinite(spent.q).all()
