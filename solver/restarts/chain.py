@@ -45,10 +45,10 @@ from ..rotations import _SMALL
 from ..scene import Scene
 from ..tasks import CopyPose
 
-# cross(a, b) = a_j b_k EPSILON[3 j + k]: the Levi-Civita symbol as a (9, 3) matrix.
-_EPSILON = np.zeros((9, 3))
+# cross(a, b)_i = EPSILON[i, 3 j + k] a_j b_k: the Levi-Civita symbol as a (3, 9) matrix.
+_EPSILON = np.zeros((3, 9))
 for _i, _j, _k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
-    _EPSILON[3 * _j + _k, _i], _EPSILON[3 * _k + _j, _i] = 1.0, -1.0
+    _EPSILON[_i, 3 * _j + _k], _EPSILON[_i, 3 * _k + _j] = 1.0, -1.0
 # Where log reads the axis from the symmetric part: t within about 1.4e-3 of pi (sin t < 1.5e-3),
 # beyond which vee(R) = 2 sin t k keeps a relative accuracy of 1e-12 (rotations.log_map switches
 # at cos t = -0.99; the two agree to rounding in between).
@@ -184,13 +184,14 @@ class PoseChain:
         np.matmul(ws.yy, self.weight, out=ws.cost)
         if not jacobians:
             return
-        w, o = T[:, :, :3, 2], T[:, :, :3, 3]                    # (n, R, 3) views
-        np.multiply(o[..., :, None], w[..., None, :], out=ws.outer)
-        np.matmul(ws.outer.reshape(n, -1, 9), _EPSILON, out=ws.cross)     # o' x w', (n, R, 3)
+        np.copyto(ws.axes_pivots, T[:, :, :3, 2:].transpose(3, 2, 0, 1))
+        w, o = ws.axes_pivots                                    # (3, n, R): w'_k, o'_k per start
+        np.multiply(o[:, None], w[None, :], out=ws.outer)        # o_j w_k, (3, 3, n, R)
+        np.matmul(_EPSILON, ws.outer.reshape(9, -1), out=ws.cross.reshape(3, -1))   # o' x w', (3, n, R)
         A = ws.A
-        np.matmul(ws.minus_M, ws.cross.transpose(1, 2, 0), out=A[:, :3])   # M (w' x o')
+        np.matmul(ws.minus_M, ws.cross.transpose(2, 0, 1), out=A[:, :3])   # M (w' x o')
         self._jacobian_inverse(ws)                               # ws.G = -J(phi)^-1 M
-        np.matmul(ws.G, w.transpose(1, 2, 0), out=A[:, 3:])
+        np.matmul(ws.G, w.transpose(2, 0, 1), out=A[:, 3:])
 
     @staticmethod
     def _log(ws: "Workspace") -> None:
@@ -261,8 +262,8 @@ class Workspace:
         self.y, self.yy = np.empty((R, 6)), np.empty((R, 6))
         self.errors, self.cost = np.empty((R, 2)), np.empty(R)
         self.position_error, self.rotation_error = self.errors[:, 0], self.errors[:, 1]
-        self.cross = np.empty((n, R, 3))
-        self.outer = np.empty((n, R, 3, 3))
+        self.axes_pivots = np.empty((2, 3, n, R))               # joints' axes and pivots, starts last
+        self.outer, self.cross = np.empty((3, 3, n, R)), np.empty((3, n, R))
         self.K, self.Kd = np.zeros((R, 3, 3)), np.empty((R, 3, 3))
         self.KR, self.G = _looped((R, 3, 3)), _looped((R, 3, 3))
         self.A = _looped((R, 6, n))
