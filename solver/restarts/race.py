@@ -65,8 +65,11 @@ STARTS, RESTART_ITERATIONS = 48, 32
 # locked on it; where that step hits another, it is clamped onto the limits (_Race._step; weighted_step
 # would lock and solve again until none hits: a dearer pass for the same solve rate per pass,
 # BENCHMARKS.md; no second solve at all, only the clamp, solves fewer).
-# No pass begins unless _PASS_MARGIN times the last pass's duration, and _FINISH seconds to build
-# the result, still fit before the deadline (a pass varies a little with the slots that hit limits).
+# No pass begins unless _PASS_MARGIN times a pass's duration, and _FINISH seconds to build the
+# result, still fit before the deadline (a pass varies a little with the slots that hit limits).
+# A pass's duration is the shorter of the last two: a pause outside the race (the garbage
+# collector, the system) that lands in one pass would otherwise end the race long before the
+# deadline.
 _PASS_MARGIN, _FINISH = 1.2, 5e-5
 
 
@@ -218,7 +221,7 @@ class _Race:
 
     def run(self, t0: float, deadline: float, max_passes) -> RestartResult:
         chain, ws, precision = self.chain, self.ws, self.settings.precision
-        winner, last_pass = -1, 0.0
+        winner, last_pass, pass_before = -1, 0.0, np.inf
         while True:
             began = time.perf_counter()
             chain.evaluate(self.trial, ws)
@@ -232,11 +235,12 @@ class _Race:
             ended &= self.active
             if ended.any() and not self._restart(ended):
                 break
-            if self.passes >= max_passes or time.perf_counter() + _PASS_MARGIN * last_pass + _FINISH > deadline:
+            expected = _PASS_MARGIN * min(last_pass, pass_before) + _FINISH
+            if self.passes >= max_passes or time.perf_counter() + expected > deadline:
                 break
             self.passes += 1
             self._step(self.active & ~self.forced)
-            last_pass = time.perf_counter() - began
+            last_pass, pass_before = time.perf_counter() - began, last_pass
         return self._result(winner, t0)
 
     def _accept(self) -> None:
