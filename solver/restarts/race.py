@@ -155,8 +155,8 @@ class _Race:
         self.chain, self.R, self.n = chain, R, n
         self.lock = threading.Lock()              # held while a query uses these arrays
         self.ws, self.step_ws = chain.workspace(R), _StepWorkspace(R, n)
-        self.q = np.empty((R, n))                 # each slot's accepted coordinates
-        self.trial = np.empty((R, n))             # what the next evaluation measures
+        self.q = np.empty((R, n), order="F")      # each slot's accepted coordinates (_slots_last)
+        self.trial = np.empty((R, n), order="F")  # what the next evaluation measures
         self.y, self.A = np.zeros((R, 6)), np.zeros((R, 6, n))
         self.cost = np.empty(R)                   # inf: the slot's trial is a new start, taken as it is
         self.errors = np.empty((R, 2))            # position and rotation error
@@ -319,6 +319,7 @@ class _Race:
         np.multiply(self.A, chain.sqrt_weight[:, None], out=ws.Awb[:, :, :n])     # W^1/2 A
         np.multiply(self.y, chain.minus_sqrt_weight, out=ws.Awb[:, :, n])       # W^1/2 (yd - y)
         np.matmul(ws.Awb[:, :, :n].swapaxes(-1, -2), ws.Awb, out=ws.Hg)           # [A^T W A, A^T W (yd - y)]
+        np.copyto(ws.H0, ws.Hg[:, :, :n])
         free = ws.free
         np.logical_and(self.movable, stepping[:, None], out=free)     # only stepping slots lock
         everything = slice(None)
@@ -342,28 +343,31 @@ class _Race:
         """For the slots `rows`: moved = q + dl + x, x the damped step of `_step` with C = diag(cols)
         (None: C = I, no coordinate locked) shortened to settings.max_step, and inside = moved
         clamped onto the limits. Returns (moved, inside), new arrays (m, n)."""
-        ws, n, chain = self.step_ws, self.n, self.chain
-        H0, g, H = ws.H0[rows], ws.g[rows], ws.H[rows]
-        diagonal0, diagonal = ws.diagonal0[rows], ws.diagonal[rows]
+        ws, chain = self.step_ws, self.chain
+        H0, g, H, diagonal = ws.H0[rows], ws.g[rows], ws.H[rows], ws.diagonal[rows]
         if cols is None:
             np.copyto(H, H0)
-            scale = diagonal0.max(axis=-1)
             rhs = g
         else:
-            np.multiply(H0, cols[:, :, None] * cols[:, None, :], out=H)
-            scale = (diagonal0 * (cols * cols)).max(axis=-1)
+            columns = ws.columns[rows]
+            np.multiply(cols[:, :, None], cols[:, None, :], out=columns)
+            np.multiply(H0, columns, out=H)
             if locked_step is None:
                 rhs = g * cols[:, :, None]
             else:
-                rhs = g - np.matmul(H0, locked_step[:, :, None])
+                rhs = g - np.matmul(ws.Hg[rows, :, :self.n], locked_step[:, :, None])
                 rhs *= cols[:, :, None]
+        scale = diagonal.max(axis=1)              # of C H C
         scale[scale <= 0] = 1.0
         scale *= self.lam[rows]
         diagonal += scale[:, None]
         step = np.linalg.solve(H, rhs)[:, :, 0]
-        if cols is not None:
-            step *= cols
-        moved = _shorter(step, self.settings.max_step)
+        moved = np.empty_like(self.q[rows])
+        if cols is None:
+            np.copyto(moved, step)
+        else:
+            np.multiply(step, cols, out=moved)
+        _shorter(moved, self.settings.max_step)
         moved += self.q[rows]
         if locked_step is not None:
             moved += locked_step
@@ -413,12 +417,23 @@ def _shorter(step: np.ndarray, max_step: float) -> np.ndarray:
 
 class _StepWorkspace:
     """Arrays of one damped step of R slots of n coordinates: [W^1/2 A, W^1/2 (yd - y)], the
-    products [H0, g] = [A^T W A, A^T W (yd - y)] and the damped system H, with views of them."""
+    products [A^T W A, A^T W (yd - y)] and views of them, and H0 = A^T W A, the damped system H
+    and C's outer product laid out with the slots last (`_slots_last`)."""
 
     def __init__(self, R: int, n: int):
         self.Awb = np.empty((R, 6, n + 1))
-        self.Hg, self.H = np.empty((R, n, n + 1)), np.empty((R, n, n))
-        self.H0, self.g = self.Hg[:, :, :n], self.Hg[:, :, n:]
-        self.diagonal0 = self.Hg.reshape(R, n * (n + 1))[:, :n * n + n:n + 2]
-        self.diagonal = self.H.reshape(R, n * n)[:, ::n + 1]
-        self.free = np.empty((R, n), dtype=bool)
+        self.Hg = np.empty((R, n, n + 1))
+        self.g = self.Hg[:, :, n:]
+        self.H0, _ = _slots_last(R, n)
+        self.H, self.diagonal = _slots_last(R, n)
+        self.columns, _ = _slots_last(R, n)
+        self.free = np.empty((R, n), dtype=bool, order="F")
+
+
+def _slots_last(R: int, n: int):
+    """An array (R, n, n) laid out as (n, n, R), and a view (R, n) of its diagonals: products with
+    other such arrays, and the largest diagonal per slot, then run over contiguous rows of R
+    slots instead of rows of n coordinates (the vectors (R, n) of a step are Fortran-ordered for
+    the same reason). np.linalg.solve copies each matrix whatever its layout."""
+    base = np.empty((n * n, R))
+    return base.reshape(n, n, R).transpose(2, 0, 1), base[::n + 1].T
