@@ -157,7 +157,10 @@ class _Race:
         self.ws, self.step_ws = chain.workspace(R), _StepWorkspace(R, n)
         self.q = np.empty((R, n), order="F")      # each slot's accepted coordinates (_slots_last)
         self.trial = np.empty((R, n), order="F")  # what the next evaluation measures
-        self.y, self.A = np.zeros((R, 6)), np.zeros((R, 6, n))
+        self.y = np.zeros((R, 6))
+        # A, or with unit task weights W^1/2 A itself: the step's [W^1/2 A, W^1/2 (yd - y)] block
+        self.unit_task_weights = bool(np.all(chain.weight == 1.0))
+        self.A = self.step_ws.Awb[:, :, :n] if self.unit_task_weights else np.zeros((R, 6, n))
         self.cost = np.empty(R)                   # inf: the slot's trial is a new start, taken as it is
         self.errors = np.empty((R, 2))            # position and rotation error
         self.lam = np.empty(R)
@@ -226,7 +229,7 @@ class _Race:
             began = time.perf_counter()
             chain.evaluate(self.trial, ws)
             self._accept()
-            worst = self.errors.max(axis=1)                  # inf on idle slots
+            worst = np.maximum(self.errors[:, 0], self.errors[:, 1])   # inf on idle slots
             if worst.min() <= precision:
                 reached = worst <= precision
                 winner = int(np.argmin(np.where(reached, (self.errors * self.errors).sum(axis=1), np.inf)))
@@ -316,7 +319,8 @@ class _Race:
         where it hits another, while slot 0's first start goes on locking until none hits, as
         weighted_step does."""
         chain, ws, n = self.chain, self.step_ws, self.n
-        np.multiply(self.A, chain.sqrt_weight[:, None], out=ws.Awb[:, :, :n])     # W^1/2 A
+        if not self.unit_task_weights:
+            np.multiply(self.A, chain.sqrt_weight[:, None], out=ws.Awb[:, :, :n])     # W^1/2 A
         np.multiply(self.y, chain.minus_sqrt_weight, out=ws.Awb[:, :, n])       # W^1/2 (yd - y)
         np.matmul(ws.Awb[:, :, :n].swapaxes(-1, -2), ws.Awb, out=ws.Hg)           # [A^T W A, A^T W (yd - y)]
         np.copyto(ws.H0, ws.Hg[:, :, :n])
@@ -421,7 +425,7 @@ class _StepWorkspace:
     and C's outer product laid out with the slots last (`_slots_last`)."""
 
     def __init__(self, R: int, n: int):
-        self.Awb = np.empty((R, 6, n + 1))
+        self.Awb = np.zeros((R, 6, n + 1))
         self.Hg = np.empty((R, n, n + 1))
         self.g = self.Hg[:, :, n:]
         self.H0, _ = _slots_last(R, n)
