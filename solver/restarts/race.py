@@ -41,7 +41,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..inputs import check_inputs, complete_frames
+from ..inputs import check_inputs
 from ..runtime.blas_threads import one_blas_thread
 from ..scene import Scene
 from ..settings import Settings
@@ -113,7 +113,8 @@ def solve_racing(scene: Scene, objects, settings: Settings = RACE_SETTINGS,
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
     chain = pose_chain(scene)
-    target = chain.target(objects[0]) if chain is not None and complete_frames(objects, 1)[0] else None
+    complete = bool(np.isfinite(objects).all())            # inputs.complete_frames of the one query
+    target = chain.target(objects[0]) if chain is not None and complete else None
     if target is None or not rigid(target):
         limit = max_starts - 1 if max_starts is not None else max_passes   # passes: bounds the starts there
         return solve_with_restarts(scene, objects, _damped(settings), rng, budget, q0=q0, min_batch=starts,
