@@ -406,3 +406,29 @@ def test_racing_step_is_the_damped_step_with_limits_locked():
     np.testing.assert_array_equal(race.trial[7], before)
     assert sum(r >= 1 for r in rounds) >= 5 and rounds[0] >= 2     # the locking rounds were exercised
     np.testing.assert_array_equal(race.iterations, stepping.astype(int))
+
+
+def test_pose_chain_of_one_and_two_joints_evaluates_what_the_scene_evaluates():
+    """The first and last joints' folds (the target into the first, the effector offset into the
+    last) where they are the same joint or neighbours."""
+    from solver.examples.panda import modified_dh
+    from solver.model import Model, Segment, revolute
+    from solver.restarts.chain import pose_chain
+
+    for joints in (1, 2):
+        segments = [Segment(f"link{i + 1}", i - 1, modified_dh(*PANDA_DH[i]),
+                            (revolute("Z", lower=(PANDA_LOWER[i],), upper=(PANDA_UPPER[i],)),))
+                    for i in range(joints)]
+        segments.append(Segment("flange", joints - 1, modified_dh(0.05, 0.107, 0.3)))
+        model = Model(segments, armature_names=["short"])
+        scene = pose_scene(model)
+        chain = pose_chain(scene)
+        assert chain is not None and chain.n == joints
+        q = np.random.default_rng(38).uniform(model.lower, model.upper, (5, joints))
+        target = forward_kinematics(model, q[:1] + 0.3).frames[0, -1]
+        ws = chain.workspace(5)
+        chain.aim(chain.target(target[None]), ws)
+        chain.evaluate(q, ws)
+        ev = scene.evaluate(q, np.broadcast_to(target, (5, 1, 4, 4)), jacobians="A")
+        np.testing.assert_allclose(ws.y, ev.y, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(ws.A, ev.A, rtol=0, atol=1e-12)
