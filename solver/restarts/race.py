@@ -23,7 +23,8 @@ iterations of one: most of its cost is numpy's calls, not arithmetic):
 Without a winner by the deadline (the call's start + `budget` seconds; no pass begins that the
 previous one's duration, with a margin, says would end past it) the best answer seen is returned,
 not converged.
-Everything a call does counts toward its time: `charged` is the call's wall time.
+Everything a call does counts toward its time: `charged` is the call's wall time. Python's cyclic
+garbage collector is held off during a call (`_collector_held`): its collections run between calls.
 
 Slot 0's first start takes the iterations solve_animation takes from q0 with the same settings
 (the same step, acceptance and damping rules; sums rounded in another order, so to within
@@ -35,6 +36,8 @@ in one PoseChain call with preallocated arrays; other scenes race through solve_
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import threading
 import time
 from dataclasses import replace
@@ -78,7 +81,37 @@ _PASS_MARGIN, _FINISH = 1.2, 5e-5
 RACE_SETTINGS = Settings(precision=1e-5, max_step=1.0, max_iterations=50, steps="damped", curvature=False)
 
 
+class _collector_held(contextlib.ContextDecorator):
+    """Python's cyclic garbage collector held off inside the block or the decorated call (nested
+    and from several threads alike), then as it was. A collection that the process's other
+    objects trigger while a query runs (an older generation's, over every object of every library
+    loaded) would otherwise land in the query's budget; it runs at the next allocation after the
+    call instead."""
+
+    _lock = threading.Lock()
+    _holds = 0
+    _was_enabled = False
+
+    def __enter__(self):
+        cls = type(self)
+        with cls._lock:
+            if cls._holds == 0:
+                cls._was_enabled = gc.isenabled()
+                gc.disable()
+            cls._holds += 1
+        return self
+
+    def __exit__(self, *exc):
+        cls = type(self)
+        with cls._lock:
+            cls._holds -= 1
+            if cls._holds == 0 and cls._was_enabled:
+                gc.enable()
+        return False
+
+
 @one_blas_thread()
+@_collector_held()
 def solve_racing(scene: Scene, objects, settings: Settings = RACE_SETTINGS,
                  rng=None, budget: float = 0.005, starts: int = STARTS, q0=None,
                  restart_iterations: int = RESTART_ITERATIONS, max_starts: int | None = None,

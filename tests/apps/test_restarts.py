@@ -432,3 +432,33 @@ def test_pose_chain_of_one_and_two_joints_evaluates_what_the_scene_evaluates():
         ev = scene.evaluate(q, np.broadcast_to(target, (5, 1, 4, 4)), jacobians="A")
         np.testing.assert_allclose(ws.y, ev.y, rtol=0, atol=1e-12)
         np.testing.assert_allclose(ws.A, ev.A, rtol=0, atol=1e-12)
+
+
+def test_racing_holds_the_garbage_collector_off_during_a_call_only():
+    """A collection inside a call would be charged to its budget: the collector is off while
+    the race runs (seen from its pass), and as it was before after the call."""
+    import gc
+
+    from solver.restarts import race as race_module
+    from solver.restarts import solve_racing
+
+    model = panda_arm()
+    scene = pose_scene(model)
+    _, targets = random_targets(model, 1, seed=39)
+    seen = []
+    original = race_module._Race._step
+
+    def step(self, stepping):
+        seen.append(gc.isenabled())
+        return original(self, stepping)
+
+    race_module._Race._step = step
+    try:
+        for enabled in (True, False):
+            gc.enable() if enabled else gc.disable()
+            solve_racing(scene, targets[:, None], RACE, rng=40, budget=np.inf, starts=4, max_passes=3)
+            assert gc.isenabled() == enabled
+    finally:
+        race_module._Race._step = original
+        gc.enable()
+    assert seen and not any(seen)
