@@ -21,8 +21,17 @@ the target T_t:
 (the effector's twist shifted to the target point, turned into the effector frame, through
 Jf^-1), with J(phi)^-1 = I - [phi]x / 2 + d [phi]x^2, d = (1 - t sin t / (2 (1 - cos t))) / t^2
 = (1 - (t/2) / tan(t/2)) / t^2, t = |phi| (1/12 + t^2/720 for small t). log is rotations.log_map's:
-phi = t / (2 sin t) vee(R), and near t = pi the axis from the symmetric part. y, A and the errors
-|p|, |phi| equal Scene.evaluate's to rounding (tests/apps/test_restarts.py compares them).
+phi = t / (2 sin t) vee(R), and near t = pi the axis from the symmetric part.
+
+The chain is evaluated in the target's frame: T_t^-1 is folded into the first joint's constants
+once per target (`aim`), so every frame T'_k = T_t^-1 T_k, and with M = R'_e^T = R_e^T R_t
+(R'_e, p'_e the effector's rotation and origin in that frame; w'_k, o'_k joint k's axis and pivot)
+
+    p = -M p'_e,   phi = log(M),   A = [M (w'_k x o'_k); -J(phi)^-1 M w'_k]
+
+(rotating both factors of a cross product rotates it: R_e^T (w_k x (p_t - o_k)) = -M (w'_k x
+o'_k)), which saves the target's products and differences in every evaluation. y, A and the
+errors |p|, |phi| equal Scene.evaluate's to rounding (tests/apps/test_restarts.py compares them).
 """
 
 from __future__ import annotations
@@ -36,25 +45,36 @@ from ..rotations import _SMALL
 from ..scene import Scene
 from ..tasks import CopyPose
 
-# cross(a, b) = a_j b_k EPSILON[3 j + k]: the Levi-Civita symbol as a (9, 3) matrix.
-_EPSILON = np.zeros((9, 3))
+# cross(a, b)_i = EPSILON[i, 3 j + k] a_j b_k: the Levi-Civita symbol as a (3, 9) matrix.
+_EPSILON = np.zeros((3, 9))
 for _i, _j, _k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
-    _EPSILON[3 * _j + _k, _i], _EPSILON[3 * _k + _j, _i] = 1.0, -1.0
+    _EPSILON[_i, 3 * _j + _k], _EPSILON[_i, 3 * _k + _j] = 1.0, -1.0
 # Where log reads the axis from the symmetric part: t within about 1.4e-3 of pi (sin t < 1.5e-3),
 # beyond which vee(R) = 2 sin t k keeps a relative accuracy of 1e-12 (rotations.log_map switches
 # at cos t = -0.99; the two agree to rounding in between).
 _NEAR_PI = -1.0 + 1e-6
-# Linear maps of a flattened 3 x 3 matrix R9 (R9 @ M): half the trace, and vee(R) = (R[2,1] - R[1,2],
-# R[0,2] - R[2,0], R[1,0] - R[0,1]); of a vector phi: [phi]x flattened.
-_TRACE_MINUS_ONE_HALF = np.zeros(9)
-_TRACE_MINUS_ONE_HALF[[0, 4, 8]] = 0.5
-_VEE = np.zeros((9, 3))
+# Linear maps of a flattened 3 x 3 matrix -M (-M9 @ map): half the trace of M, and vee(M) = (M[2,1] -
+# M[1,2], M[0,2] - M[2,0], M[1,0] - M[0,1]); of a vector phi: [phi]x / 2 flattened.
+_MINUS_HALF_TRACE = np.zeros(9)
+_MINUS_HALF_TRACE[[0, 4, 8]] = -0.5
+_MINUS_VEE = np.zeros((9, 3))
 for _i, (_plus, _minus) in enumerate(((7, 5), (2, 6), (3, 1))):
-    _VEE[_plus, _i], _VEE[_minus, _i] = 1.0, -1.0
-_SKEW = np.zeros((3, 9))
+    _MINUS_VEE[_plus, _i], _MINUS_VEE[_minus, _i] = -1.0, 1.0
+_HALF_SKEW = np.zeros((3, 9))
 for _i, (_plus, _minus) in enumerate(((7, 5), (2, 6), (3, 1))):
-    _SKEW[_i, _plus], _SKEW[_i, _minus] = 1.0, -1.0
+    _HALF_SKEW[_i, _plus], _HALF_SKEW[_i, _minus] = 0.5, -0.5
 _QUARTER = np.full(3, 0.25)
+_IDENTITY3 = np.eye(3)
+_LAST_ROW = np.array([0.0, 0.0, 0.0, 1.0])
+
+
+def _looped(shape) -> np.ndarray:
+    """A zeroed array of `shape` whose last axis takes every other item of a buffer twice as long.
+    numpy's matmul calls BLAS once per matrix of a stack when every operand's rows are contiguous,
+    and runs its own loop otherwise; for stacks of 3 x 3 to 4 x 7 products its loop is the faster,
+    and an output like this one keeps matmul on it (the values are the same products, summed in
+    another order)."""
+    return np.zeros(tuple(shape[:-1]) + (2 * shape[-1],))[..., ::2]
 
 
 def _skew(a) -> np.ndarray:
@@ -71,6 +91,15 @@ def _turn_z_onto(a) -> np.ndarray:
     Q = np.eye(4)
     Q[:3, :3] = np.column_stack([x, np.cross(a, x), a])
     return Q
+
+
+def rigid(target: np.ndarray, tolerance: float = 1e-9) -> bool:
+    """Whether a frame's rotation part is a rotation (R^T R = I within `tolerance`, det R > 0):
+    the frames `PoseChain.aim` takes."""
+    R = target[:3, :3]
+    (a, b, c), (d, e, f), (g, h, i) = R.tolist()
+    det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
+    return det > 0.0 and float(np.abs(R.T @ R - _IDENTITY3).max()) <= tolerance
 
 
 class PoseChain:
@@ -90,6 +119,8 @@ class PoseChain:
             turn_back = Q.T
         self.CSP = np.stack([self.C, self.S, self.P], axis=1).reshape(n, 3, 16)   # (c, s, 1) @ CSP = N
         self.E = turn_back @ after @ task.effector.offset         # last joint's frame -> effector frame
+        self.CSPE = self.CSP.copy()                               # ... and E folded into the last joint: N_n E
+        self.CSPE[n - 1] = (self.CSP[n - 1].reshape(3, 4, 4) @ self.E).reshape(3, 16)
         self.target_offset = task.target.offset
         self.target_object = task.target.obj
         self.weight = np.asarray(task.task_weight, dtype=float)  # (6,): position rows, then rotation
@@ -100,55 +131,77 @@ class PoseChain:
         self.races: dict = {}                                   # solve_racing's arrays, per number of starts
 
     def workspace(self, R: int) -> "Workspace":
-        """New arrays for evaluations of R starts (to keep and reuse: `evaluate` writes into them)."""
-        return Workspace(R, self.n)
+        """New arrays for evaluations of R starts (to keep and reuse: `evaluate` writes into them);
+        `aim` gives them a target before the first evaluation."""
+        ws = Workspace(R, self.n)
+        np.copyto(ws.CSP, self.CSPE)
+        ws.last_columns[:] = self.P[self.n - 1, :, 2:]
+        return ws
 
     def target(self, objects: np.ndarray) -> np.ndarray:
         """The target frame (4, 4) from one query's object poses (K, 4, 4)."""
         return objects[self.target_object] @ self.target_offset
 
-    def evaluate(self, q: np.ndarray, target: np.ndarray, ws: "Workspace", jacobians: bool = True) -> None:
+    def aim(self, target: np.ndarray, ws: "Workspace") -> None:
+        """Evaluations in ws measure against `target` (4, 4), a rigid transform (see `rigid`):
+        its inverse L = [R_t^T, -R_t^T p_t] folded into the first joint's constants (L N_1; E is
+        folded into the last one's once per chain, N_n E), so that the chain's product is
+        T'_e = L T_e; the last joint's axis and pivot, the z column and origin of T'_{n-1} F_n,
+        come from `last_columns`: F_n's (L F_n's for a single joint)."""
+        inverse = np.empty((4, 4))
+        inverse[3] = _LAST_ROW
+        np.copyto(inverse[:3, :3], target[:3, :3].T)
+        np.matmul(inverse[:3, :3], target[:3, 3], out=inverse[:3, 3])
+        np.negative(inverse[:3, 3], out=inverse[:3, 3])
+        np.matmul(inverse, self.CSPE[0].reshape(3, 4, 4), out=ws.CSP[0].reshape(3, 4, 4))
+        if self.n == 1:
+            np.matmul(inverse, self.P[0, :, 2:], out=ws.last_columns)
+
+    def evaluate(self, q: np.ndarray, ws: "Workspace", jacobians: bool = True) -> None:
         """Fill ws.y (R, 6), ws.position_error, ws.rotation_error, ws.cost (R,) and, with
-        `jacobians`, ws.A (R, 6, n) for coordinates q (R, n) and the target frame (4, 4)."""
+        `jacobians`, ws.A (R, 6, n) for coordinates q (R, n) and the target `aim` gave ws, in
+        the target's frame (the module docstring)."""
         n = self.n
         np.cos(q.T, out=ws.cs1[:, :, 0])
         np.sin(q.T, out=ws.cs1[:, :, 1])
-        np.matmul(ws.cs1, self.CSP, out=ws.N16)                 # N_k = cos C_k + sin S_k + P_k, (n, R, 4, 4)
+        np.matmul(ws.cs1, ws.CSP, out=ws.N16)                   # N_k = cos C_k + sin S_k + P_k, (n, R, 4, 4)
         N, T = ws.N, ws.T                                        # T (n, R, 4, 4): link frames after each joint
-        T[0] = N[0]
-        for k in range(1, n):
-            np.matmul(T[k - 1], N[k], out=T[k])
-        np.matmul(T[n - 1], self.E, out=ws.Te)
-        Re_t = ws.Te[:, :3, :3].swapaxes(-1, -2)
-        np.negative(Re_t, out=ws.minus_Re_t)
-        pt = target[:3, 3]
-        np.subtract(ws.Te[:, :3, 3], pt, out=ws.d)               # p_e - p_t
-        np.matmul(ws.minus_Re_t, ws.d[:, :, None], out=ws.y[:, :3, None])    # p = R_e^T (p_t - p_e)
-        np.matmul(Re_t, target[:3, :3], out=ws.Rrel)
+        if n == 1:
+            np.copyto(ws.Te, N[0])
+            ws.T[0, :, :, 2:] = ws.last_columns
+        else:
+            np.copyto(T[0], N[0])
+            for k in range(1, n - 1):
+                np.matmul(T[k - 1], N[k], out=T[k])
+            np.matmul(T[n - 2], N[n - 1], out=ws.Te)
+            if jacobians:                                        # the last joint's axis and pivot
+                np.matmul(ws.before_last_rows, ws.last_columns, out=ws.last_axis_pivot)
+        np.negative(ws.Te[:, :3, :3].swapaxes(-1, -2), out=ws.minus_M)   # -M = -R'_e^T
+        np.matmul(ws.minus_M, ws.Te[:, :3, 3, None], out=ws.y[:, :3, None])    # p = -M p'_e
         self._log(ws)                                            # phi
         np.multiply(ws.y, ws.y, out=ws.yy)
         np.sqrt(ws.yy.reshape(-1, 2, 3).sum(axis=2), out=ws.errors)   # |p|, |phi|
         np.matmul(ws.yy, self.weight, out=ws.cost)
         if not jacobians:
             return
-        w, o = T[:, :, :3, 2], T[:, :, :3, 3]                    # (n, R, 3) views
-        np.subtract(pt, o, out=ws.lever)
-        np.multiply(w[..., :, None], ws.lever[..., None, :], out=ws.outer)
-        np.matmul(ws.outer.reshape(n, -1, 9), _EPSILON, out=ws.cross)     # w x (p_t - o), (n, R, 3)
+        np.copyto(ws.axes_pivots, T[:, :, :3, 2:].transpose(3, 2, 0, 1))
+        w, o = ws.axes_pivots                                    # (3, n, R): w'_k, o'_k per start
+        np.multiply(o[:, None], w[None, :], out=ws.outer)        # o_j w_k, (3, 3, n, R)
+        np.matmul(_EPSILON, ws.outer.reshape(9, -1), out=ws.cross.reshape(3, -1))   # o' x w', (3, n, R)
         A = ws.A
-        np.matmul(ws.minus_Re_t, ws.cross.transpose(1, 2, 0), out=A[:, :3])
-        self._jacobian_inverse(ws)                               # ws.G = -J(phi)^-1 R_e^T
-        np.matmul(ws.G, w.transpose(1, 2, 0), out=A[:, 3:])
+        np.matmul(ws.minus_M, ws.cross.transpose(2, 0, 1), out=A[:, :3])   # M (w' x o')
+        self._jacobian_inverse(ws)                               # ws.G = -J(phi)^-1 M
+        np.matmul(ws.G, w.transpose(2, 0, 1), out=A[:, 3:])
 
     @staticmethod
     def _log(ws: "Workspace") -> None:
-        """ws.y[:, 3:] = log(ws.Rrel), as rotations.log_map computes it."""
-        R9 = ws.Rrel.reshape(-1, 9)
+        """ws.y[:, 3:] = log(M), read from -M (ws.minus_M), as rotations.log_map computes it."""
+        minus_M9 = ws.minus_M.reshape(-1, 9)
         cos_t = ws.cos_t
-        np.matmul(R9, _TRACE_MINUS_ONE_HALF, out=cos_t)
+        np.matmul(minus_M9, _MINUS_HALF_TRACE, out=cos_t)        # trace(M) / 2
         cos_t -= 0.5                                             # may pass +-1 by rounding: arctan2 takes that
         vee = ws.vee
-        np.matmul(R9, _VEE, out=vee)
+        np.matmul(minus_M9, _MINUS_VEE, out=vee)                 # vee(M)
         sin_t = ws.sin_t
         np.sqrt(np.matmul(vee * vee, _QUARTER), out=sin_t)       # |vee| / 2
         t = np.arctan2(sin_t, cos_t, out=ws.t)
@@ -160,7 +213,7 @@ class PoseChain:
         np.multiply(ratio[:, None], vee, out=phi)
         if cos_t.min() < _NEAR_PI:
             near_pi = cos_t < _NEAR_PI
-            R, c = ws.Rrel[near_pi], cos_t[near_pi]
+            R, c = -ws.minus_M[near_pi], cos_t[near_pi]
             kk = ((R + R.swapaxes(-1, -2)) / 2.0 - c[:, None, None] * np.eye(3)) / (1.0 - c)[:, None, None]
             column = np.argmax(np.diagonal(kk, axis1=-2, axis2=-1), axis=-1)
             axis = np.take_along_axis(kk, column[:, None, None], axis=-1)[..., 0]
@@ -170,9 +223,10 @@ class PoseChain:
 
     @staticmethod
     def _jacobian_inverse(ws: "Workspace") -> None:
-        """ws.G = -J(phi)^-1 R_e^T for phi = ws.y[:, 3:] (see the module docstring)."""
+        """ws.G = -J(phi)^-1 M = -M + [phi]x M / 2 - d [phi]x^2 M for phi = ws.y[:, 3:] (see the
+        module docstring), as (4 d [phi]x / 2) ([phi]x / 2 (-M)) - [phi]x / 2 (-M) + (-M)."""
         phi, K, t = ws.y[:, 3:], ws.K, ws.t                     # t = |phi|, from _log
-        np.matmul(phi, _SKEW, out=K.reshape(-1, 9))              # [phi]x
+        np.matmul(phi, _HALF_SKEW, out=K.reshape(-1, 9))         # [phi]x / 2
         small = t.min() < _SMALL
         ts = np.where(t < _SMALL, 1.0, t) if small else t
         half = 0.5 * ts
@@ -180,35 +234,39 @@ class PoseChain:
         d /= ts * ts
         if small:
             d = np.where(t < _SMALL, 1.0 / 12.0 + t * t / 720.0, d)
-        np.matmul(K, ws.minus_Re_t, out=ws.KR)                   # -[phi]x R_e^T
-        np.matmul(K, ws.KR, out=ws.G)                            # -[phi]x^2 R_e^T
-        ws.G *= d[:, None, None]
-        ws.KR *= 0.5
+        d *= 4.0
+        np.matmul(K, ws.minus_M, out=ws.KR)                      # -[phi]x M / 2
+        np.multiply(K, d[:, None, None], out=ws.Kd)              # 2 d [phi]x
+        np.matmul(ws.Kd, ws.KR, out=ws.G)                        # -d [phi]x^2 M
         ws.G -= ws.KR
-        ws.G += ws.minus_Re_t
+        ws.G += ws.minus_M
 
 
 class Workspace:
-    """Arrays of one evaluation for R starts of an n-joint chain."""
+    """Arrays of one evaluation for R starts of an n-joint chain, and the constants `aim` folds
+    with its target."""
 
     def __init__(self, R: int, n: int):
         self.R, self.n = R, n
+        self.CSP = np.empty((n, 3, 16))                         # the chain's CSPE, the target folded in
+        self.last_columns = np.empty((4, 2))
         self.cs1 = np.ones((n, R, 3))                           # (cos, sin, 1) per joint and start
         self.N16 = np.empty((n, R, 16))
         self.N = self.N16.reshape(n, R, 4, 4)
-        self.T = np.empty((n, R, 4, 4))
-        self.Te = np.empty((R, 4, 4))
-        self.minus_Re_t = np.empty((R, 3, 3))
-        self.d = np.empty((R, 3))
-        self.Rrel = np.empty((R, 3, 3))
+        self.T = _looped((n, R, 4, 4))                          # the last one: its z column and origin only
+        self.before_last_rows = self.T[max(n - 2, 0)].reshape(R * 4, 4)
+        self.last_axis_pivot = self.T[n - 1, :, :, 2:].reshape(R * 4, 2)     # views into T
+        self.Te = _looped((R, 4, 4))
+        self.minus_M = np.empty((R, 3, 3))
         self.cos_t, self.sin_t, self.t, self.vee = np.empty(R), np.empty(R), np.empty(R), np.empty((R, 3))
         self.y, self.yy = np.empty((R, 6)), np.empty((R, 6))
         self.errors, self.cost = np.empty((R, 2)), np.empty(R)
         self.position_error, self.rotation_error = self.errors[:, 0], self.errors[:, 1]
-        self.lever, self.cross = np.empty((n, R, 3)), np.empty((n, R, 3))
-        self.outer = np.empty((n, R, 3, 3))
-        self.K, self.KR, self.G = np.zeros((R, 3, 3)), np.empty((R, 3, 3)), np.empty((R, 3, 3))
-        self.A = np.empty((R, 6, n))
+        self.axes_pivots = np.empty((2, 3, n, R))               # joints' axes and pivots, starts last
+        self.outer, self.cross = np.empty((3, 3, n, R)), np.empty((3, n, R))
+        self.K, self.Kd = np.zeros((R, 3, 3)), np.empty((R, 3, 3))
+        self.KR, self.G = _looped((R, 3, 3)), _looped((R, 3, 3))
+        self.A = _looped((R, 6, n))
 
 
 _CHAINS: "weakref.WeakKeyDictionary[Scene, PoseChain | None]" = weakref.WeakKeyDictionary()

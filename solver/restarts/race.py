@@ -23,29 +23,32 @@ iterations of one: most of its cost is numpy's calls, not arithmetic):
 Without a winner by the deadline (the call's start + `budget` seconds; no pass begins that the
 previous one's duration, with a margin, says would end past it) the best answer seen is returned,
 not converged.
-Everything a call does counts toward its time: `charged` is the call's wall time.
+Everything a call does counts toward its time: `charged` is the call's wall time. Python's cyclic
+garbage collector is held off during a call (`_collector_held`): its collections run between calls.
 
 Slot 0's first start takes the iterations solve_animation takes from q0 with the same settings
 (the same step, acceptance and damping rules; sums rounded in another order, so to within
 rounding, which now and then tips a step's acceptance the other way). For the scenes PoseChain evaluates (one pose
-task on a serial revolute chain) all slots are evaluated together in one PoseChain call with
-preallocated arrays; other scenes race through solve_with_restarts (rounds of solve_animation
-with racing groups).
+task on a serial revolute chain, its target a rigid transform) all slots are evaluated together
+in one PoseChain call with preallocated arrays; other scenes race through solve_with_restarts
+(rounds of solve_animation with racing groups).
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import threading
 import time
 from dataclasses import replace
 
 import numpy as np
 
-from ..inputs import check_inputs, complete_frames
+from ..inputs import check_inputs
 from ..runtime.blas_threads import one_blas_thread
 from ..scene import Scene
 from ..settings import Settings
-from .chain import PoseChain, pose_chain
+from .chain import PoseChain, pose_chain, rigid
 from .solve import RestartResult, solve_with_restarts
 from .starts import middle_of_limits
 
@@ -62,12 +65,14 @@ _NUDGE = 1e-3
 # but make each pass dearer.
 STARTS, RESTART_ITERATIONS = 48, 32
 # A random start's step that hits a limit is solved again once with the coordinates that hit
-# locked on it; where that step hits another, it is clamped onto the limits (weighted_step would
-# lock and solve again until none hits: about a quarter of a pass's time at 48 starts, for the
-# same solve rate within 6-15 passes on 1,500 poses, BENCHMARKS.md).
-_RANDOM_LOCK_ROUNDS = 1
-# No pass begins unless _PASS_MARGIN times the last pass's duration, and _FINISH seconds to build
-# the result, still fit before the deadline (a pass varies a little with the slots that hit limits).
+# locked on it; where that step hits another, it is clamped onto the limits (_Race._step; weighted_step
+# would lock and solve again until none hits: a dearer pass for the same solve rate per pass,
+# BENCHMARKS.md; no second solve at all, only the clamp, solves fewer).
+# No pass begins unless _PASS_MARGIN times a pass's duration, and _FINISH seconds to build the
+# result, still fit before the deadline (a pass varies a little with the slots that hit limits).
+# A pass's duration is the shorter of the last two: a pause outside the race (the garbage
+# collector, the system) that lands in one pass would otherwise end the race long before the
+# deadline.
 _PASS_MARGIN, _FINISH = 1.2, 5e-5
 
 
@@ -76,7 +81,37 @@ _PASS_MARGIN, _FINISH = 1.2, 5e-5
 RACE_SETTINGS = Settings(precision=1e-5, max_step=1.0, max_iterations=50, steps="damped", curvature=False)
 
 
+class _collector_held(contextlib.ContextDecorator):
+    """Python's cyclic garbage collector held off inside the block or the decorated call (nested
+    and from several threads alike), then as it was. A collection that the process's other
+    objects trigger while a query runs (an older generation's, over every object of every library
+    loaded) would otherwise land in the query's budget; it runs at the next allocation after the
+    call instead."""
+
+    _lock = threading.Lock()
+    _holds = 0
+    _was_enabled = False
+
+    def __enter__(self):
+        cls = type(self)
+        with cls._lock:
+            if cls._holds == 0:
+                cls._was_enabled = gc.isenabled()
+                gc.disable()
+            cls._holds += 1
+        return self
+
+    def __exit__(self, *exc):
+        cls = type(self)
+        with cls._lock:
+            cls._holds -= 1
+            if cls._holds == 0 and cls._was_enabled:
+                gc.enable()
+        return False
+
+
 @one_blas_thread()
+@_collector_held()
 def solve_racing(scene: Scene, objects, settings: Settings = RACE_SETTINGS,
                  rng=None, budget: float = 0.005, starts: int = STARTS, q0=None,
                  restart_iterations: int = RESTART_ITERATIONS, max_starts: int | None = None,
@@ -103,19 +138,23 @@ def solve_racing(scene: Scene, objects, settings: Settings = RACE_SETTINGS,
     if objects.ndim != 4 or objects.shape[0] != 1:
         raise ValueError(f"solve_racing solves one query: objects (1, K, 4, 4), got {objects.shape}; "
                          "solve_with_restarts solves many at once")
-    if q0 is None:
-        q0 = middle_of_limits(scene)[None]
-    q0, objects, _, _ = check_inputs(scene, np.reshape(q0, (1, -1)), objects, None)
+    if q0 is None and scene.n_objects and objects.shape[1] == scene.n_objects:
+        q0 = middle_of_limits(scene)[None]                  # finite, and the objects need no broadcast
+    else:
+        q0 = middle_of_limits(scene)[None] if q0 is None else q0
+        q0, objects, _, _ = check_inputs(scene, np.reshape(q0, (1, -1)), objects, None)
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
     chain = pose_chain(scene)
-    if chain is None or not complete_frames(objects, 1)[0]:
+    complete = bool(np.isfinite(objects).all())            # inputs.complete_frames of the one query
+    target = chain.target(objects[0]) if chain is not None and complete else None
+    if target is None or not rigid(target):
         limit = max_starts - 1 if max_starts is not None else max_passes   # passes: bounds the starts there
         return solve_with_restarts(scene, objects, _damped(settings), rng, budget, q0=q0, min_batch=starts,
                                    restart_iterations=restart_iterations, max_restarts=limit)
     race = _race(chain, starts)
     try:
-        race.reset(chain.target(objects[0]), q0[0], _damped(settings), rng, restart_iterations,
+        race.reset(target, q0[0], _damped(settings), rng, restart_iterations,
                    np.inf if max_starts is None else max_starts)
         return race.run(t0, t0 + budget, np.inf if max_passes is None else max_passes)
     finally:
@@ -150,9 +189,12 @@ class _Race:
         self.chain, self.R, self.n = chain, R, n
         self.lock = threading.Lock()              # held while a query uses these arrays
         self.ws, self.step_ws = chain.workspace(R), _StepWorkspace(R, n)
-        self.q = np.empty((R, n))                 # each slot's accepted coordinates
-        self.trial = np.empty((R, n))             # what the next evaluation measures
-        self.y, self.A = np.zeros((R, 6)), np.zeros((R, 6, n))
+        self.q = np.empty((R, n), order="F")      # each slot's accepted coordinates (_slots_last)
+        self.trial = np.empty((R, n), order="F")  # what the next evaluation measures
+        self.y = np.zeros((R, 6))
+        # A, or with unit task weights W^1/2 A itself: the step's [W^1/2 A, W^1/2 (yd - y)] block
+        self.unit_task_weights = bool(np.all(chain.weight == 1.0))
+        self.A = self.step_ws.Awb[:, :, :n] if self.unit_task_weights else np.zeros((R, 6, n))
         self.cost = np.empty(R)                   # inf: the slot's trial is a new start, taken as it is
         self.errors = np.empty((R, 2))            # position and rotation error
         self.lam = np.empty(R)
@@ -166,16 +208,22 @@ class _Race:
         self.proposed = np.empty(R)
         direction = np.sin(np.arange(1, n + 1) * 2.399963)     # as solve_animation nudges
         self.nudge_direction = direction / max(np.linalg.norm(direction), 1e-300)
-        self.all_free = bool(np.all(chain.joint_weight > 0))
+        self.movable = chain.joint_weight > 0
+        self.all_free = bool(np.all(self.movable))
+        self.finite_limits = bool(np.all(np.isfinite(chain.lower)) and np.all(np.isfinite(chain.upper)))
+        if self.finite_limits:                    # where random starts are drawn, lower + width u
+            self.draw_lower, self.draw_width = chain.lower, chain.upper - chain.lower
         self.unit_weights = bool(np.all(chain.joint_weight == 1.0))
 
     def reset(self, target, q0, settings: Settings, rng, restart_iterations: int, max_starts) -> "_Race":
         chain, R = self.chain, self.R
         q0 = np.minimum(np.maximum(q0, chain.lower), chain.upper)      # projected, as solve_animation starts
-        self.target, self.q0, self.settings, self.rng = target, q0, settings, rng
+        chain.aim(target, self.ws)
+        self.q0, self.settings, self.rng = q0, settings, rng
         self.restart_iterations, self.max_starts = restart_iterations, max_starts
-        self.draw_lower = np.where(np.isfinite(chain.lower), chain.lower, q0 - np.pi)
-        self.draw_upper = np.where(np.isfinite(chain.upper), chain.upper, q0 + np.pi)
+        if not self.finite_limits:
+            self.draw_lower = np.where(np.isfinite(chain.lower), chain.lower, q0 - np.pi)
+            self.draw_width = np.where(np.isfinite(chain.upper), chain.upper, q0 + np.pi) - self.draw_lower
         self.cost.fill(np.inf)
         self.errors.fill(np.inf)
         self.lam.fill(_LAMBDA_RANDOM)
@@ -201,18 +249,21 @@ class _Race:
         return self
 
     def _draws(self, m: int) -> np.ndarray:
-        """m uniform random coordinate vectors within the limits (frozen coordinates as q0)."""
-        q = self.rng.uniform(self.draw_lower, self.draw_upper, (m, self.n))
+        """m uniform random coordinate vectors within the limits (frozen coordinates as q0): the
+        numbers Generator.uniform(lower, upper) draws, lower + (upper - lower) u."""
+        q = self.rng.random((m, self.n))
+        q *= self.draw_width
+        q += self.draw_lower
         return q if self.all_free else np.where(self.chain.joint_weight > 0, q, self.q0)
 
     def run(self, t0: float, deadline: float, max_passes) -> RestartResult:
         chain, ws, precision = self.chain, self.ws, self.settings.precision
-        winner, last_pass = -1, 0.0
+        winner, last_pass, pass_before = -1, 0.0, np.inf
         while True:
             began = time.perf_counter()
-            chain.evaluate(self.trial, self.target, ws)
+            chain.evaluate(self.trial, ws)
             self._accept()
-            worst = self.errors.max(axis=1)                  # inf on idle slots
+            worst = np.maximum(self.errors[:, 0], self.errors[:, 1])   # inf on idle slots
             if worst.min() <= precision:
                 reached = worst <= precision
                 winner = int(np.argmin(np.where(reached, (self.errors * self.errors).sum(axis=1), np.inf)))
@@ -221,11 +272,12 @@ class _Race:
             ended &= self.active
             if ended.any() and not self._restart(ended):
                 break
-            if self.passes >= max_passes or time.perf_counter() + _PASS_MARGIN * last_pass + _FINISH > deadline:
+            expected = _PASS_MARGIN * min(last_pass, pass_before) + _FINISH
+            if self.passes >= max_passes or time.perf_counter() + expected > deadline:
                 break
             self.passes += 1
             self._step(self.active & ~self.forced)
-            last_pass = time.perf_counter() - began
+            last_pass, pass_before = time.perf_counter() - began, last_pass
         return self._result(winner, t0)
 
     def _accept(self) -> None:
@@ -295,73 +347,85 @@ class _Race:
         curvature) of every slot, from H = A^T W A and g = A^T W (yd - y) once per step: with C
         the weighted free columns, (C H C + lambda s I) x = C (g - H dl), s the largest diagonal
         of C H C, dl the step of the coordinates locked on a limit so far; trial points for the
-        slots `stepping`."""
-        chain, ws, s = self.chain, self.step_ws, self.settings
-        q, R, n = self.q, self.R, self.n
-        np.multiply(self.A, chain.sqrt_weight[:, None], out=ws.Awb[:, :, :n])     # W^1/2 A
+        slots `stepping`. Each coordinate whose step hit a limit is locked on it (its dl) and the
+        others solved again, all slots at once (a slot with no hit solves its first system again
+        and gets its first step); a random start stops there, its step clamped onto the limits
+        where it hits another, while slot 0's first start goes on locking until none hits, as
+        weighted_step does."""
+        chain, ws, n = self.chain, self.step_ws, self.n
+        if not self.unit_task_weights:
+            np.multiply(self.A, chain.sqrt_weight[:, None], out=ws.Awb[:, :, :n])     # W^1/2 A
         np.multiply(self.y, chain.minus_sqrt_weight, out=ws.Awb[:, :, n])       # W^1/2 (yd - y)
         np.matmul(ws.Awb[:, :, :n].swapaxes(-1, -2), ws.Awb, out=ws.Hg)           # [A^T W A, A^T W (yd - y)]
-        H0, g = ws.Hg[:, :, :n], ws.Hg[:, :, n:]
-        diagonal0, diagonal = ws.Hg.reshape(R, n * (n + 1))[:, :n * n + n:n + 2], ws.H.reshape(R, n * n)[:, ::n + 1]
+        np.copyto(ws.H0, ws.Hg[:, :, :n])
         free = ws.free
-        np.logical_and(chain.joint_weight > 0, stepping[:, None], out=free)   # only stepping slots lock
-        if self.unit_weights:                 # C = I: the products with it are copies
-            np.copyto(ws.H, H0)
-            scale = diagonal0.max(axis=-1)
-        else:
-            cols = chain.joint_weight
-            np.multiply(H0, cols[:, None] * cols[None, :], out=ws.H)
-            scale = (diagonal0 * (cols * cols)).max(axis=-1)
-        scale[scale <= 0] = 1.0
-        scale *= self.lam
-        diagonal += scale[:, None]
-        if self.unit_weights:
-            free_step = np.linalg.solve(ws.H, g)[:, :, 0]
-        else:
-            free_step = cols * np.linalg.solve(ws.H, (cols * g[:, :, 0])[:, :, None])[:, :, 0]
-        moved = q + _shorter(free_step, s.max_step)
-        inside = np.minimum(np.maximum(moved, chain.lower), chain.upper)
+        np.logical_and(self.movable, stepping[:, None], out=free)     # only stepping slots lock
+        everything = slice(None)
+        moved, inside = self._trial(everything, None if self.unit_weights else chain.joint_weight, None)
         hit = inside != moved
         hit &= free
         if hit.any():
-            rows = np.flatnonzero(hit.any(axis=1))
-            inside[rows] = self._locked_rounds(rows, H0[rows], g[rows, :, 0], inside[rows], hit[rows], free[rows])
-        np.abs(inside - q).max(axis=1, out=self.proposed)
+            locked_step = np.where(hit, inside - self.q, 0.0)
+            free &= ~hit
+            moved, inside = self._trial(everything, chain.joint_weight * free, locked_step)
+            if self.first[0]:
+                inside[:1] = self._locked_rounds(free[:1], locked_step[:1], moved[:1], inside[:1])
+        proposed = np.abs(inside - self.q, out=moved)
+        proposed.max(axis=1, out=self.proposed)
         np.less(self.proposed, 1e-14, out=self.step_stuck)
         np.copyto(self.trial, inside, where=stepping[:, None])
         self.iterations += stepping
         self.total_iterations += int(np.count_nonzero(stepping))
 
-    def _locked_rounds(self, rows, H0, g, inside, hit, free) -> np.ndarray:
-        """The slots `rows` whose step hit a limit, as update.weighted_step goes on with them:
-        each coordinate that hit is locked on its limit (its step dl), the others solved again
-        with C = the free columns, until no new coordinate hits one; a random start stops after
-        _RANDOM_LOCK_ROUNDS such rounds with its step clamped onto the limits (slot 0's first
-        start goes on as weighted_step does). Returns their new `inside`."""
-        chain, s, n = self.chain, self.settings, self.n
-        q, lam, lower, upper = self.q[rows], self.lam[rows], chain.lower, chain.upper
-        exact = self.first[rows][:, None]
-        locked_step = np.where(hit, inside - q, 0.0)
-        free &= ~hit
-        for round_ in range(1, n + 1):
-            cols = chain.joint_weight * free
-            H = H0 * (cols[:, :, None] * cols[:, None, :])
-            diagonal = H.reshape(len(rows), n * n)[:, ::n + 1]
-            scale = (H0.reshape(len(rows), n * n)[:, ::n + 1] * (cols * cols)).max(axis=-1)
-            scale[scale <= 0] = 1.0
-            diagonal += (lam * scale)[:, None]
-            rhs = cols * (g - (H0 @ locked_step[:, :, None])[:, :, 0])
-            moved = q + _shorter(cols * np.linalg.solve(H, rhs[:, :, None])[:, :, 0], s.max_step)
+    def _trial(self, rows: slice, cols, locked_step):
+        """For the slots `rows`: moved = q + dl + x, x the damped step of `_step` with C = diag(cols)
+        (None: C = I, no coordinate locked) shortened to settings.max_step, and inside = moved
+        clamped onto the limits. Returns (moved, inside), new arrays (m, n)."""
+        ws, chain = self.step_ws, self.chain
+        H0, g, H, diagonal = ws.H0[rows], ws.g[rows], ws.H[rows], ws.diagonal[rows]
+        if cols is None:
+            np.copyto(H, H0)
+            rhs = g
+        else:
+            columns = ws.columns[rows]
+            np.multiply(cols[:, :, None], cols[:, None, :], out=columns)
+            np.multiply(H0, columns, out=H)
+            if locked_step is None:
+                rhs = g * cols[:, :, None]
+            else:
+                rhs = g - np.matmul(ws.Hg[rows, :, :self.n], locked_step[:, :, None])
+                rhs *= cols[:, :, None]
+        scale = diagonal.max(axis=1)              # of C H C
+        scale[scale <= 0] = 1.0
+        scale *= self.lam[rows]
+        diagonal += scale[:, None]
+        step = np.linalg.solve(H, rhs)[:, :, 0]
+        moved = np.empty_like(self.q[rows])
+        if cols is None:
+            np.copyto(moved, step)
+        else:
+            np.multiply(step, cols, out=moved)
+        _shorter(moved, self.settings.max_step)
+        moved += self.q[rows]
+        if locked_step is not None:
             moved += locked_step
-            inside = np.minimum(np.maximum(moved, lower), upper)
+        inside = np.minimum(np.maximum(moved, chain.lower), chain.upper)
+        return moved, inside
+
+    def _locked_rounds(self, free, locked_step, moved, inside) -> np.ndarray:
+        """Slot 0's first start after its first locking round (free, locked_step, moved, inside of
+        that round, (1, n)), as update.weighted_step goes on: each coordinate that hit a limit is
+        locked on it (its step dl), the others solved again, until no new coordinate hits one.
+        Returns its new `inside`."""
+        q, joint_weight = self.q[:1], self.chain.joint_weight
+        for _ in range(self.n):
             hit = inside != moved
             hit &= free
-            if round_ >= _RANDOM_LOCK_ROUNDS:
-                hit &= exact                      # the others keep this step as clamped
             if not hit.any():
                 break
             np.copyto(locked_step, inside - q, where=hit)
             free &= ~hit
+            moved, inside = self._trial(slice(0, 1), joint_weight * free, locked_step)
         return inside
 
     def _result(self, winner: int, t0: float) -> RestartResult:
@@ -381,18 +445,33 @@ class _Race:
 
 
 def _shorter(step: np.ndarray, max_step: float) -> np.ndarray:
-    """Steps (R, n) scaled down where their largest entry passes max_step (update.weighted_step)."""
-    largest = np.abs(step).max(axis=-1)
-    too_long = largest > max_step
-    if too_long.any():
-        step *= np.where(too_long, max_step / np.maximum(largest, 1e-300), 1.0)[:, None]
+    """Steps (R, n) scaled down, in place, where their largest entry passes max_step
+    (update.weighted_step): by max_step / max(largest, max_step), which is 1 where none passes."""
+    if np.isfinite(max_step):
+        largest = np.abs(step).max(axis=-1)
+        step *= (max_step / np.maximum(largest, max_step))[:, None]
     return step
 
 
 class _StepWorkspace:
-    """Arrays of one damped step of R slots of n coordinates."""
+    """Arrays of one damped step of R slots of n coordinates: [W^1/2 A, W^1/2 (yd - y)], the
+    products [A^T W A, A^T W (yd - y)] and views of them, and H0 = A^T W A, the damped system H
+    and C's outer product laid out with the slots last (`_slots_last`)."""
 
     def __init__(self, R: int, n: int):
-        self.Awb = np.empty((R, 6, n + 1))
-        self.Hg, self.H = np.empty((R, n, n + 1)), np.empty((R, n, n))
-        self.free = np.empty((R, n), dtype=bool)
+        self.Awb = np.zeros((R, 6, n + 1))
+        self.Hg = np.empty((R, n, n + 1))
+        self.g = self.Hg[:, :, n:]
+        self.H0, _ = _slots_last(R, n)
+        self.H, self.diagonal = _slots_last(R, n)
+        self.columns, _ = _slots_last(R, n)
+        self.free = np.empty((R, n), dtype=bool, order="F")
+
+
+def _slots_last(R: int, n: int):
+    """An array (R, n, n) laid out as (n, n, R), and a view (R, n) of its diagonals: products with
+    other such arrays, and the largest diagonal per slot, then run over contiguous rows of R
+    slots instead of rows of n coordinates (the vectors (R, n) of a step are Fortran-ordered for
+    the same reason). np.linalg.solve copies each matrix whatever its layout."""
+    base = np.empty((n * n, R))
+    return base.reshape(n, n, R).transpose(2, 0, 1), base[::n + 1].T

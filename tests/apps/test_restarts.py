@@ -182,7 +182,8 @@ def test_pose_chain_evaluates_what_the_scene_evaluates():
         targets = np.concatenate([targets, turned[None]])
     ws = chain.workspace(q.shape[0])
     for target in targets:
-        chain.evaluate(q, chain.target(target[None]), ws)
+        chain.aim(chain.target(target[None]), ws)
+        chain.evaluate(q, ws)
         ev = scene.evaluate(q, np.broadcast_to(target, (q.shape[0], 1, 4, 4)), jacobians="A")
         np.testing.assert_allclose(ws.y, ev.y, rtol=0, atol=1e-10)
         np.testing.assert_allclose(ws.A, ev.A, rtol=0, atol=1e-9)
@@ -261,10 +262,12 @@ def test_racing_reports_an_unreachable_pose_as_not_converged():
     assert np.all(result.q >= model.lower) and np.all(result.q <= model.upper)
     position = np.linalg.norm(dh_product(result.q[0])[:3, 3] - target[:3, 3])
     assert position > 1.0 and abs(result.position_error[0, 0] - position) < 1e-12
-    # The best answer of all starts: no worse than the first start's own solve from mid-range.
+    # The best answer of all starts: no worse than the first start's own solve from mid-range (to
+    # rounding: after its 50 iterations in this flat valley, sums rounded in another order end
+    # the same solve a few 1e-6 apart in squared error).
     first = solve_animation(scene, middle_of_limits(scene)[None], target[None, None], settings=RACE)
     assert result.position_error[0, 0] ** 2 + result.rotation_error[0, 0] ** 2 <= \
-        first.position_error[0, 0] ** 2 + first.rotation_error[0, 0] ** 2 + 1e-12
+        (first.position_error[0, 0] ** 2 + first.rotation_error[0, 0] ** 2) * (1.0 + 1e-5)
     # A time budget of zero: one evaluation of the starts, no iteration, not converged.
     spent = solve_racing(scene, target[None, None], RACE, rng=27, budget=0.0, starts=8)
     assert not spent.converged[0] and spent.iterations[0] == 0 and np.isfinite(spent.q).all()
@@ -284,7 +287,8 @@ def test_one_racing_start_is_the_animation_solve_from_that_start():
     for f, target in enumerate(targets):
         result = solve_racing(scene, target[None, None], RACE, rng=29, budget=np.inf, starts=1, max_starts=1)
         assert result.converged[0] == reference.converged[f]
-        assert result.passes[0] == result.iterations[0] and result.restarts[0] == 0
+        # a pass steps the start, or evaluates its one nudge (a step that vanished short of the target)
+        assert result.iterations[0] <= result.passes[0] <= result.iterations[0] + 1 and result.restarts[0] == 0
         if reference.converged[f]:
             np.testing.assert_allclose(result.q[0], reference.q[f], rtol=0, atol=1e-5)
         same_iterations += result.iterations[0] == reference.iterations[f]
@@ -336,3 +340,125 @@ def test_racing_keeps_no_scene_alive():
     del scene
     gc.collect()
     assert gone() is None
+
+
+def _damped_step_by_least_squares(A, y, lam, q, lower, upper, max_step, exact):
+    """One slot's trial point, solved independently of race.py: each round the damped step of the
+    free coordinates as the least-squares solution of [A_F; sqrt(lam s) I] x = [-y - A dl; 0]
+    (s the largest squared column norm of A_F), scaled to max_step, clamped; coordinates that hit
+    a limit are locked on it (dl) and the rest solved again: once for a random start (then
+    clamped), until none hits for the first start (exact)."""
+    n = q.size
+    free, dl = np.ones(n, dtype=bool), np.zeros(n)
+    for round_ in range(n + 1):
+        AF = A[:, free]
+        s = max(float(np.max(np.sum(AF * AF, axis=0), initial=0.0)), 0.0) or 1.0
+        system = np.vstack([AF, np.sqrt(lam * s) * np.eye(AF.shape[1])])
+        x = np.zeros(n)
+        x[free] = np.linalg.lstsq(system, np.concatenate([-y - A @ dl, np.zeros(AF.shape[1])]), rcond=None)[0]
+        largest = np.abs(x).max()
+        if largest > max_step:
+            x *= max_step / largest
+        moved = q + x + dl
+        inside = np.clip(moved, lower, upper)
+        hit = (inside != moved) & free
+        if not hit.any() or (round_ >= 1 and not exact):
+            return inside, round_
+        dl[hit] = inside[hit] - q[hit]
+        free &= ~hit
+    return inside, round_
+
+
+def test_racing_step_is_the_damped_step_with_limits_locked():
+    """_Race._step against _damped_step_by_least_squares, slot by slot, on random coordinates
+    (some on or near the limits) and damping: the batched solve, the locking rounds on all slots
+    at once, the step cap and the clamp."""
+    from solver.restarts.chain import pose_chain
+    from solver.restarts.race import _Race
+
+    model = panda_arm()
+    scene = pose_scene(model)
+    chain = pose_chain(scene)
+    rng = np.random.default_rng(36)
+    _, targets = random_targets(model, 1, seed=37)
+    race = _Race(chain, 24)
+    race.reset(chain.target(targets), middle_of_limits(scene), RACE, rng, 32, np.inf)
+    q = rng.uniform(model.lower, model.upper, (24, 7))
+    q[::3, 3] = model.upper[3]                      # some on a limit, some next to one
+    q[1::4, 5] = model.lower[5] + 1e-3
+    q[0] = np.where(np.arange(7) % 2 == 0, model.lower + 1e-3, model.upper - 1e-3)   # the first start near all
+    race.q[:] = q
+    chain.evaluate(q, race.ws)
+    race.A[:], race.y[:] = race.ws.A, race.ws.y
+    race.lam[:] = 10.0 ** rng.uniform(-3, 0, 24)
+    race.lam[0] = 1e-3
+    race.forced[:] = False
+    stepping = np.ones(24, dtype=bool)
+    stepping[7] = False                             # a slot that does not step keeps its trial
+    before = race.trial[7].copy()
+    race._step(stepping)
+    rounds = []
+    for k in np.flatnonzero(stepping):
+        expected, used = _damped_step_by_least_squares(race.A[k], race.y[k], race.lam[k], q[k], model.lower,
+                                                       model.upper, RACE.max_step, exact=(k == 0))
+        np.testing.assert_allclose(race.trial[k], expected, rtol=0, atol=1e-9)
+        rounds.append(used)
+    np.testing.assert_array_equal(race.trial[7], before)
+    assert sum(r >= 1 for r in rounds) >= 5 and rounds[0] >= 2     # the locking rounds were exercised
+    np.testing.assert_array_equal(race.iterations, stepping.astype(int))
+
+
+def test_pose_chain_of_one_and_two_joints_evaluates_what_the_scene_evaluates():
+    """The first and last joints' folds (the target into the first, the effector offset into the
+    last) where they are the same joint or neighbours."""
+    from solver.examples.panda import modified_dh
+    from solver.model import Model, Segment, revolute
+    from solver.restarts.chain import pose_chain
+
+    for joints in (1, 2):
+        segments = [Segment(f"link{i + 1}", i - 1, modified_dh(*PANDA_DH[i]),
+                            (revolute("Z", lower=(PANDA_LOWER[i],), upper=(PANDA_UPPER[i],)),))
+                    for i in range(joints)]
+        segments.append(Segment("flange", joints - 1, modified_dh(0.05, 0.107, 0.3)))
+        model = Model(segments, armature_names=["short"])
+        scene = pose_scene(model)
+        chain = pose_chain(scene)
+        assert chain is not None and chain.n == joints
+        q = np.random.default_rng(38).uniform(model.lower, model.upper, (5, joints))
+        target = forward_kinematics(model, q[:1] + 0.3).frames[0, -1]
+        ws = chain.workspace(5)
+        chain.aim(chain.target(target[None]), ws)
+        chain.evaluate(q, ws)
+        ev = scene.evaluate(q, np.broadcast_to(target, (5, 1, 4, 4)), jacobians="A")
+        np.testing.assert_allclose(ws.y, ev.y, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(ws.A, ev.A, rtol=0, atol=1e-12)
+
+
+def test_racing_holds_the_garbage_collector_off_during_a_call_only():
+    """A collection inside a call would be charged to its budget: the collector is off while
+    the race runs (seen from its pass), and as it was before after the call."""
+    import gc
+
+    from solver.restarts import race as race_module
+    from solver.restarts import solve_racing
+
+    model = panda_arm()
+    scene = pose_scene(model)
+    _, targets = random_targets(model, 1, seed=39)
+    seen = []
+    original = race_module._Race._step
+
+    def step(self, stepping):
+        seen.append(gc.isenabled())
+        return original(self, stepping)
+
+    race_module._Race._step = step
+    try:
+        for enabled in (True, False):
+            gc.enable() if enabled else gc.disable()
+            solve_racing(scene, targets[:, None], RACE, rng=40, budget=np.inf, starts=4, max_passes=3)
+            assert gc.isenabled() == enabled
+    finally:
+        race_module._Race._step = original
+        gc.enable()
+    assert seen and not any(seen)
