@@ -132,16 +132,15 @@ def solve_racing(scene: Scene, objects, settings: Settings = RACE_SETTINGS,
         raise ValueError("starts, restart_iterations and max_starts must be >= 1")
     if not np.isfinite(budget) and max_starts is None and max_passes is None:
         raise ValueError("an unlimited budget needs max_starts or max_passes")
+    given_start = q0 is not None       # the middle of the limits is finite: only a given start needs checking
     objects = np.asarray(objects, dtype=float)
     if objects.ndim == 3:
         objects = objects[None]
     if objects.ndim != 4 or objects.shape[0] != 1:
         raise ValueError(f"solve_racing solves one query: objects (1, K, 4, 4), got {objects.shape}; "
                          "solve_with_restarts solves many at once")
-    if q0 is None and scene.n_objects and objects.shape[1] == scene.n_objects:
-        q0 = middle_of_limits(scene)[None]                  # finite, and the objects need no broadcast
-    else:
-        q0 = middle_of_limits(scene)[None] if q0 is None else q0
+    q0 = middle_of_limits(scene)[None] if q0 is None else q0
+    if given_start or not (scene.n_objects and objects.shape[1:] == (scene.n_objects, 4, 4)):
         q0, objects, _, _ = check_inputs(scene, np.reshape(q0, (1, -1)), objects, None)
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
