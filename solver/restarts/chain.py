@@ -77,11 +77,6 @@ def _looped(shape) -> np.ndarray:
     return np.zeros(tuple(shape[:-1]) + (2 * shape[-1],))[..., ::2]
 
 
-def _skew(a) -> np.ndarray:
-    x, y, z = a
-    return np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
-
-
 def _turn_z_onto(a) -> np.ndarray:
     """A rotation Q (4, 4) with Q z = a (a unit vector)."""
     a = np.asarray(a, dtype=float)
@@ -117,10 +112,10 @@ class PoseChain:
             self.C[k, :, :2] = F[:, :2]                          # x' = c x + s y, y' = -s x + c y
             self.S[k, :, 0], self.S[k, :, 1] = F[:, 1], -F[:, 0]
             turn_back = Q.T
-        self.CSP = np.stack([self.C, self.S, self.P], axis=1).reshape(n, 3, 16)   # (c, s, 1) @ CSP = N
-        self.E = turn_back @ after @ task.effector.offset         # last joint's frame -> effector frame
-        self.CSPE = self.CSP.copy()                               # ... and E folded into the last joint: N_n E
-        self.CSPE[n - 1] = (self.CSP[n - 1].reshape(3, 4, 4) @ self.E).reshape(3, 16)
+        # (c, s, 1) @ CSPE = N_k, with E (last joint's frame -> effector frame) folded into the last: N_n E
+        self.CSPE = np.stack([self.C, self.S, self.P], axis=1).reshape(n, 3, 16)
+        E = turn_back @ after @ task.effector.offset
+        self.CSPE[n - 1] = (self.CSPE[n - 1].reshape(3, 4, 4) @ E).reshape(3, 16)
         self.target_offset = task.target.offset
         self.target_object = task.target.obj
         self.weight = np.asarray(task.task_weight, dtype=float)  # (6,): position rows, then rotation
