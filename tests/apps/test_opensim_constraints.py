@@ -66,16 +66,36 @@ def _opensim_solver(osim, model_path, trial_path, tasks, weight, accuracy=1e-7):
 
 
 def _assemble_from(osim, model, state, solver, time, q):
-    """OpenSim's assembly of each frame started at q (F, n): its coordinates (F, n)."""
+    """OpenSim's assembly of each frame started at q (F, n): its coordinates (F, n), NaN in the
+    frames where its optimizer fails (on some machines Ipopt reports diverging iterates there)."""
     coordinates = model.getCoordinateSet()
-    out = np.empty_like(q)
+    out = np.full_like(q, np.nan)
     for f, t in enumerate(time):
         state.setTime(float(t))
         for i in range(coordinates.getSize()):
             coordinates.get(i).setValue(state, float(q[f, i]), False)
-        solver.assemble(state)
+        try:
+            solver.assemble(state)
+        except RuntimeError:
+            continue
         out[f] = [coordinates.get(i).getValue(state) for i in range(coordinates.getSize())]
     return out
+
+
+def _lowest_along_each_coordinate(problem, q, step):
+    """Per frame, the largest drop of the objective found by moving one coordinate a marker moves
+    (not a coupler's dependent) by +-step, the dependents following their couplers: <= 0 where q is
+    the constrained minimum to within about step / 2 along every coordinate."""
+    objective = problem.report(q).objective
+    independent = _moved_by_markers(problem)
+    independent[[k.dependent for k in problem.om.couplers]] = False
+    drop = np.full(len(q), -np.inf)
+    for i in np.flatnonzero(independent):
+        for sign in (1.0, -1.0):
+            moved = q.copy()
+            moved[:, i] += sign * step
+            drop = np.maximum(drop, objective - problem.report(problem.om.fill_dependents(moved)).objective)
+    return drop, objective
 
 
 def _moved_by_markers(problem):
@@ -224,22 +244,30 @@ def test_coupler_trial_is_opensims_solution_at_tight_accuracy(osim, solved, weig
     problem, ours = solved[weight]
     assert ours.converged.all() and ours.constraint_names == [k.name for k in problem.om.couplers]
     assert np.abs(ours.constraint_errors).max() < 1e-9
+    if weight == np.inf:             # no coordinate step of 1e-4 rad (or m) lowers the objective
+        drop, objective = _lowest_along_each_coordinate(problem, ours.q, 1e-4)
+        assert np.all(drop <= 1e-12 * objective), drop / objective
     setup = read_ik_setup(SETUP)
     model, state, solver = _opensim_solver(osim, MODEL, TRIAL, setup.tasks, weight)
     theirs = _assemble_from(osim, model, state, solver, ours.time, ours.q)
+    assembled = np.isfinite(theirs).all(axis=1)
+    if not assembled.any():
+        pytest.skip("OpenSim's assembler failed on every frame on this machine (checked by finite steps alone)")
     moved = _moved_by_markers(problem)
-    d = np.abs(_in_degrees_and_mm(theirs - ours.q, ours.rotational))[:, moved]
+    d = np.abs(_in_degrees_and_mm(theirs - ours.q, ours.rotational))[assembled][:, moved]
     assert d.max() < 0.1, f"OpenSim moved {np.array(ours.coordinate_names)[moved][np.argmax(d.max(0))]} by {d.max()}"
-    assert np.abs(problem.om.constraint_residuals(theirs)).max() < 1e-6
+    assert np.abs(problem.om.constraint_residuals(theirs[assembled])).max() < 1e-6
     # The same solver does move a start that is not a solution: from ours shifted by 0.5 deg /
     # 0.5 mm on every coordinate it comes back to our objective (in the frames it moves at all:
     # its accuracy is a stopping tolerance, and it may stop at once on a start 0.8 % above).
     shift = np.random.default_rng(5).normal(0.0, 1.0, ours.q.shape) * np.where(ours.rotational, 0.5 / DEG, 5e-4)
     start = problem.om.fill_dependents(ours.q + shift)
     back = _assemble_from(osim, model, state, solver, ours.time, start)
+    assembled = np.isfinite(back).all(axis=1)
+    back[~assembled] = start[~assembled]
     raised, left = problem.report(start).objective - ours.objective, problem.report(back).objective - ours.objective
-    came_back = raised > 1e3 * np.abs(left)
-    assert came_back.sum() >= came_back.size // 2, (raised, left)
+    came_back = assembled & (raised > 1e3 * np.abs(left))
+    assert came_back.sum() >= assembled.sum() // 2, (raised, left)
     assert np.all(np.abs(left[came_back]) < 1e-6 * ours.objective[came_back])
 
 
