@@ -15,7 +15,8 @@ itself and returns the first solved bone it meets:
   (``pose.bones["name"]["prop"]``) or of anything but a pose bone's transform does not depend on
   the pose, so it is not followed.
 
-Muted constraints and muted drivers are not followed. The walk visits each object and bone once.
+Muted constraints, constraints at influence 0, the weight-0 targets of an Armature constraint and
+muted drivers are not followed: they move nothing. The walk visits each object and bone once.
 """
 
 from __future__ import annotations
@@ -62,6 +63,14 @@ class Walker:
     def depends_on(self, start, solved):
         """The first (armature object, bone name) in `solved` {(armature pointer, bone name)} that
         `start` depends on, or None. `start` is an object or (armature object, bone name)."""
+        return next(self._walk(start, solved), None)
+
+    def reached(self, start, solved):
+        """Every key of `solved` {(armature pointer, bone name)} that `start` depends on (a set)."""
+        return {(ob.as_pointer(), bone) for ob, bone in self._walk(start, solved)}
+
+    def _walk(self, start, solved):
+        """The (armature object, bone name) of `solved` that `start` depends on, as they are met."""
         seen = set()
         stack = [start]
         while stack:
@@ -73,15 +82,15 @@ class Walker:
                     continue
                 seen.add(key)
                 if key in solved:
-                    return ob, bone
-                stack.extend(self._bone_inputs(ob, bone))
+                    yield ob, bone
+                    continue
+                stack.extend(self.bone_inputs(ob, bone))
             else:
                 key = (node.as_pointer(), None)
                 if key in seen:
                     continue
                 seen.add(key)
                 stack.extend(self._object_inputs(node))
-        return None
 
     def _object_inputs(self, ob):
         out = []
@@ -97,7 +106,9 @@ class Walker:
             out += _driver_inputs(fc)
         return out
 
-    def _bone_inputs(self, ob, bone):
+    def bone_inputs(self, ob, bone):
+        """What a bone's evaluated pose follows: its armature object, parent bone, constraint targets
+        and driver inputs."""
         pb = ob.pose.bones.get(bone) if ob.pose is not None else None
         if pb is None:
             return [ob]
@@ -121,11 +132,11 @@ def node(target, subtarget):
 def _constraint_inputs(constraints):
     out = []
     for con in constraints:
-        if con.mute:
+        if con.mute or con.influence <= 0.0:
             continue
         pairs = [(getattr(con, "target", None), getattr(con, "subtarget", "")),
                  (getattr(con, "pole_target", None), getattr(con, "pole_subtarget", ""))]
-        pairs += [(t.target, t.subtarget) for t in getattr(con, "targets", ())]
+        pairs += [(t.target, t.subtarget) for t in getattr(con, "targets", ()) if t.weight > 0.0]
         out += [n for n in (node(t, s) for t, s in pairs) if n is not None]
     return out
 

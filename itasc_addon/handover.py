@@ -1,7 +1,8 @@
 """Handing a rig over between Blender's IK and ours, and which IK constraints ours drives.
 
 While our solver drives a rig (``object.itasc.active``), the IK constraints it drives are muted so
-that Blender's own IK does not act as well. Mute (not influence) is used because influence is the
+that Blender's own IK does not act as well; those it cannot drive (`rig_order`: marked
+``left_out``) stay Blender's and are never muted. Mute (not influence) is used because influence is the
 user's value and often animated, while mute only switches the constraint off; a driven influence
 therefore stays live (the rig reader blends by it).
 
@@ -120,9 +121,32 @@ def chooser(obj):
     """`chosen` as a function of (pb, con) for one object, its records read once: for reading a
     whole rig."""
     records = {(item.bone, item.constraint): item for item in obj.itasc.constraints}
+    on = on_chooser(obj)
+    return lambda pb, con: ((item := records.get((pb.name, con.name))) is None or item.use) and on(pb, con)
+
+
+def on_chooser(obj):
+    """Whether an IK constraint is on in the user's rig (not muted before the solver took over), as
+    a function of (pb, con) for one object: the constraints Blender's evaluation must show on target."""
+    records = {(item.bone, item.constraint): item for item in obj.itasc.constraints}
     anim = obj.animation_data
     channels = Channels(obj) if anim is not None and anim.action is not None else None
-    return lambda pb, con: _chosen(obj, records.get((pb.name, con.name)), pb, con, channels)
+
+    def on(pb, con):
+        item = records.get((pb.name, con.name))
+        return not _originally(item, con, _live(item, _curves(obj, pb.name, con.name, channels)))
+    return on
+
+
+def leave_to_blender(obj, keys):
+    """Mark the IK constraints `keys` {(bone, constraint name)} as left to Blender's own IK (the
+    solver cannot drive them): they are not muted while ours drives; every other one is unmarked.
+    Takes effect at the next `sync_mute` (`set_active`)."""
+    for pb, con in ik_constraints(obj):
+        key = (pb.name, con.name)
+        item = entry(obj, pb.name, con.name, create=key in keys)
+        if item is not None and item.left_out != (key in keys):
+            item.left_out = key in keys
 
 
 def _chosen(obj, item, pb, con, channels=None):
@@ -142,7 +166,7 @@ def sync_mute(obj):
         item = entry(obj, pb.name, con.name, create=True)
         curves = _curves(obj, pb.name, con.name)
         live = _live(item, curves)
-        hold = settings.active and item.use and (bool(live) or not _originally(item, con, live))
+        hold = settings.active and item.use and not item.left_out and (bool(live) or not _originally(item, con, live))
         if hold:
             if not item.muted_by_us:
                 item.was_muted, item.muted_by_us = con.mute, True

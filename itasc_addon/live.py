@@ -85,6 +85,9 @@ def _reader(obj):
     if reader is not None and reader.signature == signature:
         return reader, False
     rig = rig_module.read_rig(obj, drives)
+    driven = {(d.bone, d.name) for d in rig.driven}
+    handover.leave_to_blender(obj, {(pb.name, con.name) for pb, con in rig_module.ik_constraints(obj)
+                                    if drives(pb, con) and (pb.name, con.name) not in driven})
     scene = rig_module.with_joint_control(rig, obj)
     plan, _ = two_bone.plan_for(rig, obj, "ANIMATION")
     sampler = (two_bone.Sampler(rig, obj, [0.0], plan) if plan is not None

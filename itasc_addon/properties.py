@@ -46,6 +46,9 @@ class ITASC_PG_constraint(bpy.types.PropertyGroup):
                               description="The solver muted this constraint while it drives the rig")
     was_muted: BoolProperty(name="Was Muted", default=False,
                             description="The constraint's own mute state before the solver took over")
+    left_out: BoolProperty(name="Left to Blender", default=False,
+                           description="The solver cannot drive this constraint as the rig is (the last solve's "
+                                       "warnings say why): Blender's own IK keeps solving it")
     curves: CollectionProperty(type=ITASC_PG_curve)
 
 

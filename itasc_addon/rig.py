@@ -228,7 +228,7 @@ def engine_bone(obj, name, stretch_allowed):
     )
 
 
-def read_rig(obj, drives=None) -> Rig:
+def read_rig(obj, drives=None, *, measure=False, poles_of=None) -> Rig:
     """The engine scene for the armature object `obj`.
 
     drives(pose_bone, constraint) -> bool says which IK constraints the solver drives (default:
@@ -240,18 +240,23 @@ def read_rig(obj, drives=None) -> Rig:
     something on it the solver does not model (`_solvable`), build the Model of the chains' union
     (one engine armature per group), one task per constraint aimed at its own engine object, and
     the stretch coordinates and scale inheritance.
+
+    `measure`: the rig is read to measure Blender's evaluation of the constraints (`verify`), not
+    to solve them: none is left out for what the solver does not model. poles_of(bone, constraint
+    name) -> bool: whose poles get a pole task (default: every one the solver follows).
     """
     if obj is None or obj.type != "ARMATURE":
         raise RigError("select an armature object")
     warnings = []
     scale = object_scale(evaluated_world(obj), f"armature '{obj.name}'")
     picked = _picked(obj, drives or (lambda pb, con: not con.mute), warnings)
-    picked = _solvable(obj, picked, warnings)
+    if not measure:
+        picked = _solvable(obj, picked, warnings)
     in_model, stretchy = _union(picked)
     groups, model = _model(obj, in_model, stretchy)
     _warn_pose_locations(obj, model, in_model, warnings)
     constraints, targets, driven, chains = _tasks(obj, model, picked, warnings)
-    poles, pole_of = _pole_tasks(model, constraints, driven, chains, len(targets), warnings)
+    poles, pole_of = _pole_tasks(model, constraints, driven, chains, len(targets), warnings, poles_of)
     stretch_coordinate = _stretch_coordinates(model)
     parents = chain_bones.scale_parents(obj, model.names)
     scaled = [name for s, name in enumerate(model.names)
@@ -409,14 +414,14 @@ def _tasks(obj, model, picked, warnings):
     return constraints, targets, driven, chains
 
 
-def _pole_tasks(model, constraints, driven, chains, n_targets, warnings):
+def _pole_tasks(model, constraints, driven, chains, n_targets, warnings, wanted=None):
     """(Pole tasks, the driven constraint of each): a constraint's pole where Blender's IK follows
     it (see POLE_IGNORED), aimed at engine object n_targets + i (Samples.objects appends the poles
     in this order). The pole turns the chain's root bone about the line from its head to the
     target, as Blender's pole_angle says (solver.tasks.pole)."""
     poles, pole_of = [], []
     for c, d in enumerate(driven):
-        if d.pole is None:
+        if d.pole is None or (wanted is not None and not wanted(d.bone, d.name)):
             continue
         alone = not any(set(chains[c]) & set(chains[other]) for other in range(len(driven)) if other != c)
         task = constraints[c]

@@ -28,7 +28,7 @@ import numpy as np
 from .. import solver
 from ..solver.bones import coordinates_from_basis
 from ..solver.rotations import exp_map, log_map
-from . import guard, handover, ik_settings, keys, own_pose, two_bone, verify
+from . import guard, handover, ik_settings, keys, own_pose, rig_order, two_bone, verify
 from . import rig as rig_module
 from .rig import RigError
 
@@ -42,9 +42,12 @@ class SolveResult:
     """What a solve or bake did. Arrays per frame (and per constraint): errors in scene units
     (position) and radians (rotation), NaN where a constraint has no such part.
 
+    `constraints` are every active IK constraint of the rig: those our solver drove (in stages,
+    `solved_by`) and those Blender's own IK keeps solving (`solved_by` -1; the warnings say why).
     `position_error`, `rotation_error` and `converged` describe Blender's evaluation of what was
     written (`verify`): a frame is converged when the engine converged there and Blender shows
-    every driven constraint within the precision. The engine's own figures are `solver_*`.
+    every active IK constraint within the precision. The engine's own figures are `solver_*`
+    (NaN for Blender's constraints).
     Blender keys and evaluates in float32: "within the precision" allows for what that resolves
     at the rig's size, `float32_floor` (frames x constraints, scene units; `verify`).
     `verified` says which frames Blender's evaluation was read at (a frame not read, e.g. after
@@ -78,6 +81,7 @@ class SolveResult:
     settings: dict = field(default_factory=dict)       # the settings used (`ik_settings.Chosen.values`)
     settings_from: dict = field(default_factory=dict)  # where each came from: option, override, armature, ...
     notes: list = field(default_factory=list)          # about the settings: the Standard solver, what is not used
+    solved_by: list = field(default_factory=list)      # per constraint: the stage we drove it in, -1: Blender's IK
 
     @property
     def not_converged(self) -> int:
@@ -102,6 +106,12 @@ class SolveResult:
         if self.method:
             text += f" ({self.method})"
         return text
+
+
+def _member(keys):
+    """drives(pb, con) of the rig reader for the constraints `keys` {(bone, constraint name)}."""
+    keys = set(keys)
+    return lambda pb, con: (pb.name, con.name) in keys
 
 
 def settings_for(obj, fps=None, scale=None, rig=None, **options):
@@ -187,7 +197,13 @@ def solve_frames(rig, engine_scene, plan, samples, q0, objects, values, settings
 
 
 class Job:
-    """Solve `obj` at `frames` and write the result: keys (`bake=True`) or the pose of one frame."""
+    """Solve `obj` at `frames` and write the result: keys (`bake=True`) or the pose of one frame.
+
+    The rig's IK constraints are solved in stages (`rig_order`: a chain whose target rides on
+    another chain comes after it); each stage samples its targets from Blender's evaluation of what
+    the stages before it wrote, solves and writes. Constraints the solver cannot drive stay
+    Blender's (never muted). Then Blender's evaluation of every active IK constraint of the rig,
+    ours and Blender's alike, is measured (`verify`): that is the result."""
 
     def __init__(self, obj, frames, *, bake=True, bones=None, key=False, record=True, **options):
         frames = np.atleast_1d(np.asarray(frames, dtype=float))
@@ -197,18 +213,42 @@ class Job:
             raise RigError("frames must be finite numbers")
         self.obj, self.frames, self.bake, self.key, self.record = obj, frames, bake, key, record
         self.bones_filter = bones
+        self.options = options
         check_writable(obj, keys_too=bake or key)
         if bake or key:
             keys.action_frames(obj, frames)     # frames the action cannot play at are refused here
-        self.rig = rig_module.read_rig(obj, handover.chooser(obj))
+        on = handover.on_chooser(obj)
+        self.order = rig_order.order(obj, handover.chooser(obj), on)
+        rig_order.check(self.order, obj)
+        self.rigs = [rig_module.read_rig(obj, _member(stage)) for stage in self.order.stages]
+        driven = self.order.driven
+        self.measure_rig = (self.rigs[0] if len(self.rigs) == 1 and not self.order.blender else
+                            rig_module.read_rig(obj, on, measure=True, poles_of=lambda bone, name: (bone, name) in driven))
+        # Only once the rig reads well (bad input changes nothing): hand the driven constraints over.
+        handover.leave_to_blender(obj, {(bone, name) for bone, name, _ in self.order.blender})
+        handover.set_active(obj, True)
+        self.scene = bpy.context.scene
+        self._frame = (self.scene.frame_current, self.scene.frame_subframe)
+        self.stage_results = []      # the engine's figures of the stages written
+        self.result = None
+        self.engine_result = None    # the engine's figures, once all stages are written
+        self.reader = None           # Blender's evaluation of what was written (verify phase)
+        self.to_read, self.v = [], 0     # the frames (indices) to read there, how many are read
+        self.verify_warnings = []
+        self.verify_seconds = 0.0
+        self.started = time.perf_counter()
+        self._begin_stage(0)
+
+    def _begin_stage(self, k):
+        """Set up stage k: its rig, settings and sampler; the sampling starts."""
+        obj, frames = self.obj, self.frames
+        self.stage = k
+        self.rig = self.rigs[k]
         self.engine_scene = rig_module.with_joint_control(self.rig, obj)
-        handover.set_active(obj, True)     # only once the rig reads well: bad input changes nothing
         step = float(np.min(np.diff(frames))) if frames.size > 1 else 1.0
         render = bpy.context.scene.render
         self.mode, self.settings, self.chosen = chosen_settings(
-            obj, render.fps / render.fps_base / max(step, 1e-9), self.rig.scale, self.rig, **options)
-        self.scene = bpy.context.scene
-        self._frame = (self.scene.frame_current, self.scene.frame_subframe)
+            obj, render.fps / render.fps_base / max(step, 1e-9), self.rig.scale, self.rig, **self.options)
         self.plan, self.fallback_reason = two_bone.plan_for(self.rig, obj, self.mode)
         self.rotations = None        # the fast path's pose rotations (F, S, 3, 3)
         self.values = None           # the IK rotation / linear control tasks' values (F, tasks)
@@ -219,26 +259,20 @@ class Job:
         self.phase = "sample"
         self.pieces = []
         self.chunk = CHUNK
-        self.result = None
-        self.engine_result = None    # the engine's figures, once written
-        self.reader = None           # Blender's evaluation of what was written (verify phase)
-        self.to_read, self.v = [], 0     # the frames (indices) to read there, how many are read
-        self.verify_warnings = []
-        self.verify_seconds = 0.0
-        self.started = time.perf_counter()
 
     @property
     def total(self):
-        return 3 * len(self.frames) + 1
+        return (2 * len(self.rigs) + 1) * len(self.frames) + 1
 
     @property
     def done(self):
         F = len(self.frames)
+        base = 2 * F * getattr(self, "stage", 0)
         if self.phase == "solve":
-            return F + sum(len(p.q) for p in self.pieces)
+            return base + F + sum(len(p.q) for p in self.pieces)
         if self.phase == "verify":
-            return 2 * F + 1 + self.v
-        return {"sample": self.i, "write": 2 * F, "finished": self.total}[self.phase]
+            return 2 * F * len(self.rigs) + 1 + self.v
+        return {"sample": base + self.i, "write": base + 2 * F, "finished": self.total}[self.phase]
 
     def _start_values(self):
         out = {}
@@ -252,7 +286,8 @@ class Job:
         try:
             for i in range(a, b):
                 f = self.frames[i]
-                self.scene.frame_set(int(np.floor(f)), subframe=float(f - np.floor(f)))
+                if self.bake or self.stage == 0:    # (a later stage reads the pose written, where it is)
+                    self.scene.frame_set(int(np.floor(f)), subframe=float(f - np.floor(f)))
                 self.sampler.read(i)
                 if i == 0:
                     self.start_values = self._start_values()
@@ -290,7 +325,11 @@ class Job:
             return True
         if self.phase == "write":
             self._finish()
-            self.phase = "verify"
+            if self.stage + 1 < len(self.rigs):
+                self._begin_stage(self.stage + 1)
+            else:
+                self._start_verify()
+                self.phase = "verify"
             return True
         if self.phase == "verify":
             started = time.perf_counter()
@@ -303,13 +342,15 @@ class Job:
         return False
 
     def cancel(self):
-        """Stop where the job is (what Esc does), the scene back at its frame. Before the write
-        step nothing was written: returns None. While verifying, the keys are written already:
-        they stay, the result is finished with the frames not read yet reported not verified
-        and not converged, and the returned message says so."""
+        """Stop where the job is (what Esc does), the scene back at its frame. Before the first
+        stage's write step nothing was written: returns None. Once keys are written (verifying,
+        or a later stage under way) they stay, the result is finished with the frames not read
+        yet reported not verified and not converged, and the returned message says so."""
         self.restore_frame()
-        if self.phase != "verify":
+        if self.phase != "verify" and not self.stage_results:
             return None
+        if self.phase != "verify":
+            self._start_verify()
         self.result = self._finish_result()
         self.phase = "finished"
         unread = int(np.count_nonzero(~self.result.verified))
@@ -360,8 +401,8 @@ class Job:
         return None if self.values is None else self.values[first:stop]
 
     def _finish(self):
-        """The solved joint values as pose rotations and stretches, written as keys (or the pose of
-        the last frame); the engine's part of the result; the reader of Blender's evaluation."""
+        """The stage's solved joint values as pose rotations and stretches, written as keys (or the
+        pose of the last frame); the engine's part of the result."""
         q = np.concatenate([p.q for p in self.pieces])
         if not np.all(np.isfinite(q)):
             raise RigError("the solver returned non-finite joint values; nothing was written")
@@ -370,9 +411,13 @@ class Job:
         else:
             R, y_scale = rig_module.pose_from_coordinates(self.rig, q)
         written = self._write(R, y_scale)
-        self.engine_result = self._result(q, written)
+        self.stage_results.append(self._result(q, written))
         self.obj.update_tag()
-        self.reader = verify.Reader(self.rig, self.obj, len(self.frames))
+
+    def _start_verify(self):
+        """The reader of Blender's evaluation of every active IK constraint (`measure_rig`)."""
+        self.engine_result = merge_stages(self.stage_results, self.measure_rig, self.order, time.perf_counter() - self.started)
+        self.reader = verify.Reader(self.measure_rig, self.obj, len(self.frames))
         # A bake's keys are read at each frame; a solved pose where it is (a frame change would
         # give the bones their animated channels back): at the last frame's row.
         self.to_read = list(range(len(self.frames))) if self.bake else [len(self.frames) - 1]
@@ -411,7 +456,7 @@ class Job:
         result = self.engine_result
         reader = self.reader
         objects, scale = reader.targets()
-        if any(d.influence < 1.0 for d in self.rig.driven):    # aimed where the solve aimed
+        if self.measure_rig is self.rig and any(d.influence < 1.0 for d in self.rig.driven):  # where the solve aimed
             objects = blend_targets(self.rig, self.q0, self.samples, objects)
         measured = verify.measure(reader, objects, scale, self.settings.precision)
         self.verify_seconds += time.perf_counter() - started
@@ -457,6 +502,33 @@ class Job:
             settings=dict(self.chosen.values), settings_from=dict(self.chosen.sources), notes=list(self.chosen.notes),
             method=two_bone.METHOD if self.plan is not None else f"iterative {self.settings.method.upper()}",
             fallback_reason="" if self.plan is not None else self.fallback_reason)
+
+
+def merge_stages(results, measure_rig, order, seconds):
+    """One SolveResult of the stages' engine results, its columns the measured rig's constraints
+    (every active IK constraint; NaN errors for those Blender's IK solves)."""
+    names = measure_rig.constraint_names
+    F = len(results[0].frames)
+    position, rotation = np.full((F, len(names)), np.nan), np.full((F, len(names)), np.nan)
+    solved_by = [-1] * len(names)
+    for k, r in enumerate(results):
+        for c, name in enumerate(r.constraints):
+            j = names.index(name)
+            position[:, j], rotation[:, j], solved_by[j] = r.position_error[:, c], r.rotation_error[:, c], k
+
+    def joined(lists):
+        return list(dict.fromkeys(item for items in lists for item in items))
+
+    return replace(
+        results[0], position_error=position, rotation_error=rotation,
+        iterations=np.sum([r.iterations for r in results], axis=0),
+        converged=np.logical_and.reduce([r.converged for r in results]), constraints=list(names),
+        bones=[b for r in results for b in r.bones], sigma_min=np.minimum.reduce([r.sigma_min for r in results]),
+        warnings=joined([order.warnings] + [r.warnings for r in results]),
+        keys_written=sum(r.keys_written for r in results), q=np.concatenate([r.q for r in results], axis=1),
+        method=" then ".join(joined([[r.method] for r in results])),
+        fallback_reason="; ".join(joined([[r.fallback_reason] for r in results if r.fallback_reason])),
+        notes=joined([r.notes for r in results]), solved_by=solved_by, seconds=seconds)
 
 
 def check_writable(obj, keys_too=True):

@@ -1,0 +1,62 @@
+"""The rig Rigify generates from each metarig it ships, every limb in IK with its pole on and the
+controls keyed, baked with the add-on's defaults (issue #30): every active IK constraint is in the
+result, solved by us in Blender's dependency order or left, unmuted, to Blender's own IK with the
+reason; the result's errors are Blender's evaluation of the bake, and a frame is converged only
+where every active IK constraint is on target there."""
+
+import numpy as np
+import pytest
+
+from tools.blender_session import ROOT, call_in_blender
+
+pytestmark = pytest.mark.blender
+
+FRAMES = 6
+RIGS = ("basic_human", "basic_quadruped", "cat", "wolf", "horse", "bird")
+# The horse's neck: 4 bones with IK Stretch, which the solver does not yet show on target
+# (Blender's evaluation puts its tail 3e-5 m off): reported, never counted converged.
+KNOWN_OFF = {"horse": {"MCH-neck_ik.004/IK"}}
+
+
+def _bake(extension_zip, metarig):
+    return call_in_blender("rigify_rigs:bake", extension_zip=extension_zip, sys_path=[str(ROOT)], exit_at_once=True,
+                           metarig=metarig, n_frames=FRAMES)
+
+
+@pytest.mark.parametrize("metarig", RIGS)
+def test_every_active_ik_constraint_is_solved_in_order_and_reported(extension_zip, metarig):
+    r = _bake(extension_zip, metarig)
+    active, solved_by = r["active"], r["solved_by"]
+    assert None not in solved_by, f"active IK constraints missing from the result: {active}"
+    ours = np.array(r["ours"])                # Blender's evaluation after the bake, per active constraint
+    reported = np.array(r["reported"])
+    # The result's errors are what Blender shows (measured here independently, float32 apart).
+    np.testing.assert_allclose(reported, ours, atol=1e-6)
+    driven = np.array([s >= 0 for s in solved_by])
+    known = np.array([name in KNOWN_OFF.get(metarig, ()) for name in active])
+    # Every constraint we drive is on target in Blender's evaluation (1e-5 m), stages included.
+    assert ours[:, driven & ~known].max() <= 1e-5, dict(zip(active, ours.max(axis=0)))
+    # Those left to Blender stay Blender's: never muted, and its own IK keeps them near (1e-4 m).
+    assert not set(r["muted_after_bake"]) - {a for a, d in zip(active, driven) if d}
+    assert ours[:, ~driven].max(initial=0.0) <= 1e-4
+    for name, by in zip(active, solved_by):
+        assert by >= 0 or any(w.startswith(f"'{name}'") and "Blender's IK solves it" for w in r["warnings"]), name
+    # A frame is converged only where every active constraint is within the precision there.
+    floor = np.array(r["floor"])
+    off = (ours > r["precision"] + floor + 1e-7).any(axis=1)
+    assert not np.any(np.array(r["converged"]) & off)
+    assert r["released"]
+
+
+def test_paw_legs_are_solved_in_stages(extension_zip):
+    """Rigify's rear paw: the leg's last IK stage aims at a bone the earlier stages move; it is
+    driven one stage after them, not left out."""
+    r = _bake(extension_zip, "basic_quadruped")
+    by = dict(zip(r["active"], r["solved_by"]))
+    assert by["MCH-shin_ik2.L/IK.001"] == 0 and by["MCH-shin_ik.L/IK.001"] == 1
+    assert by["MCH-foot_ik3.L/IK"] == -1      # a Copy Scale in its chain: Blender's IK solves it
+
+
+def test_shark_without_ik_is_refused_clearly(extension_zip):
+    r = _bake(extension_zip, "shark")
+    assert "has no IK constraint to drive" in r["refused"] and r["mutes"]
