@@ -74,7 +74,13 @@ def test_a_target_hanging_from_the_chain_it_drives_is_a_reported_cycle(extension
         assert "dependency cycle" in out[name] and f"'{name}'" in out[name] and f"'{bone}'" in out[name], out[name]
         assert "bone03/IK" in out[name]
         assert out[name + "_mutes"]                        # a refused rig is not handed over
-    assert r["message"] is None and r["constraints"] == ["bone01/IK"]
+    # Sharing a chain with the cyclic one, a good constraint is one tree with it: Blender's IK
+    # keeps both, and with nothing to drive the bake is refused, naming the cycle, nothing muted.
+    assert "has no IK constraint to drive" in r["shared"] and "dependency cycle" in r["shared"], r["shared"]
+    assert r["shared_mutes"]
+    # On chains of their own, the good one is driven and the cyclic one stays Blender's, unmuted.
+    assert r["message"] is None and r["constraints"] == ["bone01/IK", "bone03/IK"] and r["solved_by"] == [0, -1]
+    assert not r["cyclic_muted"]
     assert any("dependency cycle" in w and "bone03/IK" in w for w in r["warnings"])
     assert_kept_outside(r["before"], r["after"], 1, 12, r["bones"])
     assert r["finite"] is True

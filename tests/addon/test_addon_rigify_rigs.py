@@ -60,3 +60,19 @@ def test_paw_legs_are_solved_in_stages(extension_zip):
 def test_shark_without_ik_is_refused_clearly(extension_zip):
     r = _bake(extension_zip, "shark")
     assert "has no IK constraint to drive" in r["refused"] and r["mutes"]
+
+
+def test_chain_riding_on_a_chain_and_a_copy_scale(extension_zip):
+    """Issue #30's three chains: B's target is a child of A's tip (solved after A), C has a Copy
+    Scale in its chain (left to Blender's IK, unmuted, named in the warnings); every tail as Blender
+    shows it on target, as Blender's own IK puts them."""
+    r = call_in_blender("rigify_rigs:three_chains", extension_zip=extension_zip, sys_path=[str(ROOT)])
+    by = dict(zip(r["active"], r["solved_by"]))
+    assert by == {"A2/IK": 0, "B1/IK": 1, "C1/IK": -1}
+    assert sorted(r["muted"]) == ["A2/IK", "B1/IK"]
+    assert any("'C1/IK'" in w and "Copy Scale" in w for w in r["warnings"])
+    ours, blender = np.array(r["ours"]), np.array(r["blender"])
+    assert blender.max() <= 5e-4                      # Blender's own IK reaches every target (to its precision)
+    assert ours[:, :2].max() <= 1e-5 and ours[:, 2].max() <= 5e-4
+    np.testing.assert_allclose(np.array(r["reported"]), ours, atol=1e-6)
+    assert r["released"]

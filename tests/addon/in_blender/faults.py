@@ -167,12 +167,22 @@ def cycle():
         ik.target = bpy.data.objects[name]
         out[name], _ = attempt(lambda: api.bake(rig, 1, 12))
         out[name + "_mutes"] = mutes(rig) == original
-    # A second constraint with a good target: the cyclic one is left out with a warning.
+    # A second constraint with a good target on a chain it shares with the cyclic one: one tree,
+    # which Blender's IK keeps; nothing is left to drive.
     ik.target = hook
     good = rig.pose.bones["bone01"].constraints.new("IK")
     good.target, good.chain_count = target, 2
+    unshared = mutes(rig)
+    shared, _ = attempt(lambda: api.bake(rig, 1, 12))
+    shared_mutes = mutes(rig) == unshared
+    # On chains of their own (the cyclic one on bone02..03, the good one on bone01), the good one
+    # is driven and the cyclic one stays Blender's, unmuted.
+    ik.chain_count = 2
+    good.chain_count = 1
     message, res = attempt(lambda: api.bake(rig, 1, 12))
-    return {"refused": out, "before": before, "after": all_keys(rig), "message": message,
+    ik_muted = bool(ik.mute)
+    return {"refused": out, "before": before, "after": all_keys(rig), "message": message, "shared": shared,
+            "shared_mutes": shared_mutes, "cyclic_muted": ik_muted, "solved_by": res.solved_by,
             "warnings": res.warnings, "constraints": res.constraints, "bones": res.bones, "finite": finite()}
 
 

@@ -52,3 +52,64 @@ def bake(metarig, n_frames=12):
         "solver_converged": np.asarray(res.solver_converged).tolist(),
         "floor": np.asarray(res.float32_floor)[:, [c for c in columns if c >= 0]].tolist(),
     }
+
+
+def three_chains(n_frames=10):
+    """Issue #30's reproduction without Rigify: chain A (3 bones) aims at an animated empty; chain
+    B's target bone is a child of A's tip (a chain's target riding on another chain); chain C has a
+    Copy Scale on a chain bone. Blender's own IK first, then our bake, each measured by Blender."""
+    from .scenes import clear_scene
+
+    clear_scene()
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, n_frames
+    arm = bpy.data.armatures.new("three")
+    rig = bpy.data.objects.new("three", arm)
+    scene.collection.objects.link(rig)
+    bpy.context.view_layer.objects.active = rig
+    bpy.ops.object.mode_set(mode="EDIT")
+
+    def chain(prefix, x, n, z=0.0):
+        bones = []
+        for i in range(n):
+            b = arm.edit_bones.new(f"{prefix}{i}")
+            b.head, b.tail = (x, 0.0, z + i), (x, 0.0, z + i + 1)
+            b.parent, b.use_connect = (bones[-1], True) if bones else (None, False)
+            bones.append(b)
+        return bones
+
+    a, b, c = chain("A", 0.0, 3), chain("B", 2.0, 2, z=1.0), chain("C", -2.0, 2)
+    ride = arm.edit_bones.new("B_target")          # rides on A's tip
+    ride.head, ride.tail, ride.parent = (0.5, 0.0, 3.0), (0.5, 0.0, 3.3), a[-1]
+    c_target = arm.edit_bones.new("C_target")
+    c_target.head, c_target.tail = (-1.2, 0.0, 1.5), (-1.2, 0.0, 1.8)
+    scaler = arm.edit_bones.new("scaler")
+    scaler.head, scaler.tail = (4.0, 0.0, 0.0), (4.0, 0.0, 1.0)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    empty = bpy.data.objects.new("A_goal", None)
+    scene.collection.objects.link(empty)
+    for f in range(1, n_frames + 1):
+        t = 2 * np.pi * (f - 1) / n_frames
+        empty.location = (0.8 + 0.3 * np.cos(t), 0.3 * np.sin(t), 2.2)
+        empty.keyframe_insert("location", frame=f)
+        ct = rig.pose.bones["C_target"]
+        ct.location = (0.0, 0.2 * np.sin(t), 0.2 * np.cos(t))
+        ct.keyframe_insert("location", frame=f)
+    for name, target, sub in (("A2", empty, ""), ("B1", rig, "B_target"), ("C1", rig, "C_target")):
+        con = rig.pose.bones[name].constraints.new("IK")
+        con.target, con.subtarget, con.chain_count = target, sub, 0 if name == "A2" else 2
+    copy = rig.pose.bones["C0"].constraints.new("COPY_SCALE")
+    copy.target, copy.subtarget = rig, "scaler"
+    frames = range(1, n_frames + 1)
+    active = [f"{pb.name}/{c.name}" for pb, c in rigify_rigs.active_ik(rig)]
+    before = mutes(rig)
+    blender = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
+    res = api.bake(rig, 1, n_frames)
+    ours = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
+    after = mutes(rig)
+    columns = [res.constraints.index(name) for name in active]
+    api.release(rig)
+    return {"active": active, "solved_by": [res.solved_by[c] for c in columns], "blender": blender, "ours": ours,
+            "reported": np.asarray(res.position_error)[:, columns].tolist(), "warnings": list(res.warnings),
+            "converged": np.asarray(res.converged).tolist(), "muted": [n for n in active if after[n]],
+            "released": mutes(rig) == before}
