@@ -6,7 +6,13 @@ constraint or driver and what to change, every IK constraint whose chain holds a
 model (`problems`):
 
 * other constraints on a chain bone (before or after IK in the stack: with Blender's IK muted they
-  all act on the written pose), unless muted or at influence 0. A Limit Rotation is modelled where
+  all act on the written pose), unless muted or at influence 0. A Copy Scale is modelled where
+  it changes nothing: in World or Pose Space, its target unscaled (a bone of the armature: its
+  pose matrix; another object or armature: scaled as the armature), as read when the rig is
+  read; the bone then keeps its unit scale, which the solver holds by not stretching it
+  (`holds_scale`), and Copy Scale of a unit scale onto a unit scale is the unit scale, whatever
+  its power, offset, addition or influence (a target scaled at another frame shows in Blender's
+  evaluation of the bake, which the result reports). A Limit Rotation is modelled where
   it is exact (`limit_rotation`): in Local Space, on a bone that turns about one axis only (its
   other IK axes locked) and is not the first of its chain; its limits on that axis become the
   joint's limits (with the bone's IK limits, the narrower of both), and its other axes must allow
@@ -96,6 +102,44 @@ def _limit_rotation_reason(pb, con, root):
             f"({why}); use the bone's IK limits instead (Bone > Inverse Kinematics), or mute it")
 
 
+UNIT_SCALE = 1e-5      # a target's axis scales this close to 1 count as unscaled
+
+
+def _copy_scale_reason(pb, con):
+    """'' when a Copy Scale constraint leaves the solved pose as it is (module docstring), else why not."""
+    target, why = con.target, ""
+    owner = pb.id_data
+    if target is None:
+        return ""                    # no target: Blender does nothing with it
+    if con.owner_space not in ("WORLD", "POSE") or con.target_space not in ("WORLD", "POSE"):
+        why = "it is not in World or Pose Space"
+    elif target.type == "ARMATURE" and con.subtarget:
+        bone = target.pose.bones.get(con.subtarget) if target.pose is not None else None
+        scale = column_scales(bone.matrix) if bone is not None else None
+        if target != owner and scale is not None:
+            scale = scale * column_scales(target.matrix_world) / column_scales(owner.matrix_world)
+        if scale is None or np.abs(scale - 1.0).max() > UNIT_SCALE:
+            why = f"its target bone '{con.subtarget}' is scaled"
+    elif np.abs(column_scales(target.matrix_world) / column_scales(owner.matrix_world) - 1.0).max() > UNIT_SCALE:
+        why = f"its target '{target.name}' is scaled unlike the armature"
+    if not why:
+        return ""
+    return (f"bone '{pb.name}' has a Copy Scale constraint '{con.name}' that the solver cannot follow exactly "
+            f"({why}); mute it while the solver drives the rig, or take the bone out of the chain (Chain Length)")
+
+
+def column_scales(matrix):
+    """The lengths of a matrix's first three columns (its axis scales), as an array of 3."""
+    M = np.array(matrix, float)[:3, :3]
+    return np.sqrt((M * M).sum(axis=0))
+
+
+def holds_scale(pb):
+    """Whether a modelled Copy Scale holds the bone at its unit scale: the solver does not stretch it."""
+    return any(c.type == "COPY_SCALE" and not c.mute and c.influence > 0.0 and c.target is not None
+               for c in pb.constraints)
+
+
 def limit_rotation(pb):
     """Per axis, the (min, max) that the bone's modelled Limit Rotation constraints put on its
     rotation (the narrowest of them), or None. Call it for bones `problems` has no reason for."""
@@ -118,7 +162,8 @@ def limit_rotation(pb):
 def signature(pb):
     """What `problems` and `limit_rotation` read of a bone's constraints, as one comparable value
     (IK constraints are the hand-over's: their mute changes while ours drives)."""
-    return tuple((c.type, c.name, c.mute, c.influence > 0.0, getattr(c, "owner_space", ""))
+    return tuple((c.type, c.name, c.mute, c.influence > 0.0, getattr(c, "owner_space", ""),
+                  getattr(c, "target_space", ""), getattr(c, "subtarget", ""))
                  + (tuple(getattr(c, f"{k}_{a}") for k in ("use_limit", "min", "max") for a in "xyz")
                     if c.type == "LIMIT_ROTATION" else ()) for c in pb.constraints if c.type != "IK")
 
@@ -145,6 +190,11 @@ def _constraint_reason(pb, root):
             continue
         if con.type == "LIMIT_ROTATION":
             reason = _limit_rotation_reason(pb, con, root)
+            if reason:
+                return reason
+            continue
+        if con.type == "COPY_SCALE":
+            reason = _copy_scale_reason(pb, con)
             if reason:
                 return reason
             continue

@@ -103,6 +103,18 @@ class Rig:
         return np.array([self.pose_index.get(name, -1) for name in self.bones], dtype=int)
 
     @functools.cached_property
+    def constraint_groups(self):
+        """Per driven constraint, the index of the chain group (engine armature) its effector is on."""
+        roots = [root for root, _ in self.groups]
+        out = []
+        for d in self.driven:
+            s = self.model.index(d.tip)
+            while self.model.parent[s] >= 0:
+                s = self.model.parent[s]
+            out.append(roots.index(self.model.names[s]))
+        return np.array(out, dtype=int)
+
+    @functools.cached_property
     def scaled_rows(self):
         """Per model bone, whether we write its scale (`scaled`)."""
         scaled = set(self.scaled)
@@ -228,7 +240,7 @@ def engine_bone(obj, name, stretch_allowed):
     )
 
 
-def read_rig(obj, drives=None, *, measure=False, poles_of=None) -> Rig:
+def read_rig(obj, drives=None, *, measure=False, poles_of=None, rigid=()) -> Rig:
     """The engine scene for the armature object `obj`.
 
     drives(pose_bone, constraint) -> bool says which IK constraints the solver drives (default:
@@ -243,7 +255,8 @@ def read_rig(obj, drives=None, *, measure=False, poles_of=None) -> Rig:
 
     `measure`: the rig is read to measure Blender's evaluation of the constraints (`verify`), not
     to solve them: none is left out for what the solver does not model. poles_of(bone, constraint
-    name) -> bool: whose poles get a pole task (default: every one the solver follows).
+    name) -> bool: whose poles get a pole task (default: every one the solver follows). `rigid`:
+    bones the solver does not stretch (`rig_order.Order.rigid`).
     """
     if obj is None or obj.type != "ARMATURE":
         raise RigError("select an armature object")
@@ -253,7 +266,7 @@ def read_rig(obj, drives=None, *, measure=False, poles_of=None) -> Rig:
     if not measure:
         picked = _solvable(obj, picked, warnings)
     in_model, stretchy = _union(picked)
-    groups, model = _model(obj, in_model, stretchy)
+    groups, model = _model(obj, in_model, stretchy - set(rigid))
     _warn_pose_locations(obj, model, in_model, warnings)
     constraints, targets, driven, chains = _tasks(obj, model, picked, warnings)
     poles, pole_of = _pole_tasks(model, constraints, driven, chains, len(targets), warnings, poles_of)
@@ -370,7 +383,7 @@ def _model(obj, in_model, stretchy):
     for root, _ in groups:
         group = []
         for name in members[root]:
-            b = engine_bone(obj, name, name in stretchy)
+            b = engine_bone(obj, name, name in stretchy and not chain_bones.holds_scale(obj.pose.bones[name]))
             if name == root:
                 b = solver.Bone(b.name, b.matrix, b.length, None, b.lock, b.limits, b.stiffness, b.stretch,
                                 b.stretch_weight)
@@ -583,7 +596,8 @@ def control_values(scene, q):
 
 @dataclass
 class Samples:
-    """What Blender says at each frame: targets and bases in armature space, and the animated pose."""
+    """What Blender says at each frame: targets and bases in armature space, and the animated pose.
+    A chain whose parent is scaled (uniformly) is solved unscaled, its targets moved to match."""
 
     frames: np.ndarray          # (F,)
     objects: np.ndarray         # (F, K, 4, 4) targets in armature space (rotation orthonormal)
@@ -592,6 +606,8 @@ class Samples:
     scale: np.ndarray           # (F,) the armature object's uniform scale
     poles: np.ndarray | None = None   # (F, C, 4, 4) per driven constraint its pole in armature space
                                       # (a bone's head and orientation), NaN without a pole
+    base_scale: np.ndarray | None = None   # (F, A) the uniform scale each group's base carries: its
+    #                                        chain's targets and poles above are moved for it (`_unscaled`)
 
 
 def orthonormalize(M):
@@ -609,6 +625,7 @@ def orthonormalize(M):
 
 
 _IDENTITY4 = np.eye(4)
+UNEVEN = 1e-4      # a parent's axis scales this far apart (relative) count as a non-uniform scale
 
 
 def _inherits_fully(pb):
@@ -748,12 +765,14 @@ class Sampler:
         bad = ~np.isfinite(bases).all(axis=(1, 2, 3))
         if bad.any():
             raise RigError(f"the chains' parent bones are not finite at frame(s) {self.frames[bad][:5].tolist()}")
-        scaled = np.abs(column_lengths(bases[..., :3, :3]) - 1.0) > 1e-4  # (F, A, 3)
-        if scaled.any():
-            i = np.flatnonzero(scaled.any(axis=(0, 2)))[0]
+        scale, degenerate, _ = uniform_scales(bases)                   # (F, A)
+        axes = column_lengths(bases[..., :3, :3])
+        uneven = axes.max(axis=-1) - axes.min(axis=-1) > UNEVEN * scale   # float32 matrices differ more than 1e-5
+        if (degenerate | uneven).any():
+            i = np.flatnonzero((degenerate | uneven).any(axis=0))[0]
             raise RigError(f"the bone '{self.rig.groups[i][1]}' that chain '{self.rig.groups[i][0]}' hangs from "
-                           "is scaled; the solver needs unscaled parents")
-        return orthonormalize(bases)
+                           "is scaled unevenly (or to zero); the solver needs parents scaled alike on every axis")
+        return orthonormalize(bases), scale
 
     def _remembered(self, name, key, compute):
         """compute(), or what it returned the last time it was asked for `name` with this key.
@@ -814,17 +833,34 @@ class Sampler:
         # how a root inherits its parent's motion changes the rig's signature: live preview then
         # reads the rig again, with a new sampler.)
         roots_at = pose_basis[:, self._root_index, :3, 3]
-        bases = self._remembered("bases", roots_at.tobytes() + self._raw_parent.tobytes(),
-                                 lambda: self._bases(pose_basis[:, self._root_index]))
+        bases, base_scale = self._remembered("bases", roots_at.tobytes() + self._raw_parent.tobytes(),
+                                             lambda: self._bases(pose_basis[:, self._root_index]))
         poles = None
         objects = orthonormalize(objects)
         if self._poles:
             poles = np.full(objects.shape[:1] + (len(self.rig.driven), 4, 4), np.nan)
             poles[:, [c for c, _ in self._poles]] = orthonormalize(world_inverse[:, None] @ self._pole_world
                                                                    @ self._pole_bone)
-            if self.rig.pole_of:                               # the pole tasks' objects, after the targets
-                objects = np.concatenate([objects, poles[:, self.rig.pole_of]], axis=1)
-        return Samples(self.frames, objects, bases, self.basis, scale, poles)
+        if np.any(base_scale != 1.0):
+            groups = self.rig.constraint_groups
+            objects = _unscaled(objects, bases[:, groups], base_scale[:, groups])
+            if poles is not None:
+                poles = _unscaled(poles, bases[:, groups], base_scale[:, groups])
+        if poles is not None and self.rig.pole_of:                # the pole tasks' objects, after the targets
+            objects = np.concatenate([objects, poles[:, self.rig.pole_of]], axis=1)
+        return Samples(self.frames, objects, bases, self.basis, scale, poles, base_scale)
+
+
+def _unscaled(objects, bases, scale):
+    """Objects (F, C, 4, 4) of constraints whose chains hang from bases (F, C, 4, 4) scaled by
+    `scale` (F, C), moved so that the unscaled chain reaches them as the scaled one reaches the
+    originals: a chain carried by a parent scaled by s (as IK stretch scales a bone, and its
+    children inherit it) is the unscaled chain magnified by s about its base's origin o, so its
+    effector is at p exactly where the unscaled one is at o + (p - o) / s. Rotations are unchanged."""
+    out = objects.copy()
+    origin = bases[..., :3, 3]
+    out[..., :3, 3] = origin + (objects[..., :3, 3] - origin) / scale[..., None]
+    return out
 
 
 def sample(rig: Rig, obj, frames, progress=None) -> Samples:

@@ -488,6 +488,8 @@ class Job:
         """The pieces' reports joined, per IK constraint, position errors in scene units."""
         rig = self.rig
         scale = self.samples.scale[:, None]
+        if self.samples.base_scale is not None:              # lengths in a scaled parent's frame
+            scale = scale * self.samples.base_scale[:, rig.constraint_groups]
         C = len(rig.driven)            # joint-control tasks (after the IK constraints) are not reported
         return SolveResult(
             frames=self.frames.copy(),

@@ -242,6 +242,10 @@ class Sampler(rig_module.Sampler):
         if self.pole is not None:
             to_armature = np.linalg.inv(self.world)
             self.poles = np.einsum("fij,fj->fi", to_armature[:, :3, :3], self.pole_world) + to_armature[:, :3, 3]
+            g = self.rig.constraint_groups[0]
+            if np.any(samples.base_scale[:, g] != 1.0):        # moved as the target is (rig._unscaled)
+                origin = samples.bases[:, g, :3, 3]
+                self.poles = origin + (self.poles - origin) / samples.base_scale[:, g, None]
         return samples
 
 

@@ -103,13 +103,18 @@ def three_chains(n_frames=10):
     frames = range(1, n_frames + 1)
     active = [f"{pb.name}/{c.name}" for pb, c in rigify_rigs.active_ik(rig)]
     before = mutes(rig)
-    blender = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
-    res = api.bake(rig, 1, n_frames)
-    ours = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
-    after = mutes(rig)
-    columns = [res.constraints.index(name) for name in active]
-    api.release(rig)
-    return {"active": active, "solved_by": [res.solved_by[c] for c in columns], "blender": blender, "ours": ours,
-            "reported": np.asarray(res.position_error)[:, columns].tolist(), "warnings": list(res.warnings),
-            "converged": np.asarray(res.converged).tolist(), "muted": [n for n in active if after[n]],
-            "released": mutes(rig) == before}
+    out = {"active": active}
+    for case in ("unscaled", "scaled"):              # the Copy Scale's target bone at scale 1, then 1.5
+        rig.pose.bones["scaler"].scale = (1.0, 1.0, 1.0) if case == "unscaled" else (1.5, 1.5, 1.5)
+        api.clear_bake(rig)
+        blender = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
+        res = api.bake(rig, 1, n_frames)
+        ours = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
+        after = mutes(rig)
+        columns = [res.constraints.index(name) for name in active]
+        api.release(rig)
+        out[case] = {"solved_by": [res.solved_by[c] for c in columns], "blender": blender, "ours": ours,
+                     "reported": np.asarray(res.position_error)[:, columns].tolist(), "warnings": list(res.warnings),
+                     "converged": np.asarray(res.converged).tolist(), "muted": [n for n in active if after[n]],
+                     "released": mutes(rig) == before}
+    return out
