@@ -14,7 +14,6 @@ Markers are read from a MarkerSet file in either layout and written in the model
 
 from __future__ import annotations
 
-import copy
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +38,18 @@ def set_text(parent, tag: str, text: str):
     """Set the text of `parent`'s first <tag>, adding the element when it is missing."""
     elem = _xml.child(parent, tag)
     if elem is None:
-        elem = ET.SubElement(parent, tag)
+        elem = _xml.Element(tag)
+        parent.append(elem)
     elem.text = text
     return elem
+
+
+def copy_tree(elem):
+    """A deep copy of an element tree whose elements stay _xml.Elements (with their lines)."""
+    out = _xml.Element(elem.tag, dict(elem.attrib))
+    out.text, out.tail, out.line = elem.text, elem.tail, elem.line
+    out.extend(copy_tree(c) for c in elem)
+    return out
 
 
 @dataclass
@@ -91,7 +99,7 @@ class ModelDocument:
         return cls(_xml.parse(path), path)
 
     def copy(self) -> "ModelDocument":
-        return ModelDocument(copy.deepcopy(self.root), self.path)
+        return ModelDocument(copy_tree(self.root), self.path)
 
     # ------------------------------------------------------------------------------- reading
 
@@ -145,13 +153,17 @@ class ModelDocument:
                 out.append((j, _xml.child_text(j, "parent_body"), b.get("name", "")))
         return out
 
-    def offset_frame_names(self) -> list:
-        """The names of the model's offset frames in OpenSim's component order: an OpenSim 4
-        model's PhysicalOffsetFrames; for an OpenSim 3 model the two frames OpenSim makes of each
-        joint's offsets when it reads it (<parent>_offset, <child>_offset)."""
+    def frame_names(self) -> list:
+        """The names of the model's physical frames in OpenSim's component order (the ScaleSet
+        OpenSim writes lists them so): an OpenSim 4 model's Ground, Bodies and PhysicalOffsetFrames
+        in document order (depth first); an OpenSim 3 model's ground and bodies, then the two
+        frames OpenSim makes of each joint's offsets when it reads it (<parent>_offset,
+        <child>_offset)."""
         if self.v4:
-            return [f.get("name", "") for f in self.model.iter("PhysicalOffsetFrame")]
-        return [name for _, parent, child in self.joints() for name in (f"{parent}_offset", f"{child}_offset")]
+            return [f.get("name", "") for f in self.model.iter()
+                    if f.tag in ("Ground", "Body", "PhysicalOffsetFrame")]
+        offsets = [name for _, parent, child in self.joints() for name in (f"{parent}_offset", f"{child}_offset")]
+        return self.body_names() + offsets
 
     def marker_elements(self) -> list:
         return [m for m in self._objects("MarkerSet") if m.tag == "Marker"]
@@ -181,10 +193,12 @@ class ModelDocument:
         of that name (which is removed) and is appended to the model's MarkerSet."""
         holder = _xml.child(self.model, "MarkerSet")
         if holder is None:
-            holder = ET.SubElement(self.model, "MarkerSet", {"name": "markerset"})
+            holder = _xml.Element("MarkerSet", {"name": "markerset"})
+            self.model.append(holder)
         objects = _xml.child(holder, "objects")
         if objects is None:
-            objects = ET.SubElement(holder, "objects")
+            objects = _xml.Element("objects")
+            holder.append(objects)
         for entry in entries:
             for old in [m for m in objects if m.tag == "Marker" and m.get("name") == entry.name]:
                 objects.remove(old)
@@ -240,7 +254,7 @@ class ModelDocument:
         holder = _xml.child(self.model, "MarkerSet")
         document = ET.Element("OpenSimDocument", {"Version": self.root.get("Version", "40000")})
         document.text = "\n"
-        document.append(copy.deepcopy(holder) if holder is not None else ET.Element("MarkerSet"))
+        document.append(copy_tree(holder) if holder is not None else ET.Element("MarkerSet"))
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         ET.ElementTree(document).write(path, encoding="UTF-8", xml_declaration=True)

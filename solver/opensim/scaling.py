@@ -125,7 +125,7 @@ def measure(om, trial, measurement, time_range) -> MeasuredFactor:
 
 def scale_factors(doc: ModelDocument, scaler: ModelScalerSetup, trial=None) -> ScaleFactors:
     """The factors ModelScaler::processModel computes for the model `doc` (module docstring)."""
-    frames = doc.body_names() + doc.offset_frame_names()
+    frames = doc.frame_names()
     factors = np.ones((len(frames), 3))
     out = ScaleFactors(frames, factors)
     om = None
