@@ -259,6 +259,9 @@ def test_cli_writes_what_the_setup_names(tmp_path, capsys):
 
 # ------------------------------------------------------------------- OpenSim 4.6's ScaleTool
 
+BENT = 0.3          # rad or m added to every coordinate: a pose where the knees' scaled functions matter
+
+
 def vec(v) -> np.ndarray:
     return np.array([v.get(i) for i in range(3)])
 
@@ -278,7 +281,15 @@ def opensim_model_values(osim, model) -> dict:
         b = model.getBodySet().get(i)
         bodies[b.getName()] = (b.getMass(), vec(b.getInertia().getMoments()), vec(b.getInertia().getProducts()),
                                vec(b.getTransformInGround(state).p()))
-    return {"markers": markers, "bodies": bodies}
+    coordinates = model.getCoordinateSet()
+    for i in range(coordinates.getSize()):                       # every coordinate moved by BENT
+        c = coordinates.get(i)
+        c.setValue(state, c.getDefaultValue() + BENT, False)
+    model.realizePosition(state)
+    bent_q = {coordinates.get(i).getName(): coordinates.get(i).getValue(state) for i in range(coordinates.getSize())}
+    bent = {model.getBodySet().get(i).getName(): vec(model.getBodySet().get(i).getTransformInGround(state).p())
+            for i in range(model.getBodySet().getSize())}
+    return {"markers": markers, "bodies": bodies, "bent": bent, "bent_q": bent_q}
 
 
 def opensim_scale_steps(osim, setup_path) -> dict:
@@ -317,11 +328,14 @@ def compare_with_opensim(om, values) -> dict:
     ours = {m.name: (m.body, m.location) for m in source.markers}
     assert set(ours) == set(values["markers"])
     assert all(ours[n][0] == values["markers"][n][0] for n in ours)
-    origins = om.body_frames(om.coupling.default_coordinates(1))[0, :, :3, 3]
+    q = om.coupling.default_coordinates(1)
+    origins = om.body_frames(q)[0, :, :3, 3]
+    bent = om.body_frames(np.array([[values["bent_q"][n] for n in om.coordinate_names]]))[0, :, :3, 3]
     masses = {b.name: b.mass for b in source.bodies}
     return {"markers": max(float(np.linalg.norm(ours[n][1] - values["markers"][n][1])) for n in ours),
             "masses": max(abs(masses[b] - v[0]) / v[0] for b, v in values["bodies"].items() if v[0] > 0),
-            "origins": max(float(np.linalg.norm(origins[om.segment(b)] - v[3])) for b, v in values["bodies"].items())}
+            "origins": max(float(np.linalg.norm(origins[om.segment(b)] - v[3])) for b, v in values["bodies"].items()),
+            "bent": max(float(np.linalg.norm(bent[om.segment(b)] - v)) for b, v in values["bent"].items())}
 
 
 def inertia_difference(doc: ModelDocument, values) -> float:
@@ -353,7 +367,7 @@ def test_against_opensims_scale_tool(regression, opensim_regression):
     theirs = opensim_regression
     assert {m.name: m.factor for m in run.factors.measured} == pytest.approx(theirs["factors"], rel=1e-12, abs=0)
     scaled = compare_with_opensim(run.scaled.om(), theirs["scaled"])
-    assert scaled["markers"] < 1e-12 and scaled["masses"] < 1e-12 and scaled["origins"] < 1e-12
+    assert scaled["markers"] < 1e-12 and scaled["masses"] < 1e-12 and scaled["origins"] < 1e-12 and scaled["bent"] < 1e-12
     assert inertia_difference(run.scaled, theirs["scaled"]) < 1e-12
     assert theirs["placed_ok"]
     pose = np.array([theirs["pose"][n] for n in run.placement.coordinate_names])
@@ -434,7 +448,7 @@ def test_pose2sim_scale_factors_match_opensims_model_scaler(tmp_path):
     steps = opensim_scale_steps(osim, setup)
     assert {m.name: m.factor for m in run.factors.measured} == pytest.approx(steps["factors"], rel=1e-6, abs=0)
     scaled = compare_with_opensim(run.scaled.om(), steps["scaled"])
-    assert scaled["markers"] < 1e-12 and scaled["masses"] < 1e-12 and scaled["origins"] < 1e-12
+    assert scaled["markers"] < 1e-12 and scaled["masses"] < 1e-12 and scaled["origins"] < 1e-12 and scaled["bent"] < 1e-12
     assert inertia_difference(run.scaled, steps["scaled"]) < 1e-12
     # OpenSim's finding: the setup's MarkerPlacer has apply false, and MarkerPlacer::processModel returns
     # false first thing then; so ScaleTool.run() returns false without a message, after the model
@@ -465,3 +479,30 @@ def test_pose2sim_with_the_placer_on(tmp_path):
     assert placed["markers"] < 1e-12 and placed["masses"] < 1e-12
     problem = static_problem(run)
     assert problem.report(run.placement.q[None]).objective[0] <= problem.report(pose[None]).objective[0] * (1 + 1e-9)
+
+
+@needs_scale
+def test_unequal_manual_scales_and_scaled_masses_match_opensim(tmp_path):
+    """Manual factors that differ per axis (offsets, translation functions along their axes, the
+    cylinder rule for inertia) and masses scaled with the volume (preserve_mass_distribution false)."""
+    osim = opensim_if_installed()
+    text = SETUP.read_text()
+    for name in ("gait2354_simbody.osim", "gait2354_Scale_MarkerSet.xml"):
+        text = text.replace(f"> {name} <", f">{SCALE / name}<")
+    text = text.replace("> subject01_static.trc <", f">{os.path.relpath(SCALE / 'subject01_static.trc', tmp_path)}<")
+    text = text.replace("<scaling_order> measurements manualScale </scaling_order>",
+                        "<scaling_order> manualScale </scaling_order>")
+    text = text.replace("<preserve_mass_distribution> true </preserve_mass_distribution>",
+                        "<preserve_mass_distribution> false </preserve_mass_distribution>")
+    factors = iter(["1.1 0.9 1.2", "0.95 1.05 1.0", "1.2 0.8 1.0", "1.0 1.1 0.9"])
+    text = re.sub(r"<scales>[^<]*</scales>", lambda m: f"<scales> {next(factors)} </scales>", text)
+    setup = tmp_path / "setup.xml"
+    setup.write_text(text)
+    run = quiet_run(setup, write=False)
+    assert run.factors.of("femur_r").tolist() == [1.1, 0.9, 1.2] and run.factors.of("pelvis").tolist() == [1, 1, 1]
+    if osim is None:
+        pytest.skip("the opensim package is the reference")
+    steps = opensim_scale_steps(osim, setup)
+    scaled = compare_with_opensim(run.scaled.om(), steps["scaled"])
+    assert scaled["markers"] < 1e-12 and scaled["masses"] < 1e-12 and scaled["origins"] < 1e-12 and scaled["bent"] < 1e-12
+    assert inertia_difference(run.scaled, steps["scaled"]) < 1e-12
