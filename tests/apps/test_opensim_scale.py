@@ -506,3 +506,53 @@ def test_unequal_manual_scales_and_scaled_masses_match_opensim(tmp_path):
     scaled = compare_with_opensim(run.scaled.om(), steps["scaled"])
     assert scaled["markers"] < 1e-12 and scaled["masses"] < 1e-12 and scaled["origins"] < 1e-12 and scaled["bent"] < 1e-12
     assert inertia_difference(run.scaled, steps["scaled"]) < 1e-12
+
+
+@needs_scale
+def test_opensim_reads_the_models_we_write(regression, tmp_path):
+    """Our written files (the input's layout, OpenSim 3 here; the knees' MultiplierFunctions,
+    default values, markers) mean to OpenSim what they mean to us. OpenSim 4.6 turns an OpenSim 3
+    file's joint offsets into offset frames with 6 significant digits (-0.07243759657480676 is
+    read as -0.0724376), so body origins agree to that rounding along a chain (< 1e-6 m), the rest
+    exactly. An OpenSim 4 file keeps every digit: test_opensim_reads_our_opensim_4_files."""
+    osim = opensim_if_installed()
+    run, out = regression
+    if osim is None:
+        pytest.skip("the opensim package is the reference")
+    for name in ("subject01_scaledOnly.osim", "subject01_simbody.osim"):
+        model = osim.Model(str(out / name))
+        values = opensim_model_values(osim, model)
+        ours = compare_with_opensim(load_osim(out / name), values)
+        assert ours["markers"] < 1e-12 and ours["masses"] < 1e-12
+        assert ours["origins"] < 1e-6 and ours["bent"] < 1e-6
+        defaults = {model.getCoordinateSet().get(i).getName(): model.getCoordinateSet().get(i).getDefaultValue()
+                    for i in range(model.getCoordinateSet().getSize())}
+        assert [defaults[n] for n in load_osim(out / name).coordinate_names] == \
+            load_osim(out / name).coupling.default.tolist()
+
+
+@needs_scale
+def test_output_marker_file(tmp_path):
+    text = SETUP.read_text().replace("<output_marker_file> Unassigned </output_marker_file>",
+                                     "<output_marker_file> placed_markers.xml </output_marker_file>")
+    for name in INPUTS[1:]:
+        text = text.replace(f"> {name} <", f">{SCALE / name}<")
+    (tmp_path / "setup.xml").write_text(text)
+    run = quiet_run(tmp_path / "setup.xml", tmp_path / "out")
+    written = {m.name: m for m in read_marker_set(run.files["marker_set"])}
+    placed = {m.name: m for m in run.placed.osim().markers}
+    assert list(written) == list(placed)
+    assert all(written[n].frame == placed[n].body and np.array_equal(written[n].location, placed[n].location)
+               for n in placed)
+
+
+@needs_p2s
+def test_opensim_reads_our_opensim_4_files(tmp_path):
+    osim = opensim_if_installed()
+    run = quiet_run(pose2sim_setup(tmp_path, placer_apply=True), tmp_path / "ours")
+    if osim is None:
+        pytest.skip("the opensim package is the reference")
+    for name in ("scaled.osim", "placed.osim"):
+        model = osim.Model(str(tmp_path / "ours" / name))
+        ours = compare_with_opensim(load_osim(tmp_path / "ours" / name), opensim_model_values(osim, model))
+        assert max(ours.values()) < 1e-12
