@@ -144,11 +144,16 @@ def scale_factors(doc: ModelDocument, scaler: ModelScalerSetup, trial=None) -> S
                     continue
                 for body, axes in m.bodies.items():
                     rows = [i for i, f in enumerate(frames) if f == body]
+                    if not rows:
+                        out.warnings.append(f"measurement {m.name!r} scales {body!r}, which the model does not have")
                     factors[np.ix_(rows, axes)] = result.factor
         else:
             for s in scaler.scales:
                 if s.apply:
-                    factors[[i for i, f in enumerate(frames) if f == s.segment]] = s.factors
+                    rows = [i for i, f in enumerate(frames) if f == s.segment]
+                    if not rows:
+                        out.warnings.append(f"the manual scale of {s.segment!r} names no body of the model")
+                    factors[rows] = s.factors
     return out
 
 

@@ -556,3 +556,18 @@ def test_opensim_reads_our_opensim_4_files(tmp_path):
         model = osim.Model(str(tmp_path / "ours" / name))
         ours = compare_with_opensim(load_osim(tmp_path / "ours" / name), opensim_model_values(osim, model))
         assert max(ours.values()) < 1e-12
+
+
+@needs_scale
+def test_what_the_model_lacks_is_named(tmp_path):
+    text = SETUP.read_text()
+    for name in INPUTS[1:]:
+        text = text.replace(f"> {name} <", f">{SCALE / name}<")
+    text = text.replace("<markers> R.ASIS L.ASIS </markers>", "<markers> R.ASIS No.Such.Marker </markers>")
+    text = text.replace("<segment> tibia_l </segment>", "<segment> tibia_x </segment>")
+    (tmp_path / "setup.xml").write_text(text)
+    with pytest.warns(Warning, match="measurement 'pelvis' not used to scale the model: marker No.Such.Marker"):
+        run = run_scale_setup(tmp_path / "setup.xml", write=False)
+    assert run.factors.of("pelvis").tolist() == [1.0, 1.0, 1.0]                 # left out, as OpenSim does
+    assert "the manual scale of 'tibia_x' names no body of the model" in run.notes
+    assert "measurement pelvis: not used (marker No.Such.Marker is not in the model)" in summary_lines(run)
