@@ -138,7 +138,7 @@ def summary_lines(run: ScaleRun) -> list:
                 lines.append(f"measurement {m.name}: factor {m.factor:.6f} ({pairs})")
             else:
                 lines.append(f"measurement {m.name}: not used ({m.reason})")
-        bodies = [b for b in run.scaled.body_names()]
+        bodies = run.scaled.body_names()
         scales = run.factors.as_dict()
         lines.append("scale factors: " + ", ".join(f"{b} " + " ".join(f"{v:.4f}" for v in scales[b])
                                                    if len(set(scales[b])) > 1 else f"{b} {scales[b][0]:.4f}"

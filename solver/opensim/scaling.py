@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -339,6 +340,5 @@ def write_scale_set(path, factors: ScaleFactors, version: str = "40600") -> None
         lines += ["\t\t\t<Scale>", f"\t\t\t\t<scales>{numbers(f)}</scales>", f"\t\t\t\t<segment>{name}</segment>",
                   "\t\t\t\t<apply>true</apply>", "\t\t\t</Scale>"]
     lines += ["\t\t</objects>", "\t\t<groups />", "\t</ScaleSet>", "</OpenSimDocument>"]
-    from pathlib import Path
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")

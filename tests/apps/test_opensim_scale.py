@@ -571,3 +571,20 @@ def test_what_the_model_lacks_is_named(tmp_path):
     assert run.factors.of("pelvis").tolist() == [1.0, 1.0, 1.0]                 # left out, as OpenSim does
     assert "the manual scale of 'tibia_x' names no body of the model" in run.notes
     assert "measurement pelvis: not used (marker No.Such.Marker is not in the model)" in summary_lines(run)
+
+
+@needs_scale
+@needs_p2s
+def test_opensim_3_marker_set_on_an_opensim_4_model():
+    """A marker set file naming <body> (OpenSim 3) put on an OpenSim 4 model gets sockets, and
+    replaced markers move to the end of the set, as Model::updateMarkerSet does."""
+    doc = ModelDocument.read(P2S / "Model_Pose2Sim_Halpe26.osim")
+    before = [m.get("name") for m in doc.marker_elements()]
+    bodies = set(doc.body_names())
+    entries = [e for e in read_marker_set(SCALE / "gait2354_Scale_MarkerSet.xml") if e.frame in bodies]
+    entries[0].name = before[0]                                   # replaces the model's first marker
+    doc.update_markers(entries)
+    markers = doc.osim().markers
+    assert [m.name for m in markers] == before[1:] + [e.name for e in entries]
+    added = {m.name: m for m in markers[len(before) - 1:]}
+    assert all(added[e.name].body == e.frame and np.array_equal(added[e.name].location, e.location) for e in entries)
