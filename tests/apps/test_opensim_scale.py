@@ -588,3 +588,21 @@ def test_opensim_3_marker_set_on_an_opensim_4_model():
     assert [m.name for m in markers] == before[1:] + [e.name for e in entries]
     added = {m.name: m for m in markers[len(before) - 1:]}
     assert all(added[e.name].body == e.frame and np.array_equal(added[e.name].location, e.location) for e in entries)
+
+
+@needs_scale
+def test_max_marker_movement_in_the_trials_units(tmp_path):
+    """max_marker_movement is in the marker file's units (mm here), as OpenSim compares it."""
+    text = SETUP.read_text()
+    for name in INPUTS[1:]:
+        text = text.replace(f"> {name} <", f">{SCALE / name}<")
+    (tmp_path / "setup.xml").write_text(text.replace("<max_marker_movement>      -1.00000000 </max_marker_movement>",
+                                                     "<max_marker_movement> 2 </max_marker_movement>"))
+    run = quiet_run(tmp_path / "setup.xml", write=False)
+    trial = read_trial(SCALE / "subject01_static.trc")
+    first, last = frame_span(trial.time, 1.0, 2.0)
+    span = trial.positions[first:last + 1]
+    extent = np.max(np.nanmax(span, axis=0) - np.nanmin(span, axis=0), axis=1)
+    moving = [n for n, e in zip(trial.names, extent) if e > 0.002]
+    assert moving                                             # not an empty check
+    assert [n.split()[1] for n in run.notes if "max_marker_movement" in n] == moving
