@@ -8,7 +8,7 @@ Tables: chains (ours vs IKPy), blender (ours vs Blender's iTaSC / Standard IK), 
 and scaling_bones (our time per frame against batch size and chain length), opensim_ik (marker IK,
 ours vs OpenSim's InverseKinematicsTool on its gait2354 trial; needs the opensim package and
 ../shared/data/opensim_gait2354), opensim_scapula (the same on OpenSim's thoracoscapular shoulder model, a
-motion OpenSim makes), fly_ikpy (sequential IK on fly legs, ours vs IKPy), bake (end-to-end bake to keys
+motion OpenSim makes), opensim_scale (OpenSim's ScaleTool vs ours on its Scale regression setup, ../shared/data/opensim_scale), fly_ikpy (sequential IK on fly legs, ours vs IKPy), bake (end-to-end bake to keys
 of the chains and Rigify's metarig, our add-on vs Blender's nla.bake under its iTaSC / Standard IK), long_bake (peak memory and time of a Rigify bake
 against frames: 1,000 to 20,000), random_poses (6-D pose IK of the 7-DOF Franka Panda on random
 reachable poses: ours with random restarts, IKPy, TRAC-IK's published figures), random_poses_iterations
@@ -36,7 +36,8 @@ import numpy as np
 
 from solver import keep_freed_memory
 
-from . import bake, batch, blender, chains, fly_vs_ikpy, live, long_bake, opensim_ik, opensim_scapula, random_poses, scaling
+from . import bake, batch, blender, chains, fly_vs_ikpy, live, long_bake, opensim_ik, opensim_scale, opensim_scapula
+from . import random_poses, scaling
 from . import retarget as retarget_bench
 from .common import RESULTS
 
@@ -48,6 +49,7 @@ BENCHMARKS = {
     "scaling_bones": (scaling.run_bones, scaling.draw_bones),
     "opensim_ik": (opensim_ik.table, opensim_ik.draw),
     "opensim_scapula": (opensim_scapula.run, opensim_scapula.draw),
+    "opensim_scale": (opensim_scale.table, opensim_scale.draw),
     "fly_ikpy": (fly_vs_ikpy.table, fly_vs_ikpy.draw),
     "bake": (bake.run, bake.draw),
     "long_bake": (long_bake.run, long_bake.draw),

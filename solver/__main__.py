@@ -1,5 +1,7 @@
 """Command line: `python -m solver demo` (see solver.examples.demo) and `python -m solver ik SETUP.xml`
-(marker IK from an OpenSim InverseKinematicsTool setup, .trc or .c3d markers, see solver.opensim.ik) and
+(marker IK from an OpenSim InverseKinematicsTool setup, .trc or .c3d markers, see solver.opensim.ik),
+`python -m solver scale SETUP.xml` (OpenSim's ScaleTool: model scaler and marker placer, see
+solver.opensim.scale_tool) and
 `python -m solver batch {ik,fly} ...` (many trials on Dask, see solver.batch)."""
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ def main(argv=None) -> int:
                     help="start frame f from frame f-1's solution as OpenSim does (default), or every frame "
                          "from the default pose")
     ik.add_argument("-v", "--verbose", action="store_true", help="one line per frame")
+    scale = commands.add_parser("scale", help="run an OpenSim ScaleTool setup file: scales the model, places "
+                                              "its markers, writes the files the setup names")
+    scale.add_argument("setup", help="the setup .xml (ScaleTool)")
+    scale.add_argument("--output-dir", help="write every output here instead of where the setup says")
     from .batch.cli import add_parser as add_batch_parser
     add_batch_parser(commands)
     args = parser.parse_args(argv)
@@ -33,6 +39,9 @@ def main(argv=None) -> int:
     elif args.command == "ik":
         from .opensim.ik import cli
         return cli(args.setup, args.output_dir, args.warm_start, args.verbose)
+    elif args.command == "scale":
+        from .opensim.scale_tool import cli as scale_cli
+        return scale_cli(args.setup, args.output_dir)
     elif args.command == "batch":
         from .batch.cli import run as run_batch
         return run_batch(args)

@@ -254,7 +254,13 @@ def read_osim(path) -> OsimModel:
     """Parse a .osim file; raises OpenSimFileError naming the file and line on malformed or
     unsupported input."""
     path = Path(path).resolve()
-    root = _xml.parse(path, skip=_NOT_READ)
+    return osim_from_element(_xml.parse(path, skip=_NOT_READ), path)
+
+
+def osim_from_element(root, path) -> OsimModel:
+    """The model in a parsed .osim document (`root`: its document element, `path`: the file it
+    stands for, in messages); read_osim without the file (the scale tool reads models it edits)."""
+    path = Path(path)
     version = None
     if root.tag == "OpenSimDocument":
         try:
