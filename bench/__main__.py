@@ -9,7 +9,8 @@ and scaling_bones (our time per frame against batch size and chain length), open
 ours vs OpenSim's InverseKinematicsTool on its gait2354 trial; needs the opensim package and
 ../shared/data/opensim_gait2354), opensim_scapula (the same on OpenSim's thoracoscapular shoulder model, a
 motion OpenSim makes), opensim_scale (OpenSim's ScaleTool vs ours on its Scale regression setup, ../shared/data/opensim_scale), fly_ikpy (sequential IK on fly legs, ours vs IKPy), bake (end-to-end bake to keys
-of the chains and Rigify's metarig, our add-on vs Blender's nla.bake under its iTaSC / Standard IK), long_bake (peak memory and time of a Rigify bake
+of the chains and Rigify's metarig, our add-on vs Blender's nla.bake under its iTaSC / Standard IK), rigify_rigs
+(a bake on the rig Rigify generates from each of its metarigs against Blender's evaluation of the frames), long_bake (peak memory and time of a Rigify bake
 against frames: 1,000 to 20,000), random_poses (6-D pose IK of the 7-DOF Franka Panda on random
 reachable poses: ours with random restarts, IKPy, TRAC-IK's published figures), random_poses_iterations
 (the same poses' solve rate against iterations allowed per pose, one start at a time), live (live preview per
@@ -37,7 +38,7 @@ import numpy as np
 from solver import keep_freed_memory
 
 from . import bake, batch, blender, chains, fly_vs_ikpy, live, long_bake, opensim_ik, opensim_scale, opensim_scapula
-from . import random_poses, scaling
+from . import random_poses, rigify_rigs, scaling
 from . import retarget as retarget_bench
 from .common import RESULTS
 
@@ -52,6 +53,7 @@ BENCHMARKS = {
     "opensim_scale": (opensim_scale.table, opensim_scale.draw),
     "fly_ikpy": (fly_vs_ikpy.table, fly_vs_ikpy.draw),
     "bake": (bake.run, bake.draw),
+    "rigify_rigs": (rigify_rigs.run, rigify_rigs.draw),
     "long_bake": (long_bake.run, long_bake.draw),
     "random_poses": (random_poses.run, random_poses.draw),
     "random_poses_iterations": (random_poses.iterations_table, random_poses.draw_iterations),
