@@ -50,6 +50,7 @@ def bake(metarig, n_frames=12):
         "pole_error": np.asarray(res.pole_error)[:, [c for c in columns if c >= 0]].tolist(),
         "rotation_error": np.asarray(res.rotation_error)[:, [c for c in columns if c >= 0]].tolist(),
         "solver_converged": np.asarray(res.solver_converged).tolist(),
+        "solver_error": np.asarray(res.solver_position_error)[:, [c for c in columns if c >= 0]].tolist(),
         "floor": np.asarray(res.float32_floor)[:, [c for c in columns if c >= 0]].tolist(),
     }
 
