@@ -56,8 +56,10 @@ test-numpy-lines:
 # The main job in headless Blender: the rig Rigify generates, all limbs in IK with poles, controls
 # animated, ours vs Blender's Standard IK; writes out/demo.blend and out/demo_error.png.
 # The engine alone: python -m solver demo.
+# RIG=basic_quadruped (cat, wolf, horse, bird, basic_human, metarig): the same on another rig.
+RIG ?= generated
 demo: build
-	$(PY) tools/demo_rigify.py --zip $(ZIP)
+	$(PY) tools/demo_rigify.py --zip $(ZIP) --rig $(RIG)
 
 # Retargeting demo: the CMU walk (../shared/data/bvh) onto the generated Rigify rig, ours beside the
 # naive copy-rotation retarget; prints per-span foot slide and times, writes out/retarget.blend and

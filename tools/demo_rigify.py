@@ -3,7 +3,7 @@ with their poles on, baked by our solver beside Blender's own Standard IK, error
 by side.
 
     .venv/bin/python tools/demo_rigify.py [--frames 250] [--out out] [--zip ZIP] [--python PY]
-                                          [--rig generated|metarig]
+                                          [--rig generated|metarig|basic_quadruped|cat|...]
 
 What it does (`make demo` runs it after `make build`):
 
@@ -32,7 +32,10 @@ What it does (`make demo` runs it after `make build`):
 ``--rig metarig`` runs the earlier demo instead: Rigify's metarig itself (not generated), a
 position-only IK constraint on each hand and foot (chains of 3 bones) aimed at keyed empties,
 ours beside Blender's iTaSC. Its scene (`_build`, `build_keyed`) is also what the long-bake test
-and benchmarks use.
+and benchmarks use. ``--rig NAME`` for another metarig Rigify ships (basic_human, basic_quadruped,
+cat, wolf, horse, bird) runs the same comparison on the rig it generates from it
+(tools.rigify_rigs: every limb in IK with its pole on, the controls on circles), every active IK
+constraint measured.
 
 ``run_in_scene`` is the part that runs inside Blender (the repository root on ``sys.path``);
 ``run_demo`` runs it in a fresh bpy process and writes the plot on this side.
@@ -467,13 +470,57 @@ def run_generated(n_frames=250, out_dir=None):
     }
 
 
+def run_other(metarig, n_frames=250, out_dir=None):
+    """Inside Blender, the extension enabled: the rig Rigify generates from another of its
+    metarigs (tools.rigify_rigs: limbs in IK with poles, controls on circles), Blender's own IK
+    measured first, then our bake with the add-on's defaults, each tail of every active IK
+    constraint measured by Blender; saves ``<out_dir>/demo.blend``."""
+    import importlib
+
+    import bpy
+    import numpy as np
+
+    from tools import rigify_rigs
+
+    api = importlib.import_module(EXTENSION_MODULE + ".itasc_addon.api")
+    scene, rig, controls = rigify_rigs.build(bpy, metarig, n_frames)
+    frames = range(1, n_frames + 1)
+    active = [f"{pb.name}/{c.name}" for pb, c in rigify_rigs.active_ik(rig)]
+    start = time.perf_counter()
+    for f in frames:
+        scene.frame_set(f)
+        bpy.context.evaluated_depsgraph_get()
+    blender_seconds = time.perf_counter() - start
+    blender = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
+    start = time.perf_counter()
+    result = api.bake(rig, 1, n_frames)
+    seconds = time.perf_counter() - start
+    ours = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
+    by = dict(zip(result.constraints, result.solved_by))
+    scene.frame_set(1)
+    return {
+        "rig": metarig, "blender_version": bpy.app.version_string, "frames": n_frames, "bones": len(rig.pose.bones),
+        "effectors": active, "stages": [by.get(name, -1) for name in active], "controls": controls,
+        "blender": {"errors": blender, "seconds": blender_seconds, "solver": rig.pose.ik_solver},
+        "ours": {"errors": ours, "seconds": seconds, "verify_seconds": result.verify_seconds,
+                 "converged": int(np.count_nonzero(result.converged)), "method": result.method,
+                 "warnings": list(result.warnings),
+                 "reported": np.asarray(result.position_error).tolist()},
+        "blend": _save(bpy, out_dir),
+    }
+
+
 def run_in_scene(n_frames=250, out_dir=None, rig="generated"):
-    """Inside Blender, the extension enabled: the demo on the generated rig or on the metarig."""
-    if rig == "generated":
+    """Inside Blender, the extension enabled: the demo on the generated rig, on the metarig, or on
+    the rig Rigify generates from another of its metarigs (tools.rigify_rigs.METARIGS)."""
+    if rig in ("generated", "human"):
         return run_generated(n_frames, out_dir)
     if rig == "metarig":
         return run_metarig(n_frames, out_dir)
-    raise ValueError(f"rig must be 'generated' or 'metarig', not {rig!r}")
+    from tools import rigify_rigs
+    if rig in rigify_rigs.METARIGS:
+        return run_other(rig, n_frames, out_dir)
+    raise ValueError(f"rig must be 'generated', 'metarig' or one of {rigify_rigs.METARIGS}, not {rig!r}")
 
 
 def statistics(errors):
@@ -487,7 +534,35 @@ def statistics(errors):
 
 def table(data):
     """The side-by-side table (a string)."""
-    return _table_generated(data) if data.get("rig") == "generated" else _table_metarig(data)
+    if data.get("rig") == "generated":
+        return _table_generated(data)
+    return _table_metarig(data) if data.get("rig", "metarig") == "metarig" else _table_other(data)
+
+
+def _table_other(data):
+    import numpy as np
+
+    ours, blender = data["ours"], data["blender"]
+    n = data["frames"]
+    stages = data["stages"]
+    rows = [(f"ours (api.bake, {ours['method']}, the add-on's defaults)", statistics(ours["errors"]), ours["seconds"]),
+            (f"Blender's own IK ({blender['solver']}, the rig's own)", statistics(blender["errors"]),
+             blender["seconds"])]
+    worst = np.asarray(ours["errors"]).max(axis=0)
+    lines = [
+        (f"the rig Rigify generates from its {data['rig']} metarig ({data['bones']} bones), Blender "
+         f"{data['blender_version']}: limbs in IK, poles on, {len(data['controls'])} controls on circles, {n} frames"),
+        (f"{len(stages)} active IK constraints: {sum(s >= 0 for s in stages)} driven by ours in "
+         f"{max(stages) + 1} stage(s), {sum(s < 0 for s in stages)} left to Blender's IK"),
+        "error per frame = the worst IK tail's distance to its target, measured by Blender (m)",
+        *_row_lines(rows, n),
+        "per constraint, ours (stage: worst tail, m): " + ", ".join(
+            f"{name} ({s}: {e:.1e})" for name, s, e in zip(data["effectors"], stages, worst)),
+        (f"ours: time = the whole bake, verify {ours['verify_seconds']:.3f} s of it; frames converged (every "
+         f"active IK constraint on target): {ours['converged']}/{n}"),
+        "Blender: time = evaluating every frame with its IK on (its IK runs in the evaluation)",
+    ] + [f"warning: {w}" for w in ours["warnings"]]
+    return "\n".join(lines)
 
 
 def _row_lines(rows, n):
@@ -582,10 +657,15 @@ def plot(data, path):
         what = "worst IK tail to its target (m)"
         title = (f"Rigify's generated rig, all limbs in IK, poles on, controls animated "
                  f"(Blender {data['blender_version']})")
-    else:
+    elif data.get("rig", "metarig") == "metarig":
         fig, ax = plt.subplots(figsize=(9, 4.5), dpi=120)
         theirs, what = "Blender's iTaSC (defaults)", "worst hand/foot tail to target (m)"
         title = f"Rigify human metarig, hands and feet on moving targets (Blender {data['blender_version']})"
+    else:
+        fig, ax = plt.subplots(figsize=(9, 4.5), dpi=120)
+        theirs, what = f"Blender's own IK ({data['blender']['solver']})", "worst IK tail to its target (m)"
+        title = (f"The rig Rigify generates from its {data['rig']} metarig, limbs in IK, poles on "
+                 f"(Blender {data['blender_version']})")
     for key, label, color in (("blender", theirs, "tab:orange"), ("ours", "ours (itasc_ik)", "tab:blue")):
         worst = np.maximum(np.max(np.asarray(data[key]["errors"]), axis=1), floor)
         st = statistics(data[key]["errors"])
@@ -594,7 +674,7 @@ def plot(data, path):
                       f"{st['off']} frames > 1 mm, {data[key]['seconds']:.2f} s")
     ax.axhline(OFF, color="0.4", ls="--", lw=1)
     ax.text(frames[0], OFF * 1.3, "1 mm", color="0.3", fontsize=8)
-    if generated:
+    if generated or "stages" in data:
         ax.axhline(1e-5, color="0.4", ls=":", lw=1)
         ax.text(frames[0], 1.3e-5, "1e-5 m", color="0.3", fontsize=8)
     else:
@@ -659,8 +739,10 @@ def main(argv=None):
     parser.add_argument("--zip", type=Path, default=None,
                         help="the extension zip to install (default: build dist/<id>-<version>.zip from the sources)")
     parser.add_argument("--python", default=None, help="interpreter with bpy for the Blender side")
-    parser.add_argument("--rig", choices=("generated", "metarig"), default="generated",
-                        help="the rig Rigify generates (default) or its metarig with IK constraints added")
+    parser.add_argument("--rig", default="generated",
+                        help="the rig Rigify generates from its human metarig (generated, the default), that "
+                             "metarig itself with IK constraints added (metarig), or the rig it generates from "
+                             "another of its metarigs: basic_human, basic_quadruped, cat, wolf, horse, bird")
     args = parser.parse_args(argv)
     data = run_demo(args.frames, args.out, args.zip, args.python, args.rig)
     print(data["table"])
