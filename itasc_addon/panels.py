@@ -148,6 +148,10 @@ class ITASC_PT_constraints(_Sub, bpy.types.Panel):
             sub.alignment = "RIGHT"
             label = "muted" if originally_muted(obj, pb, con) else target
             sub.label(text=label, icon="HIDE_ON" if originally_muted(obj, pb, con) else "OBJECT_DATA")
+            if item is not None and item.result_stage > -2 and obj.itasc.has_result:
+                solved = "Blender's IK" if item.result_stage < 0 else f"stage {item.result_stage}"
+                col.label(text=f"    last: {solved}, max error {item.result_max_error:.2g}",
+                          icon="ERROR" if item.result_stage < 0 else "BLANK1")
 
 
 class ITASC_PT_bake(_Sub, bpy.types.Panel):

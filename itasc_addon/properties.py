@@ -46,6 +46,12 @@ class ITASC_PG_constraint(bpy.types.PropertyGroup):
                               description="The solver muted this constraint while it drives the rig")
     was_muted: BoolProperty(name="Was Muted", default=False,
                             description="The constraint's own mute state before the solver took over")
+    result_stage: IntProperty(name="Solved In", default=-2,
+                              description="In the last solve or bake: the stage our solver drove this constraint "
+                                          "in (0, 1, ...), -1 Blender's own IK, -2 not in it")
+    result_max_error: FloatProperty(name="Max Error", default=0.0, precision=9,
+                                    description="In the last solve or bake: the largest position error Blender "
+                                                "shows for this constraint (scene units)")
     left_out: BoolProperty(name="Left to Blender", default=False,
                            description="The solver cannot drive this constraint as the rig is (the last solve's "
                                        "warnings say why): Blender's own IK keeps solving it")

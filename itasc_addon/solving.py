@@ -579,3 +579,12 @@ def store_result(obj, result, kind):
     props.result_seconds = result.seconds
     props.result_message = "; ".join(result.warnings)[:1000]
     props.result_method = result.method
+    column = {name: c for c, name in enumerate(result.constraints)}
+    for pb, con in rig_module.ik_constraints(obj):
+        c = column.get(f"{pb.name}/{con.name}")
+        item = handover.entry(obj, pb.name, con.name, create=c is not None)
+        if item is None:
+            continue
+        item.result_stage = -2 if c is None else result.solved_by[c] if result.solved_by else 0
+        errors = result.position_error[:, c] if c is not None else np.full(1, np.nan)
+        item.result_max_error = float(np.nanmax(errors)) if np.isfinite(errors).any() else 0.0

@@ -46,6 +46,9 @@ def test_every_active_ik_constraint_is_solved_in_order_and_reported(extension_zi
     off = (ours > r["precision"] + floor + 1e-7).any(axis=1)
     assert not np.any(np.array(r["converged"]) & off)
     assert r["released"]
+    # The panel's records say the same per constraint: its stage, and its worst error as Blender shows it.
+    assert [stage for stage, _ in r["records"]] == solved_by
+    np.testing.assert_allclose([error for _, error in r["records"]], reported.max(axis=0), rtol=1e-6)
 
 
 def test_paw_legs_are_solved_in_stages(extension_zip):

@@ -36,6 +36,7 @@ def bake(metarig, n_frames=12):
     ours_bones = rigify_rigs.deform_heads(bpy, scene, rig, frames)
     after = mutes(rig)
     columns = [res.constraints.index(name) if name in res.constraints else -1 for name in active]
+    records = {f"{i.bone}/{i.constraint}": [i.result_stage, i.result_max_error] for i in rig.itasc.constraints}
     api.release(rig)
     return {
         "controls": controls, "active": active, "constraints": list(res.constraints),
@@ -45,6 +46,7 @@ def bake(metarig, n_frames=12):
         "blender": blender, "ours": ours,
         "bones_moved": float(np.max(np.abs(np.subtract(ours_bones, blender_bones)))),
         "muted_after_bake": [name for name in active if after[name]],
+        "records": [records.get(name) for name in active],
         "released": mutes(rig) == before, "seconds": res.seconds, "verify_seconds": res.verify_seconds,
         "precision": float(res.settings.get("precision", np.nan)) if res.settings else None,
         "pole_error": np.asarray(res.pole_error)[:, [c for c in columns if c >= 0]].tolist(),
