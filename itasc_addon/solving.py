@@ -28,8 +28,9 @@ import numpy as np
 from .. import solver
 from ..solver.bones import coordinates_from_basis
 from ..solver.rotations import exp_map, log_map
-from . import guard, handover, ik_settings, keys, own_pose, rig_order, two_bone, verify
+from . import guard, handover, ik_settings, keys, own_pose, two_bone, verify
 from . import rig as rig_module
+from .rig import order as rig_order
 from .rig import RigError
 
 OPTION_NAMES = ik_settings.NAMES

@@ -125,3 +125,25 @@ def deform_heads(bpy, scene, rig, frames):
         ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
         out.append([list(ev.pose.bones[n].head) + list(ev.pose.bones[n].tail) for n in names])
     return out
+
+
+def bend_normals(bpy, scene, rig, frames, constraints):
+    """Per frame, per IK constraint ("bone/constraint"): the unit normal (armature space) of the plane
+    its chain's last two bones bend in, upper bone x lower bone (NaN where they are straight)."""
+    import numpy as np
+
+    out = []
+    for f in frames:
+        scene.frame_set(int(f))
+        ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        row = []
+        for name in constraints:
+            bone, cname = name.split("/", 1)
+            lower = ev.pose.bones[tip(rig.pose.bones[bone], rig.pose.bones[bone].constraints[cname]).name]
+            upper = lower.parent
+            n = np.cross(np.array(upper.tail - upper.head), np.array(lower.tail - lower.head))
+            size = np.linalg.norm(n)
+            row.append((n / size).tolist() if size > 1e-9 else [float("nan")] * 3)
+        out.append(row)
+    return out
+

@@ -31,9 +31,14 @@ def bake(metarig, n_frames=12):
         return {"refused": ""}
     blender = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
     blender_bones = rigify_rigs.deform_heads(bpy, scene, rig, frames)
+    blender_planes = rigify_rigs.bend_normals(bpy, scene, rig, frames, active)
     res = api.bake(rig, 1, n_frames)
     ours = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
     ours_bones = rigify_rigs.deform_heads(bpy, scene, rig, frames)
+    ours_planes = rigify_rigs.bend_normals(bpy, scene, rig, frames, active)
+    cosine = np.clip(np.sum(np.array(ours_planes) * np.array(blender_planes), axis=-1), -1.0, 1.0)
+    with_pole = [bool(rig.pose.bones[name.split("/", 1)[0]].constraints[name.split("/", 1)[1]].pole_target)
+                 for name in active]
     after = mutes(rig)
     columns = [res.constraints.index(name) if name in res.constraints else -1 for name in active]
     records = {f"{i.bone}/{i.constraint}": [i.result_stage, i.result_max_error] for i in rig.itasc.constraints}
@@ -47,6 +52,7 @@ def bake(metarig, n_frames=12):
         "bones_moved": float(np.max(np.abs(np.subtract(ours_bones, blender_bones)))),
         "muted_after_bake": [name for name in active if after[name]],
         "records": [records.get(name) for name in active],
+        "plane_degrees": np.degrees(np.arccos(cosine)).tolist(), "with_pole": with_pole,
         "released": mutes(rig) == before, "seconds": res.seconds, "verify_seconds": res.verify_seconds,
         "precision": float(res.settings.get("precision", np.nan)) if res.settings else None,
         "pole_error": np.asarray(res.pole_error)[:, [c for c in columns if c >= 0]].tolist(),

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import chain_bones, dependencies
-from .rig import RigError, _chain, _node_label, _union, ik_constraints, read_rig
+from .. import chain_bones, dependencies
+from .base import RigError, ik_constraints
+from .reading import _chain, _node_label, _union, read_rig
 
 
 @dataclass
