@@ -129,21 +129,24 @@ def deform_heads(bpy, scene, rig, frames):
 
 def bend_normals(bpy, scene, rig, frames, constraints):
     """Per frame, per IK constraint ("bone/constraint"): the unit normal (armature space) of the plane
-    its chain's last two bones bend in, upper bone x lower bone (NaN where they are straight)."""
+    its chain's last two bones bend in, upper bone x lower bone, and the bend (the angle between
+    the two bones, degrees): ([F][C][3], [F][C]). Near a straight chain the normal means little."""
     import numpy as np
 
-    out = []
+    normals, bends = [], []
     for f in frames:
         scene.frame_set(int(f))
         ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
-        row = []
+        row, bend = [], []
         for name in constraints:
             bone, cname = name.split("/", 1)
             lower = ev.pose.bones[tip(rig.pose.bones[bone], rig.pose.bones[bone].constraints[cname]).name]
             upper = lower.parent
-            n = np.cross(np.array(upper.tail - upper.head), np.array(lower.tail - lower.head))
+            a, b = np.array(upper.tail - upper.head), np.array(lower.tail - lower.head)
+            n = np.cross(a, b)
             size = np.linalg.norm(n)
-            row.append((n / size).tolist() if size > 1e-9 else [float("nan")] * 3)
-        out.append(row)
-    return out
-
+            row.append((n / size).tolist() if size > 0.0 else [float("nan")] * 3)
+            bend.append(float(np.degrees(np.arctan2(size, np.dot(a, b)))))
+        normals.append(row)
+        bends.append(bend)
+    return normals, bends

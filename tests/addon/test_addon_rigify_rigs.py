@@ -1,8 +1,9 @@
 """The rig Rigify generates from each metarig it ships, every limb in IK with its pole on and the
 controls keyed, baked with the add-on's defaults (issue #30): every active IK constraint is in the
 result, solved by us in Blender's dependency order or left, unmuted, to Blender's own IK with the
-reason; the result's errors are Blender's evaluation of the bake, and a frame is converged only
-where every active IK constraint is on target there."""
+reason; the result's errors are Blender's evaluation of the bake, a frame is converged only
+where every active IK constraint is on target there, and chains with a pole bend in the plane
+Blender's Standard IK bends them in."""
 
 import numpy as np
 import pytest
@@ -46,6 +47,11 @@ def test_every_active_ik_constraint_is_solved_in_order_and_reported(extension_zi
     off = (ours > r["precision"] + floor + 1e-7).any(axis=1)
     assert not np.any(np.array(r["converged"]) & off)
     assert r["released"]
+    # Chains with a pole bend in the plane Blender's Standard IK bends them in (1 deg), where both
+    # are bent (5 deg or more: a straight chain has no plane).
+    planes, bends = np.array(r["plane_degrees"]), np.array(r["bends"])
+    compared = (bends >= 5.0) & np.array(r["with_pole"])[None, :]
+    assert planes[compared].max(initial=0.0) <= 1.0, planes.max(axis=0)
     # The panel's records say the same per constraint: its stage, and its worst error as Blender shows it.
     assert [stage for stage, _ in r["records"]] == solved_by
     np.testing.assert_allclose([error for _, error in r["records"]], reported.max(axis=0), rtol=1e-6)

@@ -36,7 +36,8 @@ def bake(metarig, n_frames=12):
     ours = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
     ours_bones = rigify_rigs.deform_heads(bpy, scene, rig, frames)
     ours_planes = rigify_rigs.bend_normals(bpy, scene, rig, frames, active)
-    cosine = np.clip(np.sum(np.array(ours_planes) * np.array(blender_planes), axis=-1), -1.0, 1.0)
+    cosine = np.clip(np.sum(np.array(ours_planes[0]) * np.array(blender_planes[0]), axis=-1), -1.0, 1.0)
+    bends = np.minimum(ours_planes[1], blender_planes[1])          # the smaller of the two bends
     with_pole = [bool(rig.pose.bones[name.split("/", 1)[0]].constraints[name.split("/", 1)[1]].pole_target)
                  for name in active]
     after = mutes(rig)
@@ -52,7 +53,7 @@ def bake(metarig, n_frames=12):
         "bones_moved": float(np.max(np.abs(np.subtract(ours_bones, blender_bones)))),
         "muted_after_bake": [name for name in active if after[name]],
         "records": [records.get(name) for name in active],
-        "plane_degrees": np.degrees(np.arccos(cosine)).tolist(), "with_pole": with_pole,
+        "plane_degrees": np.degrees(np.arccos(cosine)).tolist(), "with_pole": with_pole, "bends": bends.tolist(),
         "released": mutes(rig) == before, "seconds": res.seconds, "verify_seconds": res.verify_seconds,
         "precision": float(res.settings.get("precision", np.nan)) if res.settings else None,
         "pole_error": np.asarray(res.pole_error)[:, [c for c in columns if c >= 0]].tolist(),
