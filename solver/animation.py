@@ -65,6 +65,7 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
     batch's bookkeeping (animation_frame.py): its answer is this loop's to rounding."""
     start = time.perf_counter()
     q, objects, bases, values = check_inputs(scene, q0, objects, bases, values)
+    q = scene.turn_start(q, objects, bases)
     F, block = q.shape[0], max(1, BLOCK_ENTRIES // max(scene.n_coordinates, 1))
     groups = None if groups is None else np.asarray(groups)
     if F == 1:     # one frame, as live preview solves it: the same iteration without the batch's bookkeeping

@@ -69,7 +69,9 @@ import math
 
 import numpy as np
 
-from ..model import as_slice
+from ..bones import coordinates_from_basis
+from ..kinematics import segment_motions
+from ..model import PRISMATIC, as_slice
 from .base import Endpoint, Place, Stack, Task, TaskInputs, check_weight
 
 _AT_ROOT = 1e-12      # a distance from the root, relative to the configuration's size, below which no line is defined
@@ -125,6 +127,59 @@ def geometry(root, effector, target, pole, up_local) -> dict:
                 E=E, D=D, u_w=u_w, u_p=u_p, w_perp=w_perp, p_perp=p_perp, p_x_w=p_x_w, s=s, c=c)
 
 
+def blender_turn(root, effector, target, pole, up_local):
+    """Standard IK's turn of a chain toward its pole before it iterates (module docstring): the
+    rotation R (N, 3, 3), about the root's head, that takes the look-at frame of (dir, up) onto
+    that of (u, p):
+
+        a0 = dir x up / |dir x up|,  a1 = a0 x dir,  a2 = -dir
+        b0 = u x p / |u x p|,        b1 = b0 x u,    b2 = -u,        R = sum_i b_i a_i^T
+
+    so R dir = u and R takes `up`, made perpendicular to dir, onto p made perpendicular to u.
+    From the four frames (N, 4, 4) and the root bone's up in its own frame (3,); R = I where
+    a look-at frame is not defined (the effector or the target at the root, up along dir, the
+    pole on the root->target line: the sines below _ON_AXIS)."""
+    h = root[:, :3, 3]
+    axes = root[:, :3, :3]
+    up = (axes / np.linalg.norm(axes, axis=-2, keepdims=True)) @ up_local
+    e, d, p = effector[:, :3, 3] - h, target[:, :3, 3] - h, pole[:, :3, 3] - h
+    E, D, P = (np.sqrt(_dot(v, v)) for v in (e, d, p))
+    a, u = _unit(e, E), _unit(d, D)
+    a0, b0 = _cross(a, up), _cross(u, _unit(p, P))
+    A0, B0 = np.sqrt(_dot(a0, a0)), np.sqrt(_dot(b0, b0))
+    size = E + D + P
+    valid = (E > _AT_ROOT * size) & (D > _AT_ROOT * size) & (A0 > _ON_AXIS) & (B0 > _ON_AXIS)
+    a0, b0 = _unit(a0, A0), _unit(b0, B0)
+    frame_a = np.stack([a0, _cross(a0, a), -a], axis=-2)              # rows a0, a1, a2
+    frame_b = np.stack([b0, _cross(b0, u), -u], axis=-2)
+    R = np.swapaxes(frame_b, -1, -2) @ frame_a
+    return np.where(valid[:, None, None], R, np.eye(3))
+
+
+def turn_segment(model, q, segment: int, world, R):
+    """q (F, n) with the rotational coordinates of `segment` changed so that its frame (and all it
+    carries) turns by R (F, 3, 3), world axes, about its origin; `world` (F, 3, 3) its world axes
+    at q. Its own motion M (rest-relative) becomes M W^T R W (W the axes made unit), turned into
+    coordinates as coordinates_from_basis does (the nearest its joints make: components of locked
+    axes dropped, onto its limits). A model not made of bones (bone_joints) keeps q."""
+    motions = segment_motions(model, q)
+    M = motions[:, segment, :3, :3]
+    W = world / np.linalg.norm(world, axis=-2, keepdims=True)
+    basis = motions.copy()
+    basis[:, segment, :3, :3] = M @ np.swapaxes(W, -1, -2) @ R @ W
+    try:
+        turned = coordinates_from_basis(model, basis)
+    except ValueError:
+        return q
+    out = q.copy()
+    for k in np.flatnonzero(model.joint_segment == segment):
+        if model.joints[k].kind != PRISMATIC:
+            first = model.joint_first[k]
+            columns = slice(first, first + model.joints[k].type.n_coordinates)
+            out[:, columns] = turned[:, columns]
+    return out
+
+
 class Pole(Task):
     """Turn a chain about its root so that its root bone's "up" (X cos a + Z sin a, a = `pole_angle`)
     faces the pole across the root->target line, Blender's pole target (module docstring). One
@@ -146,6 +201,14 @@ class Pole(Task):
 
     def endpoints(self) -> tuple:
         return (self.root, self.effector, self.target, self.pole)
+
+    def turn_start(self, model, q, frames):
+        """The start turned as Standard IK turns it (blender_turn) by the root bone's own joints
+        (turn_segment); a root on an object keeps q."""
+        if self.root.segment < 0:
+            return q
+        R = blender_turn(frames[:, 0], frames[:, 1], frames[:, 2], frames[:, 3], self.up_local)
+        return turn_segment(model, q, self.root.segment, frames[:, 0, :3, :3], R)
 
     def geometry(self, root, effector, target, pole) -> dict:
         """theta and what its derivative needs, from the four frames (F, 4, 4); `valid` is False in
