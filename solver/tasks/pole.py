@@ -15,13 +15,27 @@ first, parent-most bone), X and Z that bone's posed axes, a = pole_angle, e the 
 
 Each solver builds a look-at frame from (dir, up) and one from (u, p) and turns the chain about h
 by the rotation between them: it takes dir onto u and `up`, made perpendicular to dir, onto the
-side of u where p lies. Standard IK does that once, on the pose before it iterates (its iterations
-then keep it nearly, not exactly); iTaSC does it again at every time step, as an extra rotation of
-the chain's base, from the chain as it was at its previous evaluation (so a frame evaluated once
-after a jump is off; evaluated again it meets the condition below exactly). The sign: a positive a
-turns `up` from X toward Z, i.e. by -a about the bone's Y axis; at a = 0 the root bone's X axis
-faces the pole, and a chain whose elbow sticks out along its root bone's -Z (+Z) faces it with the
-elbow at a = -90 (+90) degrees.
+side of u where p lies. iTaSC does it again at every time step, as an extra rotation of the
+chain's base, from the chain as it was at its previous evaluation (so a frame evaluated once after
+a jump is off; evaluated again it meets the condition below exactly). The sign: a positive a turns
+`up` from X toward Z, i.e. by -a about the bone's Y axis; at a = 0 the root bone's X axis faces
+the pole, and a chain whose elbow sticks out along its root bone's -Z (+Z) faces it with the elbow
+at a = -90 (+90) degrees.
+
+Standard IK turns the chain once, on its start pose (the pose before IK), and does not ask for the
+pole again: `Solve` calls ConstrainPoleVector before its loop, which folds the turn into the
+matrix above the chain's root (the root's own joint values, limits and stiffness stay as they
+were); the loop's damped least-squares steps then move every joint, the root's included, to
+reach the target, and the turn is prepended to the root's basis after the loop. What the final
+pose meets is therefore where those steps settle from the turned start, not a condition of its
+own. Where the turned start is symmetric about the plane through u and the root's `up` (a chain
+lying in a plane, with up and the joints' axes normal to it or in it), the steps toward the target
+stay in that plane, so the answer keeps `up` on the pole exactly, with up . u as the turn left it;
+otherwise its iterations drift off the pole (by a few degrees on five bones). So a solve here
+starts from the same turn (`turn_start`: `blender_turn`, made by the root's own joints) and then
+holds the condition below throughout: from a symmetric start both reach the same plane and the
+same root axes; what is left free inside the plane (where the knee sits on a redundant chain) is
+chosen by each solver's own steps.
 
 This task's output is the part of that rotation about u, which Blender removes. Let Q be the
 shortest rotation taking dir onto u (k = dir x u, cos = dir . u):
