@@ -84,7 +84,7 @@ import math
 import numpy as np
 
 from ..bones import coordinates_from_basis
-from ..kinematics import segment_motions
+from ..kinematics import forward_kinematics, segment_motions
 from ..model import PRISMATIC, as_slice
 from .base import Endpoint, Place, Stack, Task, TaskInputs, check_weight
 
@@ -218,11 +218,32 @@ class Pole(Task):
 
     def turn_start(self, model, q, frames):
         """The start turned as Standard IK turns it (blender_turn) by the root bone's own joints
-        (turn_segment); a root on an object keeps q."""
-        if self.root.segment < 0:
+        (turn_segment), except in frames where the chain from the root to the effector starts
+        straight: turned, it would point straight at its target, a saddle no step bends it out
+        of (Standard IK stays there, short of the target). A root or an effector on an object
+        keeps q."""
+        if self.root.segment < 0 or self.effector.segment < 0:
             return q
         R = blender_turn(frames[:, 0], frames[:, 1], frames[:, 2], frames[:, 3], self.up_local)
+        R = np.where(self._straight(model, q)[:, None, None], np.eye(3), R)
         return turn_segment(model, q, self.root.segment, frames[:, 0, :3, :3], R)
+
+    def _straight(self, model, q):
+        """(F,) whether every segment origin on the way from the root to the effector lies on the
+        root->effector line (within a sine of _ON_AXIS seen from the root); False for a chain of
+        one bone."""
+        on_way = [s for s in range(len(model.segments)) if model.segment_ancestors[self.effector.segment, s]
+                  and model.segment_ancestors[s, self.root.segment] and s != self.root.segment]
+        if not on_way:
+            return np.zeros(q.shape[0], dtype=bool)
+        pose = forward_kinematics(model, q)
+        h = pose.frames[:, self.root.segment, :3, 3]
+        e = (pose.frames[:, self.effector.segment] @ self.effector.offset)[:, :3, 3] - h
+        E = np.sqrt(_dot(e, e))
+        line = _unit(e, E)
+        points = pose.frames[:, on_way][..., :3, 3] - h[:, None]
+        off = points - _dot(points, line[:, None])[..., None] * line[:, None]
+        return (np.sqrt(_dot(off, off)) <= _ON_AXIS * E[:, None]).all(axis=1)
 
     def geometry(self, root, effector, target, pole) -> dict:
         """theta and what its derivative needs, from the four frames (F, 4, 4); `valid` is False in
