@@ -159,12 +159,18 @@ def free_chain_against_standard(joints, pole_angle, pole_is_bone, root_limit=0.0
     (`joints` as hinge_chain takes them), both measured through Blender's evaluation, per frame:
     the angle between the two root X axes (Blender's pole plane), between the planes fitting
     the two chains' joints (up to sign) and between the two root bones' Y axes (where the knee
-    lies); Blender's own root X off its pole plane; both tails' misses."""
+    lies); Blender's own root X off its pole plane; both tails' misses; and the largest
+    difference of joint values between each frame solved alone and the bake."""
     scene, rig, target = hinge_chain(len(joints), pole_angle, pole_is_bone, n_frames, joints=joints,
                                      root_limit=root_limit, root_stiffness=root_stiffness)
     ik = rig.pose.bones[-1].constraints[0]
     frames = range(1, n_frames + 1)
     their_x, their_z, u, pole, their_joints, their_miss = _chain_pose(scene, rig, target, ik, frames)
+    alone = []                       # frames solved one at a time (live preview's loop), from the same start
+    for f in frames:
+        alone.append(api.solve_frame(rig, f, key=False).q[0])
+        for pb in rig.pose.bones:
+            pb.matrix_basis.identity()
     result = api.bake(rig, 1, n_frames)
     our_x, _, _, _, our_joints, our_miss = _chain_pose(scene, rig, target, ik, frames)
     their_normal, their_flatness = _bend_normal(their_joints)
@@ -180,5 +186,6 @@ def free_chain_against_standard(joints, pole_angle, pole_is_bone, root_limit=0.0
             "their_off_pole_plane_degrees": np.degrees(np.arcsin(np.abs(np.sum(up * side, axis=1)).clip(0, 1))).tolist(),
             "their_flatness": their_flatness.tolist(), "our_flatness": our_flatness.tolist(),
             "our_miss": our_miss.tolist(), "their_miss": their_miss.tolist(),
+            "alone_minus_bake": float(np.abs(np.array(alone) - result.q).max()),
             "converged": result.converged.tolist(), "pole_error": result.pole_error.tolist(),
             "warnings": result.warnings}
