@@ -194,6 +194,12 @@ def turn_segment(model, q, segment: int, world, R):
     return out
 
 
+def _turning_coordinates(model, segment: int) -> int:
+    """How many rotational coordinates the joints of `segment` have (3: any rotation)."""
+    return sum(model.joints[k].type.n_coordinates for k in np.flatnonzero(model.joint_segment == segment)
+               if model.joints[k].kind != PRISMATIC)
+
+
 class Pole(Task):
     """Turn a chain about its root so that its root bone's "up" (X cos a + Z sin a, a = `pole_angle`)
     faces the pole across the root->target line, Blender's pole target (module docstring). One
@@ -220,9 +226,10 @@ class Pole(Task):
         """The start turned as Standard IK turns it (blender_turn) by the root bone's own joints
         (turn_segment), except in frames where the chain from the root to the effector starts
         straight: turned, it would point straight at its target, a saddle no step bends it out
-        of (Standard IK stays there, short of the target). A root or an effector on an object
-        keeps q."""
-        if self.root.segment < 0 or self.effector.segment < 0:
+        of (Standard IK stays there, short of the target). A root whose joints cannot make every
+        rotation (locked axes: Standard IK turns it regardless of them), or a root or an
+        effector on an object, keeps q."""
+        if self.root.segment < 0 or self.effector.segment < 0 or _turning_coordinates(model, self.root.segment) < 3:
             return q
         R = blender_turn(frames[:, 0], frames[:, 1], frames[:, 2], frames[:, 3], self.up_local)
         R = np.where(self._straight(model, q)[:, None, None], np.eye(3), R)
