@@ -176,9 +176,9 @@ class Scene:
             objects = np.where(missing[:, None, None, None], np.eye(4), objects)
         turned = q
         for c, place in turning:
-            frames = self._endpoint_frames(forward_kinematics(self.model, turned, bases), objects)
+            pose = forward_kinematics(self.model, turned, bases)
             ends = slice(place.first_endpoint, place.first_endpoint + len(c.endpoints()))
-            turned = c.turn_start(self.model, turned, frames[:, ends])
+            turned = c.turn_start(self.model, turned, pose, self._endpoint_frames(pose, objects)[:, ends])
         return turned if missing is None else np.where(missing[:, None], q, turned)
 
     def _endpoint_frames(self, pose: Pose, objects):

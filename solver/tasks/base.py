@@ -156,10 +156,11 @@ class Task(ABC):
         in fewer numpy calls where a kind overrides it. By default, `batch`."""
         return cls.batch(tasks, places)
 
-    def turn_start(self, model, q: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    def turn_start(self, model, q: np.ndarray, pose, frames: np.ndarray) -> np.ndarray:
         """The start coordinates q (F, n) of a solve as this task turns them before the solve
-        iterates, from its endpoints' frames (F, E, 4, 4) at q (as Pole does: Blender's Standard
-        IK turns a chain toward its pole once before it iterates). By default, q itself."""
+        iterates, from the model's pose at q (kinematics.Pose) and its endpoints' frames
+        (F, E, 4, 4) there (as Pole does: Blender's Standard IK turns a chain toward its pole
+        once before it iterates). By default, q itself."""
         return q
 
     @abstractmethod

@@ -84,7 +84,6 @@ import math
 import numpy as np
 
 from ..bones import coordinates_from_basis
-from ..kinematics import forward_kinematics, segment_motions
 from ..model import PRISMATIC, as_slice
 from .base import Endpoint, Place, Stack, Task, TaskInputs, check_weight
 
@@ -170,14 +169,16 @@ def blender_turn(root, effector, target, pole, up_local):
     return np.where(valid[:, None, None], R, np.eye(3))
 
 
-def turn_segment(model, q, segment: int, world, R):
+def turn_segment(model, q, pose, segment: int, R):
     """q (F, n) with the rotational coordinates of `segment` changed so that its frame (and all it
-    carries) turns by R (F, 3, 3), world axes, about its origin; `world` (F, 3, 3) its world axes
-    at q. Its own motion M (rest-relative) becomes M W^T R W (W the axes made unit), turned into
-    coordinates as coordinates_from_basis does (the nearest its joints make: components of locked
-    axes dropped, onto its limits). A model not made of bones (bone_joints) keeps q."""
-    motions = segment_motions(model, q)
+    carries) turns by R (F, 3, 3), world axes, about its origin; `pose` the model's
+    kinematics.Pose at q. The segment's own motion M (rest-relative, pose.local) becomes
+    M W^T R W (W its world axes made unit), turned into coordinates as coordinates_from_basis
+    does (the nearest its joints make, onto its limits). A model not made of bones
+    (bone_joints) keeps q."""
+    motions = pose.local
     M = motions[:, segment, :3, :3]
+    world = pose.frames[:, segment, :3, :3]
     W = world / np.linalg.norm(world, axis=-2, keepdims=True)
     basis = motions.copy()
     basis[:, segment, :3, :3] = M @ np.swapaxes(W, -1, -2) @ R @ W
@@ -222,7 +223,7 @@ class Pole(Task):
     def endpoints(self) -> tuple:
         return (self.root, self.effector, self.target, self.pole)
 
-    def turn_start(self, model, q, frames):
+    def turn_start(self, model, q, pose, frames):
         """The start turned as Standard IK turns it (blender_turn) by the root bone's own joints
         (turn_segment), except in frames where the chain from the root to the effector starts
         straight: turned, it would point straight at its target, a saddle no step bends it out
@@ -232,18 +233,17 @@ class Pole(Task):
         if self.root.segment < 0 or self.effector.segment < 0 or _turning_coordinates(model, self.root.segment) < 3:
             return q
         R = blender_turn(frames[:, 0], frames[:, 1], frames[:, 2], frames[:, 3], self.up_local)
-        R = np.where(self._straight(model, q)[:, None, None], np.eye(3), R)
-        return turn_segment(model, q, self.root.segment, frames[:, 0, :3, :3], R)
+        R = np.where(self._straight(model, pose)[:, None, None], np.eye(3), R)
+        return turn_segment(model, q, pose, self.root.segment, R)
 
-    def _straight(self, model, q):
+    def _straight(self, model, pose):
         """(F,) whether every segment origin on the way from the root to the effector lies on the
         root->effector line (within a sine of _ON_AXIS seen from the root); False for a chain of
         one bone."""
         on_way = [s for s in range(len(model.segments)) if model.segment_ancestors[self.effector.segment, s]
                   and model.segment_ancestors[s, self.root.segment] and s != self.root.segment]
         if not on_way:
-            return np.zeros(q.shape[0], dtype=bool)
-        pose = forward_kinematics(model, q)
+            return np.zeros(pose.frames.shape[0], dtype=bool)
         h = pose.frames[:, self.root.segment, :3, 3]
         e = (pose.frames[:, self.effector.segment] @ self.effector.offset)[:, :3, 3] - h
         E = np.sqrt(_dot(e, e))
