@@ -149,9 +149,10 @@ def blender_turn(root, effector, target, pole, up_local):
         b0 = u x p / |u x p|,        b1 = b0 x u,    b2 = -u,        R = sum_i b_i a_i^T
 
     so R dir = u and R takes `up`, made perpendicular to dir, onto p made perpendicular to u.
-    From the four frames (N, 4, 4) and the root bone's up in its own frame (3,); R = I where
-    a look-at frame is not defined (the effector or the target at the root, up along dir, the
-    pole on the root->target line: the sines below _ON_AXIS)."""
+    From the four frames (N, 4, 4) and the root bone's up in its own frame (3,). Returns R and
+    `valid` (N,): False (and R = I) where a look-at frame is not defined (the effector or the
+    target at the root, up along dir, the pole on the root->target line: the sines below
+    _ON_AXIS)."""
     h = root[:, :3, 3]
     axes = root[:, :3, :3]
     up = (axes / np.linalg.norm(axes, axis=-2, keepdims=True)) @ up_local
@@ -166,7 +167,7 @@ def blender_turn(root, effector, target, pole, up_local):
     frame_a = np.stack([a0, _cross(a0, a), -a], axis=-2)              # rows a0, a1, a2
     frame_b = np.stack([b0, _cross(b0, u), -u], axis=-2)
     R = np.swapaxes(frame_b, -1, -2) @ frame_a
-    return np.where(valid[:, None, None], R, np.eye(3))
+    return np.where(valid[:, None, None], R, np.eye(3)), valid
 
 
 def turn_segment(model, q, pose, segment: int, R):
@@ -232,9 +233,11 @@ class Pole(Task):
         effector on an object, keeps q."""
         if self.root.segment < 0 or self.effector.segment < 0 or _turning_coordinates(model, self.root.segment) < 3:
             return q
-        R = blender_turn(frames[:, 0], frames[:, 1], frames[:, 2], frames[:, 3], self.up_local)
-        R = np.where(self._straight(model, pose)[:, None, None], np.eye(3), R)
-        return turn_segment(model, q, pose, self.root.segment, R)
+        R, valid = blender_turn(frames[:, 0], frames[:, 1], frames[:, 2], frames[:, 3], self.up_local)
+        turning = valid & ~self._straight(model, pose)
+        if not turning.any():
+            return q
+        return np.where(turning[:, None], turn_segment(model, q, pose, self.root.segment, R), q)
 
     def _straight(self, model, pose):
         """(F,) whether every segment origin on the way from the root to the effector lies on the
