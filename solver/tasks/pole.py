@@ -28,14 +28,13 @@ matrix above the chain's root (the root's own joint values, limits and stiffness
 were); the loop's damped least-squares steps then move every joint, the root's included, to
 reach the target, and the turn is prepended to the root's basis after the loop. What the final
 pose meets is therefore where those steps settle from the turned start, not a condition of its
-own. Where the turned start is symmetric about the plane through u and the root's `up` (a chain
-lying in a plane, with up and the joints' axes normal to it or in it), the steps toward the target
-stay in that plane, so the answer keeps `up` on the pole exactly, with up . u as the turn left it;
-otherwise its iterations drift off the pole (by a few degrees on five bones). So a solve here
-starts from the same turn (`turn_start`: `blender_turn`, made by the root's own joints) and then
-holds the condition below throughout: from a symmetric start both reach the same plane and the
-same root axes; what is left free inside the plane (where the knee sits on a redundant chain) is
-chosen by each solver's own steps.
+own. Where the turned start is symmetric under the reflection through a plane that holds u (a
+chain lying in one plane, its joints' axes and `up` each normal to that plane or in it), the steps
+toward the target stay symmetric, so the answer keeps `up` on the pole exactly; otherwise the
+iterations drift off it. So a solve here starts from the same turn (`turn_start`: `blender_turn`,
+made by the root's own joints) and then holds the condition below throughout: from a symmetric
+start both reach the same plane and the same root axes; what is left free inside the plane (where
+the knee sits on a redundant chain) is chosen by each solver's own steps.
 
 This task's output is the part of that rotation about u, which Blender removes. Let Q be the
 shortest rotation taking dir onto u (k = dir x u, cos = dir . u):
