@@ -5,7 +5,7 @@ import math
 
 import bpy
 import numpy as np
-from mathutils import Vector
+from mathutils import Matrix, Vector
 
 from .scenes import api, clear_scene
 
@@ -117,7 +117,6 @@ def against_standard(n_bones, pole_angle, pole_is_bone, n_frames=12, stretch=0.0
             "warnings": result.warnings, "method": result.method}
 
 
-
 def _chain_pose(scene, rig, target, ik, frames):
     """Per frame, through Blender's evaluation, in world space: the root bone's X and Z axes, the
     root->target line u, the root->pole direction, the joints (each bone's head, then the last
@@ -169,8 +168,8 @@ def free_chain_against_standard(joints, pole_angle, pole_is_bone, root_limit=0.0
     alone = []                       # frames solved one at a time (live preview's loop), from the same start
     for f in frames:
         alone.append(api.solve_frame(rig, f, key=False).q[0])
-        for pb in rig.pose.bones:
-            pb.matrix_basis.identity()
+        for pb in rig.pose.bones:                 # back to the user's (rest) pose
+            pb.matrix_basis = Matrix.Identity(4)
     result = api.bake(rig, 1, n_frames)
     our_x, _, _, _, our_joints, our_miss = _chain_pose(scene, rig, target, ik, frames)
     their_normal, their_flatness = _bend_normal(their_joints)
