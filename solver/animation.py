@@ -62,9 +62,12 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
     `groups` (F,) labels frames that race for the same answer (several starts of one query): once
     one of a group converges, the others of its block stop where they are, not converged.
     One frame (F = 1, as live preview solves each frame) takes the same iteration without the
-    batch's bookkeeping (animation_frame.py): its answer is this loop's to rounding."""
+    batch's bookkeeping (animation_frame.py): its answer is this loop's to rounding.
+    Each frame starts from q0 as the scene's tasks turn it (Scene.turn_start: a pole turns its
+    chain toward it first, as Blender's Standard IK does before it iterates)."""
     start = time.perf_counter()
     q, objects, bases, values = check_inputs(scene, q0, objects, bases, values)
+    q = scene.turn_start(q, objects, bases)
     F, block = q.shape[0], max(1, BLOCK_ENTRIES // max(scene.n_coordinates, 1))
     groups = None if groups is None else np.asarray(groups)
     if F == 1:     # one frame, as live preview solves it: the same iteration without the batch's bookkeeping

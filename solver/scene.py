@@ -23,7 +23,7 @@ from .kinematics import Pose, forward_kinematics, moved_point_jacobian
 from .limits import project, wrap_spheres
 from .model import Model, as_slice
 from .one_frame import OneFrame
-from .tasks import Place, Stack, TaskInputs
+from .tasks import Place, Stack, Task, TaskInputs
 from .twists import shift_matrix
 
 
@@ -94,7 +94,7 @@ class Scene:
                                 n_values if c.n_values else -1))
             endpoints += ends
             n_values += c.n_values
-        self._endpoints = endpoints
+        self._endpoints, self._places = endpoints, places
         groups: dict = {}
         for c, place in zip(self.constraints, places):
             groups.setdefault((type(c), c.batch_key()), []).append((c, place))
@@ -161,6 +161,25 @@ class Scene:
     def wrap(self, q: np.ndarray) -> np.ndarray:
         """The same pose with unlimited sphere joints turned the short way round (limits.wrap_spheres)."""
         return wrap_spheres(self.model, q) if self.coupling is None else q
+
+    def turn_start(self, q: np.ndarray, objects=None, bases=None) -> np.ndarray:
+        """The start q (F, n) of a solve after each task's `turn_start` (in task order, each from
+        the pose the ones before it left); q itself when no task turns it, or with a coupling.
+        An object without a finite pose in a frame leaves that frame as it was."""
+        turning = [(c, place) for c, place in zip(self.constraints, self._places)
+                   if type(c).turn_start is not Task.turn_start]
+        if not turning or self.coupling is not None:
+            return q
+        missing = None
+        if objects is not None:
+            missing = ~np.isfinite(objects).all(axis=(1, 2, 3))
+            objects = np.where(missing[:, None, None, None], np.eye(4), objects)
+        turned = q
+        for c, place in turning:
+            pose = forward_kinematics(self.model, turned, bases)
+            ends = slice(place.first_endpoint, place.first_endpoint + len(c.endpoints()))
+            turned = c.turn_start(self.model, turned, pose, self._endpoint_frames(pose, objects)[:, ends])
+        return turned if missing is None else np.where(missing[:, None], q, turned)
 
     def _endpoint_frames(self, pose: Pose, objects):
         F = pose.frames.shape[0]

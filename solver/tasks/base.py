@@ -156,6 +156,13 @@ class Task(ABC):
         in fewer numpy calls where a kind overrides it. By default, `batch`."""
         return cls.batch(tasks, places)
 
+    def turn_start(self, model, q: np.ndarray, pose, frames: np.ndarray) -> np.ndarray:
+        """The start coordinates q (F, n) of a solve as this task turns them before the solve
+        iterates, from the model's pose at q (kinematics.Pose) and its endpoints' frames
+        (F, E, 4, 4) there (as Pole does: Blender's Standard IK turns a chain toward its pole
+        once before it iterates). By default, q itself."""
+        return q
+
     @abstractmethod
     def evaluate(self, place: Place, inputs: TaskInputs, out: Stack) -> None:
         """Fill this task's rows of y, yd, task_weight, its errors, and its loop rows of A and B

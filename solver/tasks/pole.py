@@ -15,13 +15,26 @@ first, parent-most bone), X and Z that bone's posed axes, a = pole_angle, e the 
 
 Each solver builds a look-at frame from (dir, up) and one from (u, p) and turns the chain about h
 by the rotation between them: it takes dir onto u and `up`, made perpendicular to dir, onto the
-side of u where p lies. Standard IK does that once, on the pose before it iterates (its iterations
-then keep it nearly, not exactly); iTaSC does it again at every time step, as an extra rotation of
-the chain's base, from the chain as it was at its previous evaluation (so a frame evaluated once
-after a jump is off; evaluated again it meets the condition below exactly). The sign: a positive a
-turns `up` from X toward Z, i.e. by -a about the bone's Y axis; at a = 0 the root bone's X axis
-faces the pole, and a chain whose elbow sticks out along its root bone's -Z (+Z) faces it with the
-elbow at a = -90 (+90) degrees.
+side of u where p lies. iTaSC does it again at every time step, as an extra rotation of the
+chain's base, from the chain as it was at its previous evaluation (so a frame evaluated once after
+a jump is off; evaluated again it meets the condition below exactly). The sign: a positive a turns
+`up` from X toward Z, i.e. by -a about the bone's Y axis; at a = 0 the root bone's X axis faces
+the pole, and a chain whose elbow sticks out along its root bone's -Z (+Z) faces it with the elbow
+at a = -90 (+90) degrees.
+
+Standard IK turns the chain once, on its start pose (the pose before IK), and does not ask for the
+pole again: `Solve` calls ConstrainPoleVector before its loop, which folds the turn into the
+matrix above the chain's root (the root's own joint values, limits and stiffness stay as they
+were); the loop's damped least-squares steps then move every joint, the root's included, to
+reach the target, and the turn is prepended to the root's basis after the loop. What the final
+pose meets is therefore where those steps settle from the turned start, not a condition of its
+own. Where the turned start is symmetric under the reflection through a plane that holds u (a
+chain lying in one plane, its joints' axes and `up` each normal to that plane or in it), the steps
+toward the target stay symmetric, so the answer keeps `up` on the pole exactly; otherwise the
+iterations drift off it. So a solve here starts from the same turn (`turn_start`: `blender_turn`,
+made by the root's own joints) and then holds the condition below throughout: from a symmetric
+start both reach the same plane and the same root axes; what is left free inside the plane (where
+the knee sits on a redundant chain) is chosen by each solver's own steps.
 
 This task's output is the part of that rotation about u, which Blender removes. Let Q be the
 shortest rotation taking dir onto u (k = dir x u, cos = dir . u):
@@ -69,7 +82,8 @@ import math
 
 import numpy as np
 
-from ..model import as_slice
+from ..bones import coordinates_from_basis
+from ..model import PRISMATIC, as_slice
 from .base import Endpoint, Place, Stack, Task, TaskInputs, check_weight
 
 _AT_ROOT = 1e-12      # a distance from the root, relative to the configuration's size, below which no line is defined
@@ -125,6 +139,68 @@ def geometry(root, effector, target, pole, up_local) -> dict:
                 E=E, D=D, u_w=u_w, u_p=u_p, w_perp=w_perp, p_perp=p_perp, p_x_w=p_x_w, s=s, c=c)
 
 
+def blender_turn(root, effector, target, pole, up_local):
+    """Standard IK's turn of a chain toward its pole before it iterates (module docstring): the
+    rotation R (N, 3, 3), about the root's head, that takes the look-at frame of (dir, up) onto
+    that of (u, p):
+
+        a0 = dir x up / |dir x up|,  a1 = a0 x dir,  a2 = -dir
+        b0 = u x p / |u x p|,        b1 = b0 x u,    b2 = -u,        R = sum_i b_i a_i^T
+
+    so R dir = u and R takes `up`, made perpendicular to dir, onto p made perpendicular to u.
+    From the four frames (N, 4, 4) and the root bone's up in its own frame (3,). Returns R and
+    `valid` (N,): False (and R = I) where a look-at frame is not defined (the effector or the
+    target at the root, up along dir, the pole on the root->target line: the sines below
+    _ON_AXIS)."""
+    h = root[:, :3, 3]
+    axes = root[:, :3, :3]
+    up = (axes / np.linalg.norm(axes, axis=-2, keepdims=True)) @ up_local
+    e, d, p = effector[:, :3, 3] - h, target[:, :3, 3] - h, pole[:, :3, 3] - h
+    E, D, P = (np.sqrt(_dot(v, v)) for v in (e, d, p))
+    a, u = _unit(e, E), _unit(d, D)
+    a0, b0 = _cross(a, up), _cross(u, _unit(p, P))
+    A0, B0 = np.sqrt(_dot(a0, a0)), np.sqrt(_dot(b0, b0))
+    size = E + D + P
+    valid = (E > _AT_ROOT * size) & (D > _AT_ROOT * size) & (A0 > _ON_AXIS) & (B0 > _ON_AXIS)
+    a0, b0 = _unit(a0, A0), _unit(b0, B0)
+    frame_a = np.stack([a0, _cross(a0, a), -a], axis=-2)              # rows a0, a1, a2
+    frame_b = np.stack([b0, _cross(b0, u), -u], axis=-2)
+    R = np.swapaxes(frame_b, -1, -2) @ frame_a
+    return np.where(valid[:, None, None], R, np.eye(3)), valid
+
+
+def turn_segment(model, q, pose, segment: int, R):
+    """q (F, n) with the rotational coordinates of `segment` changed so that its frame (and all it
+    carries) turns by R (F, 3, 3), world axes, about its origin; `pose` the model's
+    kinematics.Pose at q. The segment's own motion M (rest-relative, pose.local) becomes
+    M W^T R W (W its world axes made unit), turned into coordinates as coordinates_from_basis
+    does (the nearest its joints make, onto its limits). A model not made of bones
+    (bone_joints) keeps q."""
+    motions = pose.local
+    M = motions[:, segment, :3, :3]
+    world = pose.frames[:, segment, :3, :3]
+    W = world / np.linalg.norm(world, axis=-2, keepdims=True)
+    basis = motions.copy()
+    basis[:, segment, :3, :3] = M @ np.swapaxes(W, -1, -2) @ R @ W
+    try:
+        turned = coordinates_from_basis(model, basis)
+    except ValueError:
+        return q
+    out = q.copy()
+    for k in np.flatnonzero(model.joint_segment == segment):
+        if model.joints[k].kind != PRISMATIC:
+            first = model.joint_first[k]
+            columns = slice(first, first + model.joints[k].type.n_coordinates)
+            out[:, columns] = turned[:, columns]
+    return out
+
+
+def _turning_coordinates(model, segment: int) -> int:
+    """How many rotational coordinates the joints of `segment` have (3: any rotation)."""
+    return sum(model.joints[k].type.n_coordinates for k in np.flatnonzero(model.joint_segment == segment)
+               if model.joints[k].kind != PRISMATIC)
+
+
 class Pole(Task):
     """Turn a chain about its root so that its root bone's "up" (X cos a + Z sin a, a = `pole_angle`)
     faces the pole across the root->target line, Blender's pole target (module docstring). One
@@ -146,6 +222,37 @@ class Pole(Task):
 
     def endpoints(self) -> tuple:
         return (self.root, self.effector, self.target, self.pole)
+
+    def turn_start(self, model, q, pose, frames):
+        """The start turned as Standard IK turns it (blender_turn) by the root bone's own joints
+        (turn_segment), except in frames where the chain from the root to the effector starts
+        straight: turned, it would point straight at its target, a saddle no step bends it out
+        of (Standard IK stays there, short of the target). A root whose joints cannot make every
+        rotation (locked axes: Standard IK turns it regardless of them), or a root or an
+        effector on an object, keeps q."""
+        if self.root.segment < 0 or self.effector.segment < 0 or _turning_coordinates(model, self.root.segment) < 3:
+            return q
+        R, valid = blender_turn(frames[:, 0], frames[:, 1], frames[:, 2], frames[:, 3], self.up_local)
+        turning = valid & ~self._straight(model, pose)
+        if not turning.any():
+            return q
+        return np.where(turning[:, None], turn_segment(model, q, pose, self.root.segment, R), q)
+
+    def _straight(self, model, pose):
+        """(F,) whether every segment origin on the way from the root to the effector lies on the
+        root->effector line (within a sine of _ON_AXIS seen from the root); False for a chain of
+        one bone."""
+        on_way = [s for s in range(len(model.segments)) if model.segment_ancestors[self.effector.segment, s]
+                  and model.segment_ancestors[s, self.root.segment] and s != self.root.segment]
+        if not on_way:
+            return np.zeros(pose.frames.shape[0], dtype=bool)
+        h = pose.frames[:, self.root.segment, :3, 3]
+        e = (pose.frames[:, self.effector.segment] @ self.effector.offset)[:, :3, 3] - h
+        E = np.sqrt(_dot(e, e))
+        line = _unit(e, E)
+        points = pose.frames[:, on_way][..., :3, 3] - h[:, None]
+        off = points - _dot(points, line[:, None])[..., None] * line[:, None]
+        return (np.sqrt(_dot(off, off)) <= _ON_AXIS * E[:, None]).all(axis=1)
 
     def geometry(self, root, effector, target, pole) -> dict:
         """theta and what its derivative needs, from the four frames (F, 4, 4); `valid` is False in
