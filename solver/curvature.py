@@ -106,12 +106,21 @@ def shifted_solve(d, U, G, rhs):
     if 2 * k >= n:         # no smaller system to gain: solve the full one
         H = (U if G is None else U @ G) @ U.swapaxes(-1, -2)
         H.reshape(len(H), n * n)[:, ::n + 1] += d[:, None]       # the diagonals, as a view of H
-        return np.linalg.solve(H, rhs[..., None])[..., 0]
+        return _solve(H, rhs)
     Q, R = np.linalg.qr(U)
     M = (R if G is None else R @ G) @ np.swapaxes(R, -1, -2)
     c = np.einsum("fnk,fn->fk", Q, rhs)
-    t = np.linalg.solve(d[:, None, None] * np.eye(k) + M, c[..., None])[..., 0]
+    t = _solve(d[:, None, None] * np.eye(k) + M, c)
     return (rhs - np.einsum("fnk,fk->fn", Q, c)) / d[:, None] + np.einsum("fnk,fk->fn", Q, t)
+
+
+def _solve(H, b):
+    """x with H x = b for stacks H (F, n, n), b (F, n); where a secant term G with negative entries
+    makes some H singular, the minimum-norm least-squares x (pseudo-inverse) for the stack."""
+    try:
+        return np.linalg.solve(H, b[..., None])[..., 0]
+    except np.linalg.LinAlgError:
+        return (np.linalg.pinv(H) @ b[..., None])[..., 0]
 
 
 def dgw_update(S: LowRank, s, A_old, r_old, A_new, r_new, weight_old, weight_new) -> LowRank:

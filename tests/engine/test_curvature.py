@@ -121,3 +121,21 @@ def test_dgw_update_keeps_s_itself_once_the_terms_outnumber_the_coordinates():
                                     A_old, r_old, A_new, r_new, w, w))
         assert S.Z.shape[-1] <= n + 2
     np.testing.assert_allclose(dense(S), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_shifted_solve_of_a_singular_system_is_its_least_squares_answer():
+    """A secant term with a negative block can make d I + U G U^T exactly singular in a frame (a
+    knee keyed straight made one in a one-frame solve): the stack gets the pseudo-inverse's
+    answer, which is the exact one where the system is regular, and nothing raises."""
+    rng = np.random.default_rng(3)
+    for n in (3, 8):                           # the full system, and the one on the span of U
+        U = np.zeros((2, n, 2))
+        U[:, 0, 0] = U[:, 1, 1] = 1.0
+        G = np.stack([np.eye(2), -np.eye(2)])  # frame 1: U G U^T = -diag(1, 1, 0, ...), H singular
+        d = np.ones(2)
+        rhs = rng.normal(size=(2, n))
+        x = shifted_solve(d, U, G, rhs)
+        H = d[:, None, None] * np.eye(n) + U @ G @ U.swapaxes(-1, -2)
+        assert np.linalg.matrix_rank(H[1]) == n - 2
+        np.testing.assert_allclose(x[0], np.linalg.solve(H[0], rhs[0]), rtol=1e-12)
+        np.testing.assert_allclose(x[1], np.linalg.lstsq(H[1], rhs[1], rcond=None)[0], atol=1e-12)
