@@ -1,7 +1,7 @@
 """Read an armature as it is into the engine's terms: the Model of its IK chains, a task per constraint.
 
 Everything runs in the armature object's own space: the solver sees bones at their rest matrices
-(``Bone.matrix_local``), targets as world matrices brought into that space (a bone target, of this
+(`base.rest_matrix`, as Blender's pose evaluation composes them), targets as world matrices brought into that space (a bone target, of this
 armature or another, at its evaluated head with its orientation: where Blender's IK aims), and
 the whole model with identity bases except where a chain hangs from a bone we do not solve.
 
@@ -26,7 +26,7 @@ import numpy as np
 from ... import solver
 from ...solver.bones import itasc_stretch_weight
 from .. import chain_bones, dependencies
-from .base import Driven, Rig, RigError, Target, evaluated_world, ik_constraints, object_scale
+from .base import Driven, Rig, RigError, Target, evaluated_world, ik_constraints, object_scale, rest_matrix
 
 # Blender's IK follows a pole only on a chain that shares no bone with another IK constraint's, and
 # (Standard IK) with Use Location on and weight > 0; where it does not, neither does ours.
@@ -97,7 +97,7 @@ def engine_bone(obj, name, stretch_allowed):
         limits.append(limit)
     return solver.Bone(
         name=name,
-        matrix=np.array(bone.matrix_local, dtype=float),
+        matrix=rest_matrix(obj, name),
         length=float(bone.length),
         parent=bone.parent.name if bone.parent else None,
         lock=(pb.lock_ik_x, pb.lock_ik_y, pb.lock_ik_z),

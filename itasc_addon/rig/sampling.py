@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import chain_bones, pose_channels
-from .base import Rig, RigError, column_lengths, object_scale, orthonormalize, uniform_scales
+from .base import Rig, RigError, column_lengths, object_scale, orthonormalize, rest_matrix, uniform_scales
 
 @dataclass
 class Samples:
@@ -88,14 +88,12 @@ class Sampler:
         # Hanging roots whose pose matrix is their parent's carried by the rest offset and their own
         # basis (full inheritance, no constraint of their own): their base follows from the
         # parent's pose matrix alone, whatever rotation the root is shown with.
-        bones = obj.data.bones
         self._from_parent = np.array([_inherits_fully(obj.pose.bones[rig.groups[a][0]]) for a in self._hanging],
                                      dtype=bool)
-        self._parent_offset = np.array([np.linalg.inv(np.array(bones[rig.groups[a][1]].matrix_local, float))
-                                        @ np.array(bones[rig.groups[a][0]].matrix_local, float)
-                                        for a in self._hanging]).reshape(-1, 4, 4)
+        self._parent_offset = np.array([np.linalg.inv(rest_matrix(obj, rig.groups[a][1]))
+                                        @ rest_matrix(obj, rig.groups[a][0]) for a in self._hanging]).reshape(-1, 4, 4)
         self._memo = {}
-        self._rest = np.stack([np.array(obj.data.bones[root].matrix_local, float) for root, _ in rig.groups])
+        self._rest = np.stack([rest_matrix(obj, root) for root, _ in rig.groups])
         self._rest_inverse = np.linalg.inv(self._rest)
         for name in [t.object for t in rig.targets] + [t.object for _, t in self._poles]:
             if name not in bpy.data.objects:
