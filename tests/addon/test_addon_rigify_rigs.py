@@ -91,3 +91,13 @@ def test_chain_riding_on_a_chain_and_a_copy_scale(extension_zip):
         assert out["released"]
     assert not r["unscaled"]["warnings"]
     assert any("'C1/IK'" in w and "Copy Scale" in w and "scaled" in w for w in r["scaled"]["warnings"])
+
+
+def test_one_frame_of_a_staged_rig_is_solved_where_it_stands(extension_zip):
+    """`api.solve_frame` poses one frame (no keys): each later stage reads the pose the earlier
+    stages wrote, where it stands; every tail within 1e-5 m as Blender shows it."""
+    r = call_in_blender("rigify_rigs:solve_one_frame", extension_zip=extension_zip, sys_path=[str(ROOT)],
+                        exit_at_once=True, metarig="basic_quadruped")
+    assert max(r["solved_by"]) == 2 and r["frame"] == 3
+    assert max(r["ours"]) <= 1e-5, r["ours"]
+    np.testing.assert_allclose(r["reported"], r["ours"], atol=1e-6)

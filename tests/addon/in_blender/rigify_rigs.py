@@ -128,3 +128,23 @@ def three_chains(n_frames=10):
                      "converged": np.asarray(res.converged).tolist(), "muted": [n for n in active if after[n]],
                      "released": mutes(rig) == before}
     return out
+
+
+def solve_one_frame(metarig, frame=3):
+    """`api.solve_frame` (no keys: the pose of one frame) on a rig solved in stages, measured by
+    Blender at that frame as the pose stands."""
+    scene, rig, _ = rigify_rigs.build(bpy, metarig, 6)
+    active = [f"{pb.name}/{c.name}" for pb, c in rigify_rigs.active_ik(rig)]
+    scene.frame_set(frame)
+    res = api.solve_frame(rig, frame)
+    bpy.context.view_layer.update()
+    ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    ours = []
+    for name in active:
+        bone, cname = name.split("/", 1)
+        con = rig.pose.bones[bone].constraints[cname]
+        tail = ev.pose.bones[rigify_rigs.tip(rig.pose.bones[bone], con).name].tail
+        ours.append((ev.pose.bones[con.subtarget].head - tail).length)
+    columns = [res.constraints.index(name) for name in active]
+    return {"ours": ours, "reported": np.asarray(res.position_error)[0, columns].tolist(),
+            "solved_by": [res.solved_by[c] for c in columns], "frame": scene.frame_current}
