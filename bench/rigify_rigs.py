@@ -7,13 +7,16 @@ pole on, the controls keyed on circles).
 - ours: ``api.bake(rig, 1, N)`` with the add-on's defaults (reading the targets stage by stage,
   solving, writing keys, reading Blender's evaluation of every frame: verify's share is a column),
   best of REPEATS after clearing the bake; the worst IK tail of the result (Blender's evaluation,
-  every active IK constraint) and the frames converged.
+  every active IK constraint) and the frames converged;
+- nla.bake: Blender's own bake (``bpy.ops.nla.bake``, visual keying) of the bones ours keys,
+  under the rig's own IK, into its action.
 """
 
 from __future__ import annotations
 
 import time
 
+from .bake import _select_bones
 from .common import Column, Table, blender_session, plot, ratio
 
 RIGS = ("basic_human", "basic_quadruped", "cat", "wolf", "horse", "bird")
@@ -47,7 +50,19 @@ def in_blender(metarig, n_frames, repeats):
         if best is None or seconds < best[0]:
             best = (seconds, res)
     seconds, res = best
-    return {"blender": blender, "ours": seconds, "verify": res.verify_seconds, "bones": len(rig.pose.bones),
+    api.release(rig)
+    api.clear_bake(rig)
+    _select_bones(rig, res.bones)
+    selected = [rig.pose.bones[name] for name in res.bones]
+    bpy.context.view_layer.objects.active = rig
+    start = time.perf_counter()
+    with bpy.context.temp_override(active_object=rig, selected_pose_bones=selected):
+        done = bpy.ops.nla.bake(frame_start=1, frame_end=n_frames, only_selected=True, visual_keying=True,
+                                clear_constraints=False, bake_types={"POSE"}, use_current_action=True)
+    nla = time.perf_counter() - start
+    if done != {"FINISHED"}:
+        raise RuntimeError(f"nla.bake returned {done}")
+    return {"blender": blender, "ours": seconds, "nla": nla, "verify": res.verify_seconds, "bones": len(rig.pose.bones),
             "active": len(res.constraints), "driven": sum(s >= 0 for s in res.solved_by),
             "stages": max(res.solved_by) + 1, "max_error": float(np.nanmax(res.position_error)),
             "converged": int(np.count_nonzero(res.converged)), "frames": n_frames, "version": bpy.app.version_string}
@@ -61,17 +76,20 @@ def run(quick: bool = False, n_frames: int = 60) -> Table:
         f"metarig, every limb in IK with its pole on, the IK and pole controls keyed on circles). Blender: "
         f"`frame_set` of every frame with the rig's own (Standard) IK on. ours: `api.bake(rig, 1, {n_frames})` "
         f"with the add-on's defaults, best of {REPEATS}; verify: its share of that. ours / Blender: below 2 is the "
-        f"target. IK: active IK constraints (driven by ours, in how many stages); max error: the worst IK tail in "
+        f"target. nla.bake: Blender's own bake of the bones ours keys (`only_selected`, visual keying, into the "
+        f"rig's action) under the rig's own IK. IK: active IK constraints (driven by ours, in how many stages); max error: the worst IK tail in "
         f"Blender's evaluation of the bake (m); converged: frames with every active IK constraint on target.",
         [Column("rig", "rig", text=True), Column("bones", "bones"), Column("ik", "IK (ours, stages)", text=True),
          Column("blender", "Blender s", "{:.3f}"), Column("ours", "ours s", "{:.3f}"),
-         Column("vs_blender", "ours / Blender", "{:.2f}"), Column("verify_share", "verify", "{:.0%}"),
+         Column("vs_blender", "ours / Blender", "{:.2f}"), Column("nla", "nla.bake s", "{:.3f}"),
+         Column("vs_nla", "ours / nla.bake", "{:.2f}"), Column("verify_share", "verify", "{:.0%}"),
          Column("max_error", "max error", "{:.1e}"), Column("converged", "converged", text=True)])
     for metarig in RIGS:
         d = blender_session("rigify_rigs", f"in_blender({metarig!r}, {n_frames}, {1 if quick else REPEATS})",
                             exit_at_once=True)
         table.rows.append({"rig": metarig, "bones": d["bones"], "ik": f"{d['active']} ({d['driven']}, {d['stages']})",
                            "blender": d["blender"], "ours": d["ours"], "vs_blender": ratio(d["ours"], d["blender"]),
+                           "nla": d["nla"], "vs_nla": ratio(d["ours"], d["nla"]),
                            "verify_share": d["verify"] / d["ours"], "max_error": d["max_error"],
                            "converged": f"{d['converged']}/{d['frames']}"})
     return table

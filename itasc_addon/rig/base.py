@@ -161,20 +161,10 @@ def rest_matrix(obj, name):
     not: a chain's base read against it would carry that drift as a scale."""
     bone = obj.data.bones[name]
     local = np.eye(4)
-    local[:3, :3] = _rotation(np.array(bone.matrix, float))
+    local[:3, :3] = np.array(bone.matrix, float)
     if bone.parent is None:
         local[:3, 3] = np.array(bone.head_local, float)
         return local
     local[:3, 3] = np.array(bone.head, float) + (0.0, bone.parent.length, 0.0)
     return rest_matrix(obj, bone.parent.name) @ local
-
-
-def _rotation(M):
-    """The rotation nearest a 3x3 matrix (its polar factor)."""
-    U, _, Vt = np.linalg.svd(M)
-    R = U @ Vt
-    if np.linalg.det(R) < 0:
-        U[:, -1] *= -1
-        R = U @ Vt
-    return R
 

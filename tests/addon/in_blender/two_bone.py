@@ -92,10 +92,13 @@ def rotation(phi):
 
 def chain_points(rig, q):
     """Elbow and tail (F, 3) in armature space, in double, from the solved coordinates q (two
-    sphere joints) and the rest matrices as Blender stores them (the tested claim: exact)."""
+    sphere joints) and the rest as Blender's pose evaluation composes it: each bone's own rest
+    rotation (``Bone.matrix``) at its head, the child's relative to its parent's tail (the tested
+    claim: exact)."""
     b0, b1 = rig.data.bones[0], rig.data.bones[1]
-    rest0, rest1 = np.array(b0.matrix_local, dtype=float), np.array(b1.matrix_local, dtype=float)
-    rel = np.linalg.inv(rest0) @ rest1
+    rest0, rel = np.eye(4), np.eye(4)
+    rest0[:3, :3], rest0[:3, 3] = np.array(b0.matrix, dtype=float), np.array(b0.head_local, dtype=float)
+    rel[:3, :3], rel[:3, 3] = np.array(b1.matrix, dtype=float), np.array(b1.head, dtype=float) + (0.0, b0.length, 0.0)
     R0, R1 = rotation(q[:, 0:3]), rotation(q[:, 3:6])
     A0 = rest0[:3, :3] @ R0
     elbow = rest0[:3, 3] + A0 @ rel[:3, 3]
