@@ -152,19 +152,40 @@ def orthonormalize(M):
     return M
 
 
-def rest_matrix(obj, name):
-    """A bone's rest matrix in armature space (4x4, float64) as Blender's pose evaluation composes
-    it: the root's rest rotation and head, then down the hierarchy each bone's rotation relative to
-    its parent (``Bone.matrix``) at its head relative to the parent's tail (``Bone.head``, the
-    parent's length along its Y). ``Bone.matrix_local`` is the same product kept in float32 and
-    drifts from a rotation down deep hierarchies (2.5e-5 on Rigify's horse), where the pose does
-    not: a chain's base read against it would carry that drift as a scale."""
-    bone = obj.data.bones[name]
-    local = np.eye(4)
-    local[:3, :3] = np.array(bone.matrix, float)
-    if bone.parent is None:
-        local[:3, 3] = np.array(bone.head_local, float)
-        return local
-    local[:3, 3] = np.array(bone.head, float) + (0.0, bone.parent.length, 0.0)
-    return rest_matrix(obj, bone.parent.name) @ local
+def offset_matrix(bone):
+    """A bone's rest relative to its parent's (4x4), as Blender's pose evaluation composes it: its
+    own rest rotation (``Bone.matrix``, float32 as stored) at its head, the parent's tail being
+    (0, parent length, 0); a bone without a parent: at its head in armature space."""
+    out = np.eye(4)
+    out[:3, :3] = np.array(bone.matrix, float)
+    out[:3, 3] = (np.array(bone.head, float) + (0.0, bone.parent.length, 0.0) if bone.parent is not None
+                  else np.array(bone.head_local, float))
+    return out
 
+
+def rest_matrix(obj, name):
+    """A bone's rest frame in armature space (4x4, float64). A bone without a parent: its offset
+    (`offset_matrix`), exactly what Blender poses it from. A bone with parents: the product of the
+    offsets from the hierarchy's root down to it, made a rotation (polar factor): a chain hanging
+    from such a bone gets its base from Blender's pose of the parent at every frame, and this frame
+    is only its reference. ``Bone.matrix_local``, the same product kept in float32, drifts from a
+    rotation down deep hierarchies (2.5e-5 on Rigify's horse), and so does this product, while the
+    pose Blender shows the parent with does not (constraints on the way re-make it a rotation): a
+    base read against a drifting rest would carry the drift as a scale."""
+    M = composed_rest(obj, name)
+    if obj.data.bones[name].parent is None:
+        return M
+    U, _, Vt = np.linalg.svd(M[:3, :3])
+    M[:3, :3] = U @ Vt
+    return M
+
+
+def composed_rest(obj, name):
+    """The product of the offsets (`offset_matrix`) from the hierarchy's root down to a bone (4x4,
+    float64): its rest in armature space as Blender's pose composes it, drift included."""
+    bone = obj.data.bones[name]
+    M = offset_matrix(bone)
+    while bone.parent is not None:
+        bone = bone.parent
+        M = offset_matrix(bone) @ M
+    return M

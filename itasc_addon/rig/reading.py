@@ -26,7 +26,8 @@ import numpy as np
 from ... import solver
 from ...solver.bones import itasc_stretch_weight
 from .. import chain_bones, dependencies
-from .base import Driven, Rig, RigError, Target, evaluated_world, ik_constraints, object_scale, rest_matrix
+from .base import (Driven, Rig, RigError, Target, evaluated_world, ik_constraints, object_scale, offset_matrix,
+                   rest_matrix)
 
 # Blender's IK follows a pole only on a chain that shares no bone with another IK constraint's, and
 # (Standard IK) with Use Location on and weight > 0; where it does not, neither does ours.
@@ -79,7 +80,7 @@ def _target(obj, con, bone_name, pole=False):
     return Target(target.name)
 
 
-def engine_bone(obj, name, stretch_allowed):
+def engine_bone(obj, name, stretch_allowed, matrix=None):
     """A solver Bone from a bone's rest data and its pose bone's IK settings; a Limit Rotation the
     reader models (chain_bones.limit_rotation) narrows the IK limits."""
     bone, pb = obj.data.bones[name], obj.pose.bones[name]
@@ -97,7 +98,7 @@ def engine_bone(obj, name, stretch_allowed):
         limits.append(limit)
     return solver.Bone(
         name=name,
-        matrix=rest_matrix(obj, name),
+        matrix=rest_matrix(obj, name) if matrix is None else matrix,
         length=float(bone.length),
         parent=bone.parent.name if bone.parent else None,
         lock=(pb.lock_ik_x, pb.lock_ik_y, pb.lock_ik_z),
@@ -247,11 +248,15 @@ def _model(obj, in_model, stretchy):
             groups.append((root.name, root.parent.name if root.parent else None))
             members[root.name] = []
         members[root.name].append(name)
-    bones_per_group = []
+    bones_per_group, rests = [], {}
     for root, _ in groups:
         group = []
         for name in members[root]:
-            b = engine_bone(obj, name, name in stretchy and not chain_bones.holds_scale(obj.pose.bones[name]))
+            # the root's rest frame, and below it each bone at its offset as Blender poses it
+            rests[name] = (rest_matrix(obj, name) if name == root
+                           else rests[obj.data.bones[name].parent.name] @ offset_matrix(obj.data.bones[name]))
+            b = engine_bone(obj, name, name in stretchy and not chain_bones.holds_scale(obj.pose.bones[name]),
+                            rests[name])
             if name == root:
                 b = solver.Bone(b.name, b.matrix, b.length, None, b.lock, b.limits, b.stiffness, b.stretch,
                                 b.stretch_weight)

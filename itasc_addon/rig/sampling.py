@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import chain_bones, pose_channels
-from .base import Rig, RigError, column_lengths, object_scale, orthonormalize, rest_matrix, uniform_scales
+from .base import (Rig, RigError, column_lengths, composed_rest, object_scale, offset_matrix, orthonormalize,
+                   rest_matrix, uniform_scales)
 
 @dataclass
 class Samples:
@@ -90,10 +91,12 @@ class Sampler:
         # parent's pose matrix alone, whatever rotation the root is shown with.
         self._from_parent = np.array([_inherits_fully(obj.pose.bones[rig.groups[a][0]]) for a in self._hanging],
                                      dtype=bool)
-        self._parent_offset = np.array([np.linalg.inv(rest_matrix(obj, rig.groups[a][1]))
-                                        @ rest_matrix(obj, rig.groups[a][0]) for a in self._hanging]).reshape(-1, 4, 4)
+        self._parent_offset = np.array([offset_matrix(obj.data.bones[rig.groups[a][0]])
+                                        for a in self._hanging]).reshape(-1, 4, 4)
         self._memo = {}
         self._rest = np.stack([rest_matrix(obj, root) for root, _ in rig.groups])
+        drifted = np.array([composed_rest(obj, rig.groups[a][0]) for a in self._hanging]).reshape(-1, 4, 4)
+        self._drifted_inverse = np.linalg.inv(drifted[:, :3, :3]) if len(drifted) else drifted[:, :3, :3]
         self._rest_inverse = np.linalg.inv(self._rest)
         for name in [t.object for t in rig.targets] + [t.object for _, t in self._poles]:
             if name not in bpy.data.objects:
@@ -146,14 +149,22 @@ class Sampler:
         return scale, np.linalg.inv(self.world)
 
     def _bases(self, root_basis):
-        """Each chain group's base (F, A, 4, 4) in armature space, orthonormal: the rest frame of
-        its root bone as its parent (or the armature) carries it, with the root's own pose
-        location (root_basis: the roots' matrix_basis)."""
+        """Each chain group's base (F, A, 4, 4) in armature space and the uniform scale it carries
+        (F, A), divided out of it: the rest frame of its root bone as its parent (or the armature)
+        carries it, with the root's own pose location (root_basis: the roots' matrix_basis), times
+        the inverse of the root's rest in the model, so that base @ rest is exactly the frame
+        Blender poses the root's rest in (scale apart).
+
+        That frame is a rotation, scaled where the parent is (a stretch), and also off a rotation
+        by the float32 drift of a deep hierarchy where Blender's pose carries it (no constraint on
+        the way makes it a rotation again). The base keeps that drift, so the chain is posed as
+        Blender poses it; the scale is read off whichever of base and frame @ (the rest as the
+        float32 product composes it)^-1 is nearer a scaled rotation: the one the drift cancels in."""
         loc = np.empty(root_basis.shape)
         loc[...] = _IDENTITY4
         loc[..., :3, 3] = root_basis[..., :3, 3]
-        rest_inverse = self._rest_inverse
-        bases = self._rest @ loc @ rest_inverse
+        bases = self._rest @ loc @ self._rest_inverse
+        scale = np.ones(bases.shape[:2])
         hanging = self._hanging
         if hanging:
             root_matrix = _matrices(self._raw_matrix)
@@ -161,18 +172,24 @@ class Sampler:
             if self._from_parent.any():
                 carried = _matrices(self._raw_parent) @ self._parent_offset
                 parent_frame[:, self._from_parent] = carried[:, self._from_parent]
-            bases[:, hanging] = parent_frame @ loc[:, hanging] @ rest_inverse[hanging]
-        bad = ~np.isfinite(bases).all(axis=(1, 2, 3))
-        if bad.any():
-            raise RigError(f"the chains' parent bones are not finite at frame(s) {self.frames[bad][:5].tolist()}")
-        scale, degenerate, _ = uniform_scales(bases)                   # (F, A)
-        axes = column_lengths(bases[..., :3, :3])
-        uneven = axes.max(axis=-1) - axes.min(axis=-1) > UNEVEN * scale   # float32 matrices differ more than 1e-5
-        if (degenerate | uneven).any():
-            i = np.flatnonzero((degenerate | uneven).any(axis=0))[0]
-            raise RigError(f"the bone '{self.rig.groups[i][1]}' that chain '{self.rig.groups[i][0]}' hangs from "
-                           "is scaled unevenly (or to zero); the solver needs parents scaled alike on every axis")
-        return orthonormalize(bases), scale
+            frame = parent_frame @ loc[:, hanging]
+            if not np.isfinite(frame).all():
+                bad = ~np.isfinite(frame).all(axis=(1, 2, 3))
+                raise RigError(f"the chains' parent bones are not finite at frame(s) {self.frames[bad][:5].tolist()}")
+            base = frame @ self._rest_inverse[hanging]
+            s, spread = _scaled_rotation(base[..., :3, :3])
+            s_drifted, spread_drifted = _scaled_rotation(frame[..., :3, :3] @ self._drifted_inverse)
+            drifted = spread_drifted < spread
+            s, spread = np.where(drifted, s_drifted, s), np.where(drifted, spread_drifted, spread)
+            bad = ~(s > 1e-12) | (spread > UNEVEN)
+            if bad.any():
+                i = hanging[int(np.flatnonzero(bad.any(axis=0))[0])]
+                raise RigError(f"the bone '{self.rig.groups[i][1]}' that chain '{self.rig.groups[i][0]}' hangs from "
+                               "is scaled unevenly (or to zero); the solver needs parents scaled alike on every axis")
+            base[..., :3, :3] /= s[..., None, None]
+            bases[:, hanging] = base
+            scale[:, hanging] = s
+        return bases, scale
 
     def _remembered(self, name, key, compute):
         """compute(), or what it returned the last time it was asked for `name` with this key.
@@ -249,6 +266,14 @@ class Sampler:
         if poles is not None and self.rig.pole_of:                # the pole tasks' objects, after the targets
             objects = np.concatenate([objects, poles[:, self.rig.pole_of]], axis=1)
         return Samples(self.frames, objects, bases, self.basis, scale, poles, base_scale)
+
+
+def _scaled_rotation(M):
+    """(s, spread) of 3x3 matrices (..., 3, 3): s their uniform scale (the mean axis length),
+    spread how far M^T M / s^2 is from the identity (largest entry): 0 for a scaled rotation."""
+    s = column_lengths(M).mean(axis=-1)
+    gram = np.swapaxes(M, -1, -2) @ M / (s * s)[..., None, None]
+    return s, np.abs(gram - np.eye(3)).max(axis=(-2, -1))
 
 
 def _unscaled(objects, bases, scale):
