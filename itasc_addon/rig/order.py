@@ -41,7 +41,6 @@ class Order:
     stages: list = field(default_factory=list)
     blender: list = field(default_factory=list)
     idle: list = field(default_factory=list)     # (bone, name) of driven ones with nothing to do (the reader says why)
-    rigid: set = field(default_factory=set)      # chain bones not to stretch: another stage's chain hangs from them
 
     @property
     def driven(self):
@@ -92,7 +91,7 @@ def order(obj, drives, active) -> Order:
         for u in circle:
             blender[u] = "it depends on other chains that depend on it (a dependency cycle)"
     stages = [[] for _ in range(max((level[u] for u in range(len(units)) if u not in blender), default=-1) + 1)]
-    out = Order(stages, idle=idle, rigid=_carrying(obj, units, blender))
+    out = Order(stages, idle=idle)
     if stages:
         stages[0].extend(idle)          # read with the first stage, which leaves them out with a warning
     for u, members in enumerate(units):
@@ -166,22 +165,6 @@ def _dependencies(obj, units, walker, blender):
                         reached |= walker.reached(node, solved)
         out.append({owner[key] for key in reached - own})
     return out
-
-
-def _carrying(obj, units, blender):
-    """The chain bones of driven units that another unit's chain hangs from. A later stage reads
-    the bone it hangs from off Blender's evaluation and needs it unscaled, and a stretch would scale
-    the chain hanging from it: the solver does not stretch these units."""
-    owner = {name: u for u, members in enumerate(units) for _, _, chain in members for name in chain}
-    carrying = set()
-    for u, members in enumerate(units):
-        for _, _, chain in members:
-            parent = obj.data.bones[chain[-1]].parent
-            while parent is not None and parent.name not in owner:
-                parent = parent.parent
-            if parent is not None and owner[parent.name] != u and owner[parent.name] not in blender:
-                carrying.add(owner[parent.name])
-    return {name for u in carrying for _, _, chain in units[u] for name in chain}
 
 
 def _levels(units, depends, blender):

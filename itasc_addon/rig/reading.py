@@ -109,7 +109,7 @@ def engine_bone(obj, name, stretch_allowed, matrix=None):
     )
 
 
-def read_rig(obj, drives=None, *, measure=False, poles_of=None, rigid=()) -> Rig:
+def read_rig(obj, drives=None, *, measure=False, poles_of=None) -> Rig:
     """The engine scene for the armature object `obj`.
 
     drives(pose_bone, constraint) -> bool says which IK constraints the solver drives (default:
@@ -124,8 +124,7 @@ def read_rig(obj, drives=None, *, measure=False, poles_of=None, rigid=()) -> Rig
 
     `measure`: the rig is read to measure Blender's evaluation of the constraints (`verify`), not
     to solve them: none is left out for what the solver does not model. poles_of(bone, constraint
-    name) -> bool: whose poles get a pole task (default: every one the solver follows). `rigid`:
-    bones the solver does not stretch (`rig_order.Order.rigid`).
+    name) -> bool: whose poles get a pole task (default: every one the solver follows).
     """
     if obj is None or obj.type != "ARMATURE":
         raise RigError("select an armature object")
@@ -135,7 +134,7 @@ def read_rig(obj, drives=None, *, measure=False, poles_of=None, rigid=()) -> Rig
     if not measure:
         picked = _solvable(obj, picked, warnings)
     in_model, stretchy = _union(picked)
-    groups, model = _model(obj, in_model, stretchy - set(rigid))
+    groups, model = _model(obj, in_model, stretchy)
     _warn_pose_locations(obj, model, in_model, warnings)
     constraints, targets, driven, chains = _tasks(obj, model, picked, warnings)
     poles, pole_of = _pole_tasks(model, constraints, driven, chains, len(targets), warnings, poles_of)
