@@ -4,6 +4,7 @@ KEYPOINTS...` (the fly's leg pipeline on every keypoint file), on a LocalCluster
 cluster (`--scheduler`).
 
     kinds.py       a trial of each kind: TrialSpec, solve_trial (outputs as bytes, failures as outcomes)
+    groups.py      which trials share a task (short trials grouped)
     plan.py        finding trials, their names and per-trial setups, what is up to date (resume)
     runner.py      the Dask side: submit, collect, write outputs whole, summary CSV
     progress.py    the progress line (done / failed / left, time left)
@@ -13,9 +14,10 @@ cluster (`--scheduler`).
 Dask is imported only when a batch runs: `import solver` needs numpy alone.
 """
 
+from .groups import group_specs
 from .kinds import KINDS, Outcome, TrialSpec, output_names, solve_trial
 from .plan import find_trials, fly_specs, ik_specs, select, trial_setup_xml, up_to_date
 from .runner import SUMMARY, BatchResult, local_cluster, run_batch
 
-__all__ = ["KINDS", "Outcome", "TrialSpec", "output_names", "solve_trial", "find_trials", "fly_specs", "ik_specs",
+__all__ = ["group_specs", "KINDS", "Outcome", "TrialSpec", "output_names", "solve_trial", "find_trials", "fly_specs", "ik_specs",
            "select", "trial_setup_xml", "up_to_date", "SUMMARY", "BatchResult", "local_cluster", "run_batch"]

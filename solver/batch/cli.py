@@ -41,7 +41,9 @@ def run(args, out=None) -> int:
     """Exit status: 0 all done, 1 some trial failed (or bad arguments), 130 interrupted."""
     out = out or sys.stdout
     from .plan import find_trials, fly_specs, ik_specs
-    from .runner import run_batch
+    from .runner import run_batch, start_fork_server
+    if args.scheduler is None:
+        start_fork_server()                               # its imports run while the trials are planned
     try:
         trials = find_trials(args.kind, args.trials, args.pattern)
         if not trials:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..runtime import one_blas_thread
 from .time_limit import TrialTimeLimit, time_limit
 
 KINDS = ("ik", "fly")
@@ -121,10 +122,17 @@ def write_outputs(out_dir, outcome: Outcome, spec: TrialSpec) -> None:
 
 
 def solve_and_write(spec: TrialSpec, out_dir, seconds_limit: float | None = None) -> dict:
-    """A batch worker's task: solve the trial, write its files, return its report."""
+    """Solve the trial, write its files, return its report."""
     outcome = solve_trial(spec, seconds_limit)
     write_outputs(out_dir, outcome, spec)
     return outcome.report
+
+
+def solve_group(specs, out_dir, seconds_limit: float | None = None) -> list:
+    """A batch worker's task: `solve_and_write` on each trial of a group (groups.py) in turn, BLAS
+    on one thread throughout; the reports, in order."""
+    with one_blas_thread():
+        return [solve_and_write(spec, out_dir, seconds_limit) for spec in specs]
 
 
 # ------------------------------------------------------------------------------------ marker IK
