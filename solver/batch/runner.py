@@ -44,6 +44,8 @@ from .progress import Progress
 SUMMARY = "batch_summary.csv"
 COLUMNS = {
     "ik": ["marker_error_rms_mean", "marker_error_rms_max", "marker_error_max", "worst_marker", "markers"],
+    "scale": ["marker_error_rms", "marker_error_max", "worst_marker", "fixed_error_rms", "fixed_error_max",
+              "worst_fixed_marker", "moved_by_rms", "moved_by_max", "markers"],
     "fly": ["keypoint_error_mean", "keypoint_error_max", "worst_leg", "worst_keypoint"],
 }
 BLAS_ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -53,8 +55,8 @@ BLAS_ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREA
 @dataclass
 class BatchResult:
     """What a run did: trials solved and failed now ({name: message}), trials skipped as up to
-    date (or, with only_failed, as not failed), the summary CSV, wall time, and whether it was
-    interrupted before the end."""
+    date (or, with only_failed, as not failed), the summary CSV, wall time, whether it was
+    interrupted before the end, workers, and how many trials the batch has."""
 
     out_dir: Path
     solved: list = field(default_factory=list)
@@ -64,6 +66,7 @@ class BatchResult:
     seconds: float = 0.0
     interrupted: bool = False
     workers: int = 0
+    trials: int = 0
 
 
 PRELOAD = ("distributed", "numpy", "solver.batch.kinds", "solver.opensim")
@@ -116,12 +119,12 @@ def _outcome(spec: TrialSpec, out_dir: Path, failure: BaseException | None) -> O
     return outcome
 
 
-def write_summary(out_dir: Path, specs) -> Path:
+def write_summary(out_dir: Path, specs, name: str = SUMMARY) -> Path:
     """One row per trial from its last JSON report (status 'not run' where it has none)."""
     kind = specs[0].kind if specs else "ik"
     columns = ["trial", "kind", "status", "frames", *COLUMNS.get(kind, []), "frames_not_converged", "seconds",
                "message", "input"]
-    path = out_dir / SUMMARY
+    path = out_dir / name
     part = path.with_name(path.name + ".part")
     with open(part, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
@@ -136,18 +139,19 @@ def write_summary(out_dir: Path, specs) -> Path:
 
 def run_batch(specs, out_dir, *, scheduler: str | None = None, workers: int | None = None, client=None,
               resume: bool = False, only_failed: bool = False, time_limit: float | None = None,
-              progress: bool = True, stream=None, on_outcome=None) -> BatchResult:
+              progress: bool = True, stream=None, on_outcome=None, summary: str = SUMMARY) -> BatchResult:
     """Solve `specs` (plan.ik_specs / fly_specs) into `out_dir` (module docstring). `resume` skips
     trials that are up to date, `only_failed` solves only those whose last report failed;
     `time_limit` (s) stops a trial that runs longer; `on_outcome(outcome)` is called after each
-    trial's files are written. Ctrl-C stops the run cleanly (result.interrupted)."""
+    trial's files are written; `summary` names the summary CSV. Ctrl-C stops the run cleanly
+    (result.interrupted)."""
     from distributed import Client, wait
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     specs = list(specs)
     todo, skipped = select(specs, out_dir, resume=resume, only_failed=only_failed)
-    result = BatchResult(out_dir, skipped=[s.name for s in skipped])
+    result = BatchResult(out_dir, skipped=[s.name for s in skipped], trials=len(specs))
     bar = Progress(len(todo), skipped=len(skipped), stream=stream, enabled=progress)
     cluster = own_client = None
     futures = []
@@ -204,6 +208,6 @@ def run_batch(specs, out_dir, *, scheduler: str | None = None, workers: int | No
         if cluster is not None:
             cluster.close()
         bar.close()
-        result.summary = write_summary(out_dir, specs)
+        result.summary = write_summary(out_dir, specs, summary)
         result.seconds = time.perf_counter() - started
     return result
