@@ -748,10 +748,12 @@ def output_paths(setup: IKSetup, output_dir=None) -> dict:
     return paths
 
 
+@one_blas_thread()
 def run_ik_setup(path, output_dir=None, om: OpenSimModel | None = None, **solve_options) -> IKRun:
     """Run an InverseKinematicsTool setup file as `opensim-cmd run-tool` does: solve its trial and
     write the .mot it names and the reports it asks for (see `output_paths`). `solve_options` go
-    to MarkerIK.solve; the setup's accuracy is used unless they give one."""
+    to MarkerIK.solve; the setup's accuracy is used unless they give one. BLAS runs on one thread
+    throughout (setting the problem up included: its rank tests are small SVDs)."""
     setup = read_ik_setup(path)
     problem = MarkerIK.from_setup(setup, om)
     solve_options.setdefault("accuracy", setup.accuracy)
