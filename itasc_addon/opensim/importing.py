@@ -112,14 +112,22 @@ def _empty(name, collection, display, size, color):
 def bone_layout(om):
     """Per body (segment order, ground left out): (segment, parent segment, head, tail, axes) in
     metres and OpenSim ground, at the default pose; `axes` (3, 3) has the bone's X, Y, Z as
-    columns (module docstring)."""
+    columns (module docstring). The massless segment of a joint split at a pivot (a
+    ScapulothoracicJoint's winging axis off its origin) is no body: its child hangs from the
+    body above it."""
     q0 = om.coupling.default_coordinates(1)
     W0 = om.body_frames(q0)[0]
-    parent = om.model.parent
     S = len(om.model.names)
+    bodies = {b.name for b in om.source.bodies}
+    parent = om.model.parent.copy()
+    for s in range(S):                       # a massless segment of a split joint is not a bone
+        while parent[s] > 0 and om.model.names[parent[s]] not in bodies:
+            parent[s] = om.model.parent[parent[s]]
     marker_points = om.marker_positions(q0)[0] if len(om.markers.names) else np.zeros((0, 3))
     out = []
     for s in range(1, S):
+        if om.model.names[s] not in bodies:
+            continue
         origin, R = W0[s, :3, 3], W0[s, :3, :3]
         ends = [W0[c, :3, 3] for c in range(S) if parent[c] == s and np.linalg.norm(W0[c, :3, 3] - origin) > 1e-3]
         if ends:

@@ -196,3 +196,26 @@ def test_scaling_the_imported_model_from_a_static_trial(extension_zip, tmp_path)
     lines = r["panels"]["ITASC_PT_opensim_scale"]
     assert any("Tracking: moved by (39)" in str(line) for line in lines), lines
     assert any("In the trial only (ignored) (10)" in str(line) for line in lines), lines
+
+
+def test_a_scapulothoracic_joint_split_at_its_winging_origin_imports_as_bodies(extension_zip, tmp_path):
+    """The thoracoscapular model with its winging axis off the origin: the engine splits the joint
+    with a massless segment, which is no bone; the scapula hangs from the thorax, bones sit on the
+    body frames and markers where the model has them."""
+    model = DATA.parent / "opensim_constraints" / "ThoracoscapularShoulderModel.osim"
+    if not model.is_file():
+        pytest.skip("shared/data/opensim_constraints is missing")
+    path = tmp_path / "winging.osim"
+    path.write_text(model.read_text().replace("<scapula_winging_axis_origin>0 0</scapula_winging_axis_origin>",
+                                              "<scapula_winging_axis_origin>0.012 -0.021</scapula_winging_axis_origin>"))
+    om = load_osim(path)
+    assert "scapulothoracic/intermediate" in om.model.names
+    r = call_in_blender("opensim:import_only", extension_zip=extension_zip, osim=str(path))
+    bodies = [b.name for b in om.source.bodies[1:]]
+    assert sorted(r["bones"]) == sorted(bodies) and r["parents"]["scapula"] == "thorax"
+    W0 = om.body_frames(om.coupling.default_coordinates(1))[0]
+    for body in bodies:
+        assert np.abs(np.array(r["bones"][body])[:3, 3] - W0[om.segment(body), :3, 3]).max() < 1e-6, body
+    x = om.marker_positions(om.coupling.default_coordinates(1))[0]
+    for k, name in enumerate(om.markers.names):
+        assert np.abs(np.array(r["markers"][name]) - x[k]).max() < 1e-6, name

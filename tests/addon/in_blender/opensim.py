@@ -270,3 +270,17 @@ def scale_from_static(osim, setup, static, trc, blend):
             "trial_kept": s.trial == trial, "has_result": s.has_result,
             "objects": sorted(o.name for o in bpy.data.objects if o.itasc_opensim.kind == "MODEL"),
             "panels": draw_panels(arm)}
+
+
+def import_only(osim):
+    """Import a model; its bones (rest matrices, parents) and its model markers in OpenSim ground."""
+    clear_scene()
+    assert bpy.ops.itasc.opensim_import_model(filepath=osim) == {"FINISHED"}
+    arm = bpy.context.object
+    dg = bpy.context.evaluated_depsgraph_get()
+    markers = {c.itasc_opensim.marker: list(np.linalg.inv(LAB)[:3, :3] @ np.array(c.evaluated_get(dg).matrix_world.translation))
+               for c in arm.children if c.itasc_opensim.kind == "MODEL_MARKER"}
+    return {"bodies": [[i.body, i.bone] for i in arm.itasc_opensim.bodies],
+            "bones": {b.name: np.array(b.matrix_local, dtype=float).tolist() for b in arm.data.bones},
+            "parents": {b.name: (b.parent.name if b.parent else None) for b in arm.data.bones},
+            "markers": markers}
