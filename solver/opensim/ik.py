@@ -673,13 +673,14 @@ class MarkerIK:
         if not (ok & self.determined).any():
             return start
         candidates = np.stack([self.scene.project(self.scene.fill(c)) for c in candidates])
-        scores = np.stack([self.report(c).objective for c in candidates])                   # (2, F)
+        scores = self.objectives(np.concatenate([candidates, start[None]]))                 # (3, F)
+        own, scores = scores[2], scores[:2]
         near = np.abs(candidates[:, :, seed.turn_coordinates] - start[None, :, seed.turn_coordinates]).sum(axis=2)
         tie = np.abs(scores[0] - scores[1]) <= 1e-12 * np.abs(scores).max(axis=0)
         pick = np.where(tie, near[1] < near[0], scores[1] < scores[0]).astype(int)
         chosen = np.take_along_axis(candidates, pick[None, :, None], axis=0)[0]
         best = np.take_along_axis(scores, pick[None], axis=0)[0]
-        use = ok & self.determined & (best < self.report(self.scene.fill(start)).objective)
+        use = ok & self.determined & (best < own)
         out = start.copy()
         out[use] = chosen[use]
         return out
@@ -689,15 +690,14 @@ class MarkerIK:
         solution, the next one's or the mean of the two (each with the frame's own prescribed
         values) scores below the frame's own objective on its markers; each starts from the
         lowest of those."""
-        F = q.shape[0]
         ok = self.determined
         before, after = np.vstack([q[:1], q[:-1]]), np.vstack([q[1:], q[-1:]])
         has_before, has_after = np.append(False, ok[:-1]), np.append(ok[1:], False)
         options = [(before, has_before), (after, has_after), ((before + after) / 2, has_before & has_after)]
+        guesses = np.stack([self._carry(start, guess) for guess, _ in options])
+        scores = self.objectives(guesses)
         best, begin = own.copy(), q.copy()
-        for guess, valid in options:
-            guess = self._carry(start, guess)
-            scored = self.report(self.scene.fill(guess)).objective
+        for (_, valid), guess, scored in zip(options, guesses, scores):
             lower = ok & valid & (scored < best)
             best[lower], begin[lower] = scored[lower], guess[lower]
         rows = np.flatnonzero(best < own)
@@ -716,13 +716,13 @@ class MarkerIK:
         above = np.zeros(F, dtype=bool)
         if F < 2:
             return above
-        own = self.report(self.scene.fill(q)).objective
+        own = self.objectives(q[None])[0]
 
         def attempt(rows, begin):
             """Solve `rows` from `begin`; keep what is lower; the frames lowered."""
             before = q[rows].copy()
             run(rows, begin)
-            now = self.report(self.scene.fill(q)).objective
+            now = self.objectives(q[None])[0]
             drop = own[rows] - now[rows]
             lower = (drop > NEIGHBOUR_MARGIN * np.abs(own[rows])) & (drop > accuracy ** 2)
             q[rows[~lower]] = before[~lower]
@@ -780,6 +780,29 @@ class MarkerIK:
         return self.scene.project(begin)
 
     # -------------------------------------------------------------------------------- report
+
+    def objectives(self, qs) -> np.ndarray:
+        """The objective (as `report` gives it) of K pose sets at once: qs (K, F, n), each a pose
+        per frame, couplers held exactly filled in; (K, F). One batched evaluation of the
+        markers for all K, for choosing between candidate starts."""
+        qs = np.asarray(qs, dtype=float)
+        K, F, n = qs.shape
+        q = self.scene.fill(qs.reshape(K * F, n))
+        M = len(self.marker_names)
+        measured = np.broadcast_to(self.measured, (K,) + self.measured.shape).reshape(K * F, M, 3)
+        x = self.scene.kinematics.positions(q) if M else np.zeros((K * F, 0, 3))
+        squared = np.sum((measured - x) ** 2, axis=-1)
+        present = np.isfinite(squared)
+        squared = np.where(present, squared, 0.0)
+        objective = np.sum(squared * self.scene.marker_scale(present) * self.marker_weights, axis=1)
+        targets = np.broadcast_to(self.coordinate_targets, (K,) + self.coordinate_targets.shape)
+        errors = q[:, self.scene.task_coordinates] - targets.reshape(K * F, -1)
+        objective = objective + errors ** 2 @ self.scene.task_weights
+        if self.scene.coupler_weight:
+            objective = objective + self.scene.coupler_weight * np.sum(self.om.constraint_residuals(q) ** 2, axis=1)
+        if self.gauss_newton.points is not None and not self.gauss_newton.points_held:
+            objective = objective + self.constraint_weight * np.sum(self.om.point_residuals(q) ** 2, axis=(1, 2))
+        return objective.reshape(K, F)
 
     def report(self, q) -> IKResult:
         """The error report (IKResult without solver counters) for coordinates q (F, n), e.g. to

@@ -65,6 +65,9 @@ def test_a_pelvis_near_gimbal_lock_finds_the_better_minimum(setting):
     assert np.nanmean(old.marker_error_rms[BLANK:]) > 1.2 * np.nanmean(upright.marker_error_rms[BLANK:])
     assert np.degrees(np.abs(old.q[BLANK:, hip] - upright.q[BLANK:, hip])).max() > 20
     ours = problem.solve()
+    both = problem.objectives(np.stack([ours.q, old.q]))          # the batched objective is the report's
+    np.testing.assert_allclose(both[0][BLANK:], ours.objective[BLANK:], rtol=1e-13)
+    np.testing.assert_allclose(both[1][BLANK:], old.objective[BLANK:], rtol=1e-13)
     assert _worse(ours, upright).size == 0
     np.testing.assert_allclose(ours.objective[BLANK:], upright.objective[BLANK:], rtol=1e-6)
     assert np.all(np.abs(np.abs(np.degrees(ours.q[BLANK:, tilt])) - 90) < 25)          # near the lock
