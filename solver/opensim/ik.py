@@ -72,6 +72,14 @@ warm_start='sweep' is the recurrence itself, one frame at a time in OpenSim's or
 slower; a reference for the passes). warm_start='none' solves every frame from the start pose in
 one call.
 
+Root seeds. With warm_start 'previous', every frame's start pose (what frame 0, the seeds of pass
+1 and a frame after undetermined ones are solved from) has the root body (the pelvis) placed on
+its own markers where at least three are present (root_seed.py: a rigid fit, the root joint's
+coordinates in both Euler branches, the branch of lower objective; at a tie, as a flip costs the
+markers nothing, the one nearer the default pose), where that scores below the default pose.
+OpenSim turns the whole model from its default pose instead; near the root's gimbal lock that
+turn can go the wrong way round and the legs follow into another minimum.
+
 A worse local minimum. A frame can settle in a local minimum where its neighbours found a lower
 one (the root's Euler angles flipped, a limb folded the other way; the seeds solved from the
 start pose are where that happens, and frames near the root's gimbal lock). After the passes,
@@ -565,10 +573,8 @@ class MarkerIK:
         `method` is the engine's, for frames handed on to it. `neighbours` (default: with
         warm_start 'previous') solves again from a neighbour's solution the frames whose
         objective is above what that leads to (`_above_neighbours`): the frames a neighbour's
-        solution scores lower, or with 'solve' every frame (once more from its successor's
-        solution); `seed_root` (default: with warm_start
-        'previous' and no q0) starts frames solved from scratch with the root on its markers
-        (`_seeded`)."""
+        solution scores lower, or with 'solve' every frame. `seed_root` (default: with
+        warm_start 'previous' and no q0) starts frames with the root on its markers (`_seeded`)."""
         if warm_start not in WARM_STARTS:
             raise ValueError(f"warm_start must be one of {WARM_STARTS}, not {warm_start!r}")
         started = _time.perf_counter()
