@@ -110,7 +110,7 @@ def run(quick: bool = False) -> list:
     import os
     from distributed import Client
     from solver.batch import find_trials, ik_specs, local_cluster
-    n, repeats = (8, 1) if quick else (40, 3)
+    n, repeats = (8, 1) if quick else (40, 5)
     best = {}
 
     def keep(key, seconds):
