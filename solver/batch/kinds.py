@@ -4,10 +4,10 @@ A TrialSpec names the kind, the trial's output name, its input file, every file 
 depend on (for resuming) and the kind's options. `solve_trial(spec)` runs it and returns an
 Outcome: the output files as bytes, the JSON report as a dict, and the status. It never raises
 for a bad trial: any error, and the per-trial time limit, make a 'failed' outcome with the
-message. `solve_and_write(spec, out_dir)` is what a batch's worker runs: solve_trial, then
-`write_outputs` (each file written whole under a temporary name and renamed into place, the JSON
-report last), returning the report alone, so that nothing a worker holds in memory is needed
-once it has finished.
+message. `solve_and_write(spec, out_dir)` is what a batch's worker runs for each trial (in
+`solve_group`, a task of several trials, groups.py): solve_trial, then `write_outputs` (each file
+written whole under a temporary name and renamed into place, the JSON report last), returning
+the report alone, so that nothing a worker holds in memory is needed once it has finished.
 
 Kinds:
 
