@@ -1,5 +1,5 @@
 """OpenSim marker IK in Blender: `importing` (.osim as an armature, .trc as marker empties),
-`solve` (bind, solve, bake, files), `properties` (what is kept on objects), `operators` and
+`scaling` (OpenSim's Scale tool on an imported model), `solve` (bind, solve, bake, files), `properties` (what is kept on objects), `operators` and
 `panels` (the UI). `register` / `unregister` register the three that hold Blender classes."""
 
 from . import operators, panels, properties

@@ -112,14 +112,22 @@ def _empty(name, collection, display, size, color):
 def bone_layout(om):
     """Per body (segment order, ground left out): (segment, parent segment, head, tail, axes) in
     metres and OpenSim ground, at the default pose; `axes` (3, 3) has the bone's X, Y, Z as
-    columns (module docstring)."""
+    columns (module docstring). The massless segment of a joint split at a pivot (a
+    ScapulothoracicJoint's winging axis off its origin) is no body: its child hangs from the
+    body above it."""
     q0 = om.coupling.default_coordinates(1)
     W0 = om.body_frames(q0)[0]
-    parent = om.model.parent
     S = len(om.model.names)
+    bodies = {b.name for b in om.source.bodies}
+    parent = om.model.parent.copy()
+    for s in range(S):                       # a massless segment of a split joint is not a bone
+        while parent[s] > 0 and om.model.names[parent[s]] not in bodies:
+            parent[s] = om.model.parent[parent[s]]
     marker_points = om.marker_positions(q0)[0] if len(om.markers.names) else np.zeros((0, 3))
     out = []
     for s in range(1, S):
+        if om.model.names[s] not in bodies:
+            continue
         origin, R = W0[s, :3, 3], W0[s, :3, :3]
         ends = [W0[c, :3, 3] for c in range(S) if parent[c] == s and np.linalg.norm(W0[c, :3, 3] - origin) > 1e-3]
         if ends:
@@ -154,7 +162,6 @@ def import_model(context, path, *, y_up=True, marker_size=0.012):
     path = Path(bpy.path.abspath(str(path))).resolve()
     om = load_osim(path)
     scene = context.scene
-    u = units_per_metre(scene)
     name = om.source.name or path.stem
     collection = _new_collection(context, name)
     armature = bpy.data.armatures.new(name)
@@ -162,7 +169,18 @@ def import_model(context, path, *, y_up=True, marker_size=0.012):
     collection.objects.link(obj)
     obj.matrix_world = Matrix((LAB_TO_BLENDER if y_up else np.eye(4)).tolist())
     obj.show_in_front = True
+    obj.itasc_opensim.kind = "MODEL"
+    obj.itasc_opensim["units_per_metre"] = units_per_metre(scene)
+    build_model(context, obj, om, path, _new_collection(context, f"{name} markers"), marker_size)
+    return obj
 
+
+def build_model(context, obj, om, path, markers, marker_size):
+    """Fill the armature `obj` with the bones and model-marker empties (linked to the collection
+    `markers`) of `om`, read from the .osim at `path`, in the object's units per metre; `obj`
+    ends active and selected, in object mode."""
+    armature = obj.data
+    u = obj.itasc_opensim.get("units_per_metre", 1.0)
     if context.view_layer.objects.active is not None and context.view_layer.objects.active.mode != "OBJECT":
         bpy.ops.object.mode_set(mode="OBJECT")
     for other in context.view_layer.objects:
@@ -191,15 +209,13 @@ def import_model(context, path, *, y_up=True, marker_size=0.012):
         bpy.ops.object.mode_set(mode="OBJECT")
 
     settings = obj.itasc_opensim
-    settings.kind = "MODEL"
     settings.source = str(path)
-    settings["units_per_metre"] = u
+    settings.bodies.clear()
     for s in sorted(bone_of):
         item = settings.bodies.add()
         item.body, item.bone = names[s], bone_of[s]
 
     # Model markers, parented to their bones: local = (rest_b @ T(0, L, 0))^-1 @ (u x).
-    markers = _new_collection(context, f"{name} markers")
     positions = om.marker_positions(om.coupling.default_coordinates(1))[0] if len(om.markers.names) else []
     for marker, x, s in zip(om.source.markers, positions, om.markers.segments):
         empty = _empty(f"{marker.name} (model)", markers, "SPHERE", marker_size * u, MODEL_MARKER_COLOR)
@@ -216,7 +232,35 @@ def import_model(context, path, *, y_up=True, marker_size=0.012):
         empty.itasc_opensim.kind = "MODEL_MARKER"
         empty.itasc_opensim.marker = marker.name
         empty.itasc_opensim.body = marker.body
-    return obj
+
+
+def rebuild_model(context, obj, path):
+    """Rebuild the model armature `obj` from the .osim at `path` (a scaled model of the same
+    bodies): its bones and model markers replaced, the object, its place, its trial and its
+    settings kept. The model-marker empties go to the collection the old ones were in (a new
+    one when there were none); their display size is kept."""
+    path = Path(bpy.path.abspath(str(path))).resolve()
+    om = load_osim(path)
+    old = [c for c in obj.children if c.itasc_opensim.kind == "MODEL_MARKER"]
+    u = obj.itasc_opensim.get("units_per_metre", 1.0)
+    size = old[0].empty_display_size / u if old else 0.012
+    markers = old[0].users_collection[0] if old and old[0].users_collection else \
+        _new_collection(context, f"{obj.name} markers")
+    for child in old:
+        bpy.data.objects.remove(child, do_unlink=True)
+    if context.view_layer.objects.active is not None and context.view_layer.objects.active.mode != "OBJECT":
+        bpy.ops.object.mode_set(mode="OBJECT")
+    context.view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="EDIT")
+    try:
+        for eb in list(obj.data.edit_bones):
+            obj.data.edit_bones.remove(eb)
+    finally:
+        bpy.ops.object.mode_set(mode="OBJECT")
+    for pb in obj.pose.bones:
+        pb.matrix_basis.identity()
+    build_model(context, obj, om, path, markers, size)
+    return om
 
 
 # ------------------------------------------------------------------------------------- trial

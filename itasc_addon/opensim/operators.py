@@ -12,7 +12,7 @@ from bpy_extras.io_utils import ExportHelper, ImportHelper
 
 from ...solver.opensim import OpenSimFileError
 from .. import guard
-from . import importing, solve
+from . import importing, scaling, solve
 from ..modal_job import ModalJob
 from ..rig import RigError
 
@@ -112,6 +112,40 @@ class ITASC_OT_opensim_import_trc(bpy.types.Operator, ImportHelper):
             except ERRORS as err:
                 self.report({"WARNING"}, f"Bound to '{model.name}', but: {_message(err)}")
         self.report({"INFO"}, text)
+        return {"FINISHED"}
+
+
+class ITASC_OT_opensim_scale(bpy.types.Operator):
+    """Scale the model to the subject with OpenSim's Scale tool (the setup's measurements and marker placer on the static trial); the armature is rebuilt from the scaled model"""
+
+    bl_idname = "itasc.opensim_scale"
+    bl_label = "Scale Model"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        if not (_object_mode_poll(cls, context) and _model_poll(cls, context)):
+            return False
+        if not solve.model_object(context.object).itasc_opensim.scale_setup:
+            cls.poll_message_set("Pick a Scale Setup (.xml) first")
+            return False
+        if guard.baking():
+            cls.poll_message_set("A bake is running")
+            return False
+        return True
+
+    def execute(self, context):
+        obj = solve.model_object(context.object)
+        s = obj.itasc_opensim
+        try:
+            run = scaling.scale_model(context, obj, s.scale_setup, s.static_trial or None)
+        except ERRORS as err:
+            self.report({"ERROR"}, _message(err))
+            return {"CANCELLED"}
+        for note in run.notes:
+            self.report({"WARNING"}, note)
+        rms = f", static pose marker RMS {1e3 * s.scale_rms:.3g} mm" if s.scale_rms == s.scale_rms else ""
+        self.report({"INFO"}, f"Scaled '{obj.name}' to {s.source}{rms}")
         return {"FINISHED"}
 
 
@@ -247,6 +281,6 @@ class ITASC_OT_opensim_worst_frame(bpy.types.Operator):
         return {"FINISHED"}
 
 
-classes = (ITASC_OT_opensim_import_model, ITASC_OT_opensim_import_trc, ITASC_OT_opensim_solve,
+classes = (ITASC_OT_opensim_import_model, ITASC_OT_opensim_import_trc, ITASC_OT_opensim_scale, ITASC_OT_opensim_solve,
            ITASC_OT_opensim_export_motion, ITASC_OT_opensim_write_errors, ITASC_OT_opensim_worst_frame)
 register, unregister = bpy.utils.register_classes_factory(classes)

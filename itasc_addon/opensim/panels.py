@@ -11,6 +11,9 @@ import bpy
 from . import solve
 
 
+MAX_REPORT_LINES = 40
+
+
 def _mm(metres):
     return f"{1e3 * metres:.3g} mm"
 
@@ -101,5 +104,50 @@ class ITASC_PT_opensim_errors(bpy.types.Panel):
             layout.label(text=s.result_message[:120], icon="ERROR")
 
 
-classes = (ITASC_PT_opensim, ITASC_PT_opensim_errors)
+class ITASC_PT_opensim_scale(bpy.types.Panel):
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "iTaSC"
+    bl_parent_id = "ITASC_PT_opensim"
+    bl_label = "Scale"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    @classmethod
+    def poll(cls, context):
+        return solve.model_object(context.object) is not None
+
+    def draw(self, context):
+        layout = self.layout
+        s = solve.model_object(context.object).itasc_opensim
+        layout.prop(s, "scale_setup")
+        layout.prop(s, "static_trial")
+        layout.operator("itasc.opensim_scale", icon="FULLSCREEN_ENTER")
+        if not s.scale_markers:
+            return
+        box = layout.box()
+        col = box.column(align=True)
+        col.label(text=f"Scaled with {Path(s.scaled_from).name}", icon="CHECKMARK")
+        if s.scale_rms == s.scale_rms:
+            col.label(text=f"Static pose: marker RMS {_mm(s.scale_rms)}")
+        titles = {"FIXED": "Anatomical (kept): error", "MOVED": "Tracking: moved by",
+                  "MODEL_ONLY": "In the model only", "TRIAL_ONLY": "In the trial only (ignored)"}
+        shown = 0
+        for kind, title in titles.items():
+            items = [m for m in s.scale_markers if m.kind == kind]
+            if not items:
+                continue
+            col = box.column(align=True)
+            col.label(text=f"{title} ({len(items)})")
+            for m in items:
+                if shown >= MAX_REPORT_LINES:
+                    break
+                row = col.row()
+                row.label(text=m.marker)
+                row.label(text=_mm(m.error) if m.error == m.error else "-")
+                shown += 1
+        if shown < len(s.scale_markers):
+            box.label(text=f"... {len(s.scale_markers) - shown} more", icon="INFO")
+
+
+classes = (ITASC_PT_opensim, ITASC_PT_opensim_errors, ITASC_PT_opensim_scale)
 register, unregister = bpy.utils.register_classes_factory(classes)

@@ -3,7 +3,9 @@
 One property group serves every object an OpenSim import makes; `kind` says which it is:
 
     MODEL         the armature of an .osim model: `source` (the .osim), `bodies` (body <-> bone
-                  names), the bound `trial`, the solve options and the last solution
+                  names), the bound `trial`, the solve options and the last solution; the Scale
+                  tool's inputs (`scale_setup`, `static_trial`) and its last per-marker report
+                  (`scale_markers`, `scale_rms`, `scale_summary`, `scaled_from`)
     MODEL_MARKER  an empty for a model marker, parented to its body's bone: `marker`, `body`
     TRIAL         the root empty of an imported .trc (the lab frame): `source`, `data_rate`
     MARKER        an empty for a measured marker, a child of its trial: `marker`
@@ -35,6 +37,23 @@ class ITASC_PG_opensim_body(bpy.types.PropertyGroup):
 
     body: StringProperty(name="Body")
     bone: StringProperty(name="Bone")
+
+
+SCALE_MARKER_KINDS = (
+    ("FIXED", "Anatomical", "A fixed marker: kept where the model has it; its error at the static pose stays"),
+    ("MOVED", "Tracking", "Moved onto the static trial's marker by this distance"),
+    ("MODEL_ONLY", "Model only", "In the model, not in the static trial"),
+    ("TRIAL_ONLY", "Trial only", "In the static trial, not in the model: ignored"),
+)
+
+
+class ITASC_PG_opensim_scale_marker(bpy.types.PropertyGroup):
+    """One marker of the Scale tool's report (see opensim.scaling)."""
+
+    marker: StringProperty(name="Marker")
+    kind: EnumProperty(name="Kind", items=SCALE_MARKER_KINDS, default="FIXED")
+    error: FloatProperty(name="Error", unit="LENGTH", precision=5,
+                         description="Metres: the error kept (anatomical) or the distance moved (tracking)")
 
 
 def _is_trial(self, obj):
@@ -71,9 +90,21 @@ class ITASC_PG_opensim(bpy.types.PropertyGroup):
     result_seconds: FloatProperty(default=0.0)
     result_trial: StringProperty(default="")
     result_message: StringProperty(default="")
+    # The Scale tool (opensim.scaling).
+    scale_setup: StringProperty(
+        name="Scale Setup", subtype="FILE_PATH",
+        description="An OpenSim ScaleTool setup (.xml): measurements, manual scales, marker set, the marker "
+                    "placer's tasks and the subject's mass; its generic model is this armature's .osim")
+    static_trial: StringProperty(
+        name="Static Trial", subtype="FILE_PATH",
+        description="The subject's static trial (.trc or .c3d); empty: the setup's own marker file")
+    scale_markers: CollectionProperty(type=ITASC_PG_opensim_scale_marker)
+    scale_rms: FloatProperty(default=float("nan"))
+    scale_summary: StringProperty(default="")
+    scaled_from: StringProperty(default="")
 
 
-classes = (ITASC_PG_opensim_body, ITASC_PG_opensim)
+classes = (ITASC_PG_opensim_body, ITASC_PG_opensim_scale_marker, ITASC_PG_opensim)
 _register, _unregister = bpy.utils.register_classes_factory(classes)
 
 

@@ -1,4 +1,4 @@
-"""`python -m solver batch {ik,fly} ...`: the command line of the batch runner."""
+"""`python -m solver batch {ik,scale,subjects,fly} ...`: the command line of the batch runner."""
 
 from __future__ import annotations
 
@@ -19,14 +19,28 @@ def add_parser(commands) -> None:
     ik.add_argument("--setup-time-range", action="store_true",
                     help="solve the template's time_range of every trial (default: each whole trial)")
     ik.add_argument("--warm-start", choices=("previous", "none"), default="previous")
+    scale = kinds.add_parser("scale", help="OpenSim's Scale tool: ScaleTool setups, one per subject",
+                             fromfile_prefix_chars="@")
+    scale.add_argument("trials", nargs="+", help="ScaleTool setup .xml files or folders (other .xml files in "
+                                                 "folders are passed over)")
+    subjects = kinds.add_parser("subjects", help="scale then marker IK per subject folder",
+                                fromfile_prefix_chars="@",
+                                description="Each folder holding a ScaleTool setup is a subject: its setup is run, "
+                                            "then every other .trc/.c3d of the folder is solved by marker IK on the "
+                                            "subject's marker-placed model.")
+    subjects.add_argument("trials", nargs="+", help="subject folders, or folders of them")
+    subjects.add_argument("--ik-setup", help="the IK setup template for subjects whose folder has none (its tasks "
+                                             "and accuracy; its model is replaced by the subject's)")
+    subjects.add_argument("--warm-start", choices=("previous", "none"), default="previous")
     fly = kinds.add_parser("fly", help="the fly's leg pipeline on keypoint pickles", fromfile_prefix_chars="@")
     fly.add_argument("trials", nargs="+", help=".pkl keypoint files or folders")
     fly.add_argument("--rate", type=float, default=100.0, help="frame rate of the keypoints (Hz), for the time column")
     fly.add_argument("--method", default="sequential", choices=("sequential", "sequential-iterative", "whole_chain"))
-    for p in (ik, fly):
+    for p in (ik, scale, subjects, fly):
         p.add_argument("-o", "--output-dir", required=True, help="where every trial's outputs and the summary go")
         p.add_argument("--pattern", action="append", help="file pattern to take from folders (repeatable; "
-                                                          "default *.trc and *.c3d, or *.pkl)")
+                                                          "default *.trc and *.c3d (ik, subjects' trials), *.xml "
+                                                          "(scale), *.pkl (fly))")
         p.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786); "
                                            "default: a LocalCluster on this machine")
         p.add_argument("--workers", type=int, help="LocalCluster worker processes (default: one per core)")
@@ -40,26 +54,52 @@ def add_parser(commands) -> None:
 def run(args, out=None) -> int:
     """Exit status: 0 all done, 1 some trial failed (or bad arguments), 130 interrupted."""
     out = out or sys.stdout
-    from .plan import find_trials, fly_specs, ik_specs
-    from .runner import run_batch
+    from .plan import find_trials, fly_specs, ik_specs, scale_specs
+    from .runner import run_batch, start_fork_server
+    if args.scheduler is None:
+        start_fork_server()                               # its imports run while the trials are planned
+    options = dict(scheduler=args.scheduler, workers=args.workers, resume=args.resume, only_failed=args.only_failed,
+                   time_limit=args.time_limit, progress=not args.quiet)
     try:
-        trials = find_trials(args.kind, args.trials, args.pattern)
-        if not trials:
-            print("error: no trial files found", file=sys.stderr)
-            return 1
-        if args.kind == "ik":
-            specs = ik_specs(args.setup, trials, keep_time_range=args.setup_time_range, warm_start=args.warm_start)
+        if args.kind == "subjects":
+            from .subjects import find_subjects
+            subjects = find_subjects(args.trials, args.ik_setup, args.pattern)
+            if not subjects:
+                print("error: no ScaleTool setup found: no subject", file=sys.stderr)
+                return 1
         else:
-            specs = fly_specs(trials, rate=args.rate, method=args.method)
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+            trials = find_trials(args.kind, args.trials, args.pattern)
+            if not trials:
+                print("error: no trial files found", file=sys.stderr)
+                return 1
+            if args.kind == "ik":
+                specs = ik_specs(args.setup, trials, keep_time_range=args.setup_time_range, warm_start=args.warm_start)
+            elif args.kind == "scale":
+                specs = scale_specs(trials)
+            else:
+                specs = fly_specs(trials, rate=args.rate, method=args.method)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", file=sys.stderr)
         return 1
-    result = run_batch(specs, args.output_dir, scheduler=args.scheduler, workers=args.workers, resume=args.resume,
-                       only_failed=args.only_failed, time_limit=args.time_limit, progress=not args.quiet)
-    print(f"{len(specs)} trials: {len(result.solved)} solved, {len(result.failed)} failed, "
+    if args.kind == "subjects":
+        from .subjects import run_subjects
+        scaled, solved, skipped = run_subjects(subjects, args.output_dir, warm_start=args.warm_start, **options)
+        report(out, f"{len(subjects)} subjects scaled", scaled)
+        report(out, f"{solved.trials} trials of the subjects scaled", solved)
+        for name, why in skipped.items():
+            print(f"not run: the trials of {name} ({why})", file=out)
+        interrupted = scaled.interrupted or solved.interrupted
+        return 130 if interrupted else (1 if scaled.failed or solved.failed or skipped else 0)
+    result = run_batch(specs, args.output_dir, **options)
+    report(out, f"{len(specs)} trials", result)
+    return 130 if result.interrupted else (1 if result.failed else 0)
+
+
+def report(out, what: str, result) -> None:
+    print(f"{what}: {len(result.solved)} solved, {len(result.failed)} failed, "
           f"{len(result.skipped)} skipped, in {result.seconds:.1f} s on {result.workers} workers"
           + (" (interrupted)" if result.interrupted else ""), file=out)
     for name, message in result.failed.items():
         print(f"failed {name}: {message}", file=out)
-    print(f"summary: {result.summary}", file=out)
-    return 130 if result.interrupted else (1 if result.failed else 0)
+    if result.summary is not None:
+        print(f"summary: {result.summary}", file=out)

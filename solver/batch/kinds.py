@@ -4,10 +4,10 @@ A TrialSpec names the kind, the trial's output name, its input file, every file 
 depend on (for resuming) and the kind's options. `solve_trial(spec)` runs it and returns an
 Outcome: the output files as bytes, the JSON report as a dict, and the status. It never raises
 for a bad trial: any error, and the per-trial time limit, make a 'failed' outcome with the
-message. `solve_and_write(spec, out_dir)` is what a batch's worker runs: solve_trial, then
-`write_outputs` (each file written whole under a temporary name and renamed into place, the JSON
-report last), returning the report alone, so that nothing a worker holds in memory is needed
-once it has finished.
+message. `solve_and_write(spec, out_dir)` is what a batch's worker runs for each trial (in
+`solve_group`, a task of several trials, groups.py): solve_trial, then `write_outputs` (each file
+written whole under a temporary name and renamed into place, the JSON report last), returning
+the report alone, so that nothing a worker holds in memory is needed once it has finished.
 
 Kinds:
 
@@ -17,6 +17,15 @@ Kinds:
   (solver.opensim.run_ik_setup), so each output is byte for byte the one that command writes.
   Outputs: `<name>_setup.xml`, `<name>.mot`, `<name>_ik_marker_errors.sto`, `<name>.json`. The model is loaded once
   per worker process (cached by path, size and modification time).
+* 'scale', OpenSim's Scale tool on one subject: `spec.input` is the subject's ScaleTool setup,
+  run as `python -m solver scale SETUP.xml` runs it (solver.opensim.run_scale_setup), its outputs
+  under names of the batch's rather than the setup's (subjects' setups often share file names):
+  `<name>_scaled.osim` (the model after the model scaler, scaled or not), `<name>_scale_set.xml`
+  when the model scaler applies, `<name>_placed.osim`, `<name>_static.mot` and
+  `<name>_marker_set.xml` when the marker placer applies (`options['outputs']` lists them, from
+  the setup, when the batch is planned), each byte for byte what that command writes, and
+  `<name>.json` (the static pose's marker errors, anatomical and tracking markers apart, the
+  markers only in the model or only in the trial, the scale factors, the notes).
 * 'fly', the fly's leg pipeline (solver.fly.solve_legs) on one keypoint pickle: `<name>_angles.mot`
   (time at `options['rate']` Hz, `<leg>_<angle>` in degrees) and `<name>.json`.
 * BVH retargets onto one rig are not a kind yet (README, "Batches").
@@ -35,9 +44,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..runtime import one_blas_thread
 from .time_limit import TrialTimeLimit, time_limit
 
-KINDS = ("ik", "fly")
+KINDS = ("ik", "scale", "fly")
+SCALE_OUTPUTS = {"scaled_model": "_scaled.osim", "scale_set": "_scale_set.xml", "placed_model": "_placed.osim",
+                 "static_motion": "_static.mot", "marker_set": "_marker_set.xml"}
 
 
 @dataclass
@@ -66,6 +78,8 @@ def output_names(spec: TrialSpec) -> list:
     """The files a trial writes, relative to the output folder; the JSON report last."""
     if spec.kind == "ik":
         names = [f"{spec.name}_setup.xml", f"{spec.name}.mot", f"{spec.name}_ik_marker_errors.sto"]
+    elif spec.kind == "scale":
+        names = [f"{spec.name}{SCALE_OUTPUTS[role]}" for role in spec.options["outputs"]]
     elif spec.kind == "fly":
         names = [f"{spec.name}_angles.mot"]
     else:
@@ -121,10 +135,17 @@ def write_outputs(out_dir, outcome: Outcome, spec: TrialSpec) -> None:
 
 
 def solve_and_write(spec: TrialSpec, out_dir, seconds_limit: float | None = None) -> dict:
-    """A batch worker's task: solve the trial, write its files, return its report."""
+    """Solve the trial, write its files, return its report."""
     outcome = solve_trial(spec, seconds_limit)
     write_outputs(out_dir, outcome, spec)
     return outcome.report
+
+
+def solve_group(specs, out_dir, seconds_limit: float | None = None) -> list:
+    """A batch worker's task: `solve_and_write` on each trial of a group (groups.py) in turn, BLAS
+    on one thread throughout; the reports, in order."""
+    with one_blas_thread():
+        return [solve_and_write(spec, out_dir, seconds_limit) for spec in specs]
 
 
 # ------------------------------------------------------------------------------------ marker IK
@@ -172,6 +193,63 @@ def _marker_ik(spec: TrialSpec):
     return files, details
 
 
+# ---------------------------------------------------------------------------------------- scale
+
+def _rms(values) -> float | None:
+    values = list(values)
+    return _finite(np.sqrt(np.mean(np.square(values)))) if values else None
+
+
+def _worst(errors: dict) -> tuple:
+    if not errors:
+        return None, ""
+    name = max(errors, key=errors.get)
+    return _finite(errors[name]), name
+
+
+def _scale(spec: TrialSpec):
+    from ..opensim import run_scale_setup
+    from ..opensim.ik import write_motion
+    from ..opensim.scaling import write_scale_set
+    run = run_scale_setup(spec.input, write=False)
+    outputs = {"scaled_model": lambda path: run.scaled.write(path)}
+    if run.factors is not None:
+        outputs["scale_set"] = lambda path: write_scale_set(path, run.factors)
+    if run.placement is not None:
+        outputs["placed_model"] = lambda path: run.placed.write(path)
+        outputs["static_motion"] = lambda path: write_motion(path, run.placement.ik, name="static pose")
+        outputs["marker_set"] = lambda path: run.placed.write_marker_set(path)
+    if list(outputs) != list(spec.options["outputs"]):
+        raise ValueError(f"{spec.input} changed since the batch was planned: it now makes {list(outputs)}")
+    files = {}
+    with tempfile.TemporaryDirectory(prefix="itasc-batch-") as tmp:
+        for role, write in outputs.items():
+            target = Path(tmp) / f"{spec.base}{SCALE_OUTPUTS[role]}"
+            write(target)
+            files[f"{spec.name}{SCALE_OUTPUTS[role]}"] = target.read_bytes()
+    details = {"subject": run.setup.name, "mass": run.setup.mass,
+               "model_only_markers": run.model_only_markers, "trial_only_markers": run.trial_only_markers,
+               "notes": run.notes}
+    if run.factors is not None:
+        details["scale_factors"] = {body: [float(v) for v in f] for body, f in run.factors.as_dict().items()}
+    p = run.placement
+    if p is not None:
+        r = p.ik
+        details.update(frames=1, static_time=_finite(p.time), markers=len(r.marker_names),
+                       marker_error_rms=_finite(r.marker_error_rms[0]), marker_error_max=_finite(r.marker_error_max[0]),
+                       worst_marker=r.worst_marker[0], frames_not_converged=int(not r.converged[0]))
+        fixed_max, fixed_worst = _worst(p.fixed_errors)
+        moved_max, moved_worst = _worst(p.moved_errors)
+        details.update(fixed_markers=len(p.fixed_errors), fixed_error_rms=_rms(p.fixed_errors.values()),
+                       fixed_error_max=fixed_max, worst_fixed_marker=fixed_worst,
+                       moved_markers=len(p.moved_errors), moved_by_rms=_rms(p.moved_errors.values()),
+                       moved_by_max=moved_max, most_moved_marker=moved_worst,
+                       fixed_marker_errors={n: _finite(e) for n, e in p.fixed_errors.items()},
+                       moved_marker_distances={n: _finite(e) for n, e in p.moved_errors.items()},
+                       not_moved_markers=list(p.not_moved), deleted_markers=list(p.deleted_markers))
+    return files, details
+
+
 # ------------------------------------------------------------------------------------------ fly
 
 def _fly(spec: TrialSpec):
@@ -202,4 +280,4 @@ def _fly(spec: TrialSpec):
     return files, details
 
 
-SOLVERS = {"ik": _marker_ik, "fly": _fly}
+SOLVERS = {"ik": _marker_ik, "scale": _scale, "fly": _fly}

@@ -1,14 +1,16 @@
 """Which trials a batch has, what each is called, and which of them need solving.
 
 Trials are files given one by one or found in folders (recursively): `.trc` and `.c3d` marker
-files for 'ik', `.pkl` keypoint files for 'fly'. A trial's name is its path relative to the folder
+files for 'ik', ScaleTool setup files for 'scale' (the `.xml` files whose document is a
+ScaleTool: a folder's models, marker sets and task sets are passed over), `.pkl` keypoint files
+for 'fly'. A trial's name is its path relative to the folder
 it was found in (the file name alone for a file given directly), without suffix; its outputs go
 to the output folder under that name, so sub-folders are mirrored. Two trials with one name
 (walk.trc beside walk.c3d) are an error: pick one with --pattern.
 
 Resuming. A trial is up to date when all its outputs exist, its JSON report says 'done', and
 the oldest output is newer than every file it depends on (the trial's file, the setup template,
-the model, the task set, the coordinate file). `select` keeps what a run must solve: everything;
+the model, the task set, the coordinate file; for 'scale', the setup and every file it names). `select` keeps what a run must solve: everything;
 with resume, what is not up to date; with only_failed, the trials whose last report says 'failed'.
 """
 
@@ -21,7 +23,20 @@ from pathlib import Path
 
 from .kinds import TrialSpec, output_names
 
-PATTERNS = {"ik": ("*.trc", "*.c3d"), "fly": ("*.pkl",)}
+PATTERNS = {"ik": ("*.trc", "*.c3d"), "scale": ("*.xml",), "fly": ("*.pkl",)}
+
+
+def is_scale_setup(path) -> bool:
+    """Whether the XML file at `path` is a ScaleTool setup (alone or in an OpenSimDocument)."""
+    try:
+        for _, elem in ET.iterparse(path, events=("start",)):
+            if elem.tag == "ScaleTool":
+                return True
+            if elem.tag != "OpenSimDocument":
+                return False
+    except (ET.ParseError, OSError, UnicodeDecodeError):
+        return False
+    return False
 
 
 def find_trials(kind: str, sources, patterns=None) -> list:
@@ -32,7 +47,8 @@ def find_trials(kind: str, sources, patterns=None) -> list:
         source = Path(source)
         if source.is_dir():
             files = sorted(p for p in source.rglob("*") if p.is_file()
-                           and any(fnmatch.fnmatch(p.name.lower(), pat.lower()) for pat in patterns))
+                           and any(fnmatch.fnmatch(p.name.lower(), pat.lower()) for pat in patterns)
+                           and (kind != "scale" or is_scale_setup(p)))
             pairs = [(p.relative_to(source).with_suffix("").as_posix(), p) for p in files]
         elif source.is_file():
             pairs = [(source.stem, source)]
@@ -96,6 +112,51 @@ def ik_specs(template, trials, keep_time_range: bool = False, warm_start: str = 
                       {"setup_xml": trial_setup_xml(template, path, name.rsplit("/", 1)[-1], keep_time_range),
                        "warm_start": warm_start})
             for name, path in trials]
+
+
+# ---------------------------------------------------------------------------------------- scale
+
+def scale_inputs(setup) -> list:
+    """Every file a ScaleTool setup's outputs depend on: the setup, the files it names (model,
+    marker set, trials, coordinate file) and the sets it keeps in other files (`file="..."`)."""
+    from ..opensim import read_scale_setup
+    s = read_scale_setup(setup)
+    files = [s.path, s.model_file, s.marker_set_file]
+    if s.model_scaler is not None:
+        files.append(s.model_scaler.marker_file)
+    if s.marker_placer is not None:
+        files += [s.marker_placer.marker_file, s.marker_placer.coordinate_file]
+    for elem in ET.parse(s.path).getroot().iter():
+        ref = (elem.get("file") or "").strip()
+        if ref and ref != "Unassigned":
+            files.append((s.folder / ref).resolve())
+    return list(dict.fromkeys(str(f) for f in files if f is not None))
+
+
+def scale_outputs(setup) -> list:
+    """The roles of the files a scale trial writes (kinds.SCALE_OUTPUTS), from its setup."""
+    from ..opensim import read_scale_setup
+    s = read_scale_setup(setup)
+    roles = ["scaled_model"]
+    if s.model_scaler is not None and s.model_scaler.apply:
+        roles.append("scale_set")
+    if s.marker_placer is not None and s.marker_placer.apply:
+        roles += ["placed_model", "static_motion", "marker_set"]
+    return roles
+
+
+def scale_specs(trials) -> list:
+    """One 'scale' trial per ScaleTool setup of `trials` ([(name, path)], find_trials('scale', ...));
+    a setup that cannot be read is planned as the setup alone, and fails in its worker with the
+    reason, as a bad trial does."""
+    specs = []
+    for name, path in trials:
+        try:
+            depends, outputs = tuple(scale_inputs(path)), scale_outputs(path)
+        except Exception:                                     # reported by the trial itself when it runs
+            depends, outputs = (str(path),), ["scaled_model"]
+        specs.append(TrialSpec("scale", name, str(path), depends, {"outputs": outputs}))
+    return specs
 
 
 def fly_specs(trials, rate: float = 100.0, method: str = "sequential") -> list:

@@ -72,6 +72,30 @@ warm_start='sweep' is the recurrence itself, one frame at a time in OpenSim's or
 slower; a reference for the passes). warm_start='none' solves every frame from the start pose in
 one call.
 
+Root seeds. With warm_start 'previous', every frame's start pose (what frame 0, the seeds of pass
+1 and a frame after undetermined ones are solved from) has the root body (the pelvis) placed on
+its own markers where at least three are present (root_seed.py: a rigid fit, the root joint's
+coordinates in both Euler branches, the branch of lower objective; at a tie, as a flip costs the
+markers nothing, the one nearer the default pose), where that scores below the default pose.
+OpenSim turns the whole model from its default pose instead; near the root's gimbal lock that
+turn can go the wrong way round and the legs follow into another minimum.
+
+A worse local minimum. A frame can settle in a local minimum where its neighbours found a lower
+one (the root's Euler angles flipped, a limb folded the other way; the seeds solved from the
+start pose are where that happens, and frames near the root's gimbal lock). After the passes,
+each frame the markers determine is scored (on its own markers) at its predecessor's solution,
+its successor's and their mean; where one scores below the frame's own objective, the frame is
+solved again from the lowest, and the new solution kept where it lowers the frame's objective
+by more than NEIGHBOUR_MARGIN of it (and accuracy^2, the objective's resolution): its objective
+was above what a neighbour's solution leads to. The neighbours of each frame so lowered are
+then solved from its new solution, round after round (each batched) while some frame is
+lowered: a stretch in the worse minimum is taken back a frame from each end per round.
+The result marks those frames (`above_neighbour`) and the run's summary names them. Scoring
+misses a frame alone in a worse minimum only slightly above the better one where the markers'
+noise between frames exceeds that gap; `neighbours='solve'` solves every frame once more from
+its successor's solution and from its predecessor's instead (after the passes the latter ends
+at once), at about half the solve's time again.
+
 Frames the markers do not determine. OpenSim stops at the first frame without markers; here a
 frame whose markers present (and coordinate tasks) fix fewer free coordinates than all the trial's
 markers would (the rank of their Jacobian at the start pose, `MarkerIK.determined`) is solved
@@ -110,6 +134,7 @@ from .coupling import coupler_tangent, fill_dependents
 from .marker_file import read_trial
 from .marker_kinematics import MarkerKinematics
 from .osim import OpenSimModel, load_osim
+from .root_seed import MIN_MARKERS as MIN_ROOT_MARKERS, RootSeed
 from .setup import IKSetup, IKTaskSet, read_ik_setup
 from .storage import Storage, read_storage, write_storage
 from .trc import MarkerData
@@ -120,6 +145,7 @@ WARM_STARTS = ("previous", "sweep", "none")
 WARM_STRIDE = 3
 BATCHED_PASSES = 8
 STAY_WEIGHT = 1e-6
+NEIGHBOUR_MARGIN = 1e-6           # relative: a solution from a neighbour's this much lower is better
 
 
 # ------------------------------------------------------------------------------------- scene
@@ -303,7 +329,9 @@ class IKResult:
     `determined` (F,) is False in frames whose markers (and coordinate tasks) fix fewer free
     coordinates than all the trial's markers would, `determined_coordinates` how many they fix;
     in a frame without any marker the error report is NaN (nothing was measured). `passes` counts
-    warm-start passes, `iterations` sums the engine's iterations per frame over them."""
+    warm-start passes, `iterations` sums the engine's iterations per frame over them.
+    `above_neighbour` (F,) marks the frames whose objective was above a neighbour's solution (a
+    worse local minimum) and were solved again from it (MarkerIK.solve)."""
 
     time: np.ndarray
     q: np.ndarray
@@ -331,6 +359,7 @@ class IKResult:
     determined: np.ndarray | None = None
     determined_coordinates: np.ndarray | None = None
     accuracy: float | None = None
+    above_neighbour: np.ndarray | None = None
 
     @property
     def n_frames(self) -> int:
@@ -538,10 +567,14 @@ class MarkerIK:
     @one_blas_thread()
     def solve(self, accuracy: float = DEFAULT_ACCURACY, max_iterations: int = DEFAULT_MAX_ITERATIONS,
               warm_start: str = "previous", max_passes: int | None = None, method: str = "pinv",
-              q0=None) -> IKResult:
+              q0=None, neighbours: bool | str | None = None, seed_root: bool | None = None) -> IKResult:
         """Solve every frame (module docstring). q0 (n,) or (F, n) replaces the start pose (the
         model's default pose with the prescribed values); prescribed coordinates keep theirs.
-        `method` is the engine's, for frames handed on to it."""
+        `method` is the engine's, for frames handed on to it. `neighbours` (default: with
+        warm_start 'previous') solves again from a neighbour's solution the frames whose
+        objective is above what that leads to (`_above_neighbours`): the frames a neighbour's
+        solution scores lower, or with 'solve' every frame. `seed_root` (default: with
+        warm_start 'previous' and no q0) starts frames with the root on its markers (`_seeded`)."""
         if warm_start not in WARM_STARTS:
             raise ValueError(f"warm_start must be one of {WARM_STARTS}, not {warm_start!r}")
         started = _time.perf_counter()
@@ -553,6 +586,8 @@ class MarkerIK:
             free = ~self.scene.frozen
             start[:, free] = q0[:, free]
             start = self.scene.project(start)
+        if seed_root or (seed_root is None and warm_start == "previous" and q0 is None):
+            start = self._seeded(start)
         q = start.copy()
         iterations = np.zeros(F, dtype=int)
         converged = np.zeros(F, dtype=bool)
@@ -618,12 +653,113 @@ class MarkerIK:
                 run(rows, begin[rows])
                 solved[rows], stale[rows] = True, False
                 passes += 1
+        above = np.zeros(F, dtype=bool)
+        if neighbours not in (None, True, False, "solve"):
+            raise ValueError(f"neighbours must be True, False, None or 'solve', not {neighbours!r}")
+        if neighbours or (neighbours is None and warm_start == "previous"):
+            above = self._above_neighbours(q, start, run, accuracy, every=neighbours == "solve")
         result = self.report(self.scene.fill(q))
         result.iterations, result.converged, result.passes = iterations, converged, passes
+        result.above_neighbour = above
         result.determined, result.determined_coordinates = self.determined.copy(), self.rank.copy()
         result.accuracy = float(accuracy)
         result.seconds = _time.perf_counter() - started
         return result
+
+    def _seeded(self, start):
+        """`start` with the root placed on its markers (root_seed.py) in the frames the markers
+        determine where that lowers the objective: of the two Euler branches the lower, and at
+        equal objective (a flip costs the markers nothing) the one nearer the start."""
+        seed = RootSeed.of(self.om.model, self.om.coupling, self.scene.frozen)
+        on_root = np.asarray(self.scene.segments) == (seed.segment if seed is not None else -1)
+        if seed is None or on_root.sum() < MIN_ROOT_MARKERS:
+            return start
+        candidates, ok = seed.seeds(self.scene.locations[on_root], self.measured[:, on_root],
+                                    self.frame_weights[:, on_root], start)
+        if not (ok & self.determined).any():
+            return start
+        candidates = np.stack([self.scene.project(self.scene.fill(c)) for c in candidates])
+        scores = self.objectives(np.concatenate([candidates, start[None]]))                 # (3, F)
+        own, scores = scores[2], scores[:2]
+        near = np.abs(candidates[:, :, seed.turn_coordinates] - start[None, :, seed.turn_coordinates]).sum(axis=2)
+        tie = np.abs(scores[0] - scores[1]) <= 1e-12 * np.abs(scores).max(axis=0)
+        pick = np.where(tie, near[1] < near[0], scores[1] < scores[0]).astype(int)
+        chosen = np.take_along_axis(candidates, pick[None, :, None], axis=0)[0]
+        best = np.take_along_axis(scores, pick[None], axis=0)[0]
+        use = ok & self.determined & (best < own)
+        out = start.copy()
+        out[use] = chosen[use]
+        return out
+
+    def _suspects(self, q, start, own) -> tuple:
+        """(frames, starts): the frames the markers determine where the previous frame's
+        solution, the next one's or the mean of the two (each with the frame's own prescribed
+        values) scores below the frame's own objective on its markers; each starts from the
+        lowest of those."""
+        ok = self.determined
+        before, after = np.vstack([q[:1], q[:-1]]), np.vstack([q[1:], q[-1:]])
+        has_before, has_after = np.append(False, ok[:-1]), np.append(ok[1:], False)
+        options = [(before, has_before), (after, has_after), ((before + after) / 2, has_before & has_after)]
+        guesses = np.stack([self._carry(start, guess) for guess, _ in options])
+        scores = self.objectives(guesses)
+        best, begin = own.copy(), q.copy()
+        for (_, valid), guess, scored in zip(options, guesses, scores):
+            lower = ok & valid & (scored < best)
+            best[lower], begin[lower] = scored[lower], guess[lower]
+        rows = np.flatnonzero(best < own)
+        return rows, begin[rows]
+
+    def _above_neighbours(self, q, start, run, accuracy: float, every: bool = False) -> np.ndarray:
+        """Frames whose objective is above what solving them from their neighbours' solutions
+        gives (module docstring, "A worse local minimum"), solved so; q is updated in place and
+        the frames so lowered are returned. Round one solves the suspects (`_suspects`), or with
+        `every` each frame from its successor's solution and then from its predecessor's; each
+        further round solves the neighbours of the frames the last round lowered from their new
+        solutions, until a round lowers none. A new solution is kept where it lowers the
+        frame's objective by more than NEIGHBOUR_MARGIN of it and by more than accuracy^2 (the
+        objective's resolution at that accuracy, m^2)."""
+        F = q.shape[0]
+        above = np.zeros(F, dtype=bool)
+        if F < 2:
+            return above
+        own = self.objectives(q[None])[0]
+
+        def attempt(rows, begin):
+            """Solve `rows` from `begin`; keep what is lower; the frames lowered."""
+            before = q[rows].copy()
+            run(rows, begin)
+            now = self.objectives(q[None])[0]
+            drop = own[rows] - now[rows]
+            lower = (drop > NEIGHBOUR_MARGIN * np.abs(own[rows])) & (drop > accuracy ** 2)
+            q[rows[~lower]] = before[~lower]
+            own[rows[lower]] = now[rows[lower]]
+            above[rows[lower]] = True
+            return rows[lower]
+
+        ok = self.determined
+        if every:
+            changed = []
+            for shift in (-1, 1):                          # from the successor, then the predecessor
+                valid = np.roll(ok, shift) & ok
+                valid[0 if shift == 1 else F - 1] = False
+                rows = np.flatnonzero(valid)
+                if rows.size:
+                    changed.append(attempt(rows, self._carry(start[rows], q[rows - shift])))
+            changed = np.unique(np.concatenate(changed)) if changed else np.zeros(0, dtype=int)
+        else:
+            rows, begin = self._suspects(q, start, own)
+            changed = attempt(rows, begin) if rows.size else rows
+        for _ in range(F):
+            nxt = {}                                          # neighbour -> the changed frame it starts from
+            for f in changed:
+                for g in (f - 1, f + 1):
+                    if 0 <= g < F and ok[g] and g not in nxt:
+                        nxt[g] = f
+            if not nxt:
+                break
+            rows = np.array(sorted(nxt), dtype=int)
+            changed = attempt(rows, self._carry(start[rows], q[[nxt[g] for g in rows]]))
+        return above
 
     def _unwrap(self, q, restart):
         """q (K, n) of frames in time order with the free rotational coordinates that have no limits
@@ -650,6 +786,29 @@ class MarkerIK:
         return self.scene.project(begin)
 
     # -------------------------------------------------------------------------------- report
+
+    def objectives(self, qs) -> np.ndarray:
+        """The objective (as `report` gives it) of K pose sets at once: qs (K, F, n), each a pose
+        per frame, couplers held exactly filled in; (K, F). One batched evaluation of the
+        markers for all K, for choosing between candidate starts."""
+        qs = np.asarray(qs, dtype=float)
+        K, F, n = qs.shape
+        q = self.scene.fill(qs.reshape(K * F, n))
+        M = len(self.marker_names)
+        measured = np.broadcast_to(self.measured, (K,) + self.measured.shape).reshape(K * F, M, 3)
+        x = self.scene.kinematics.positions(q) if M else np.zeros((K * F, 0, 3))
+        squared = np.sum((measured - x) ** 2, axis=-1)
+        present = np.isfinite(squared)
+        squared = np.where(present, squared, 0.0)
+        objective = np.sum(squared * self.scene.marker_scale(present) * self.marker_weights, axis=1)
+        targets = np.broadcast_to(self.coordinate_targets, (K,) + self.coordinate_targets.shape)
+        errors = q[:, self.scene.task_coordinates] - targets.reshape(K * F, -1)
+        objective = objective + errors ** 2 @ self.scene.task_weights
+        if self.scene.coupler_weight:
+            objective = objective + self.scene.coupler_weight * np.sum(self.om.constraint_residuals(q) ** 2, axis=1)
+        if self.gauss_newton.points is not None and not self.gauss_newton.points_held:
+            objective = objective + self.constraint_weight * np.sum(self.om.point_residuals(q) ** 2, axis=(1, 2))
+        return objective.reshape(K, F)
 
     def report(self, q) -> IKResult:
         """The error report (IKResult without solver counters) for coordinates q (F, n), e.g. to
@@ -748,10 +907,12 @@ def output_paths(setup: IKSetup, output_dir=None) -> dict:
     return paths
 
 
+@one_blas_thread()
 def run_ik_setup(path, output_dir=None, om: OpenSimModel | None = None, **solve_options) -> IKRun:
     """Run an InverseKinematicsTool setup file as `opensim-cmd run-tool` does: solve its trial and
     write the .mot it names and the reports it asks for (see `output_paths`). `solve_options` go
-    to MarkerIK.solve; the setup's accuracy is used unless they give one."""
+    to MarkerIK.solve; the setup's accuracy is used unless they give one. BLAS runs on one thread
+    throughout (setting the problem up included: its rank tests are small SVDs)."""
     setup = read_ik_setup(path)
     problem = MarkerIK.from_setup(setup, om)
     solve_options.setdefault("accuracy", setup.accuracy)
@@ -811,6 +972,9 @@ def summary_lines(run: IKRun) -> list:
     if r.determined is not None and not r.determined.all():
         lines.append(f"{int(np.sum(~r.determined))} frames the markers do not determine (kept near the previous "
                      f"frame, errors NaN where no marker is present): {_spans(r.time, ~r.determined)}")
+    if r.above_neighbour is not None and r.above_neighbour.any():
+        lines.append(f"{int(np.sum(r.above_neighbour))} frames sat in a worse local minimum than a neighbour's "
+                     f"solution and were solved again from it: {_spans(r.time, r.above_neighbour)}")
     if run.ignored_markers:
         lines.append("ignored marker tasks (marker not in the model or the marker file): "
                      + ", ".join(run.ignored_markers))

@@ -42,8 +42,10 @@ joint types are the same with fixed axes and identity functions:
 
 (each checked against opensim 4.6 in the tests). A ScapulothoracicJoint (the scapula on an
 ellipsoid over the thorax) is three translations whose values depend on two coordinates, then four
-rotations (scapulothoracic.py). So every body becomes one engine `Segment` with one
-revolute/prismatic joint per axis. Axes whose function is the constant 0 are left out (they do
+rotations, the last about an axis through a pivot point (scapulothoracic.py). So every body
+becomes one engine `Segment` with one revolute/prismatic joint per axis; a joint with a pivot
+off its frame's origin is split there into a massless segment (the axes before it) and the
+body's (T(pivot), then the rest), the body at T(-pivot) from its segment's frame. Axes whose function is the constant 0 are left out (they do
 not move anything); the per-axis joint values theta = f_k(q_c(k)) are what `Coupling` computes
 from OpenSim's coordinates q.
 
@@ -108,7 +110,9 @@ class TransformAxis:
     """One axis of a joint: a rotation about, or translation along, the unit `axis` (in the joint's
     parent-side frame F, turned by the rotations before it) by `function`(coordinate value), or,
     with a `second` coordinate (the ScapulothoracicJoint's ellipsoid), by
-    `function.value_and_gradient`(coordinate value, second coordinate value)."""
+    `function.value_and_gradient`(coordinate value, second coordinate value). A rotation with a
+    `pivot` turns about the axis through that point of the frame it acts in (the
+    ScapulothoracicJoint's winging axis off its origin): T(pivot) R T(-pivot)."""
 
     name: str
     kind: str
@@ -117,6 +121,7 @@ class TransformAxis:
     function: Function
     line: int | None = None
     second: str | None = None
+    pivot: np.ndarray | None = None      # a rotation's axis passes through this point (None: the origin)
 
 
 @dataclass
@@ -395,16 +400,12 @@ class _Reader:
                       f"ScapulothoracicJoint {name!r}: thoracic_ellipsoid_radii_x_y_z must be three positive "
                       f"numbers, got {list(radii)}")
         origin = _xml.child_floats(elem, "scapula_winging_axis_origin", self.path, 2, default=[0.0, 0.0], finite=True)
-        if np.any(np.asarray(origin) != 0.0):
-            self.fail(_xml.child(elem, "scapula_winging_axis_origin"),
-                      f"ScapulothoracicJoint {name!r}: a scapula_winging_axis_origin other than 0 0 is not "
-                      f"supported (got {list(origin)})")
         direction = _xml.child_float(elem, "scapula_winging_axis_direction", self.path, 0.0, finite=True)
         names = [c.name for c in coordinates]
         labels = ("translation1", "translation2", "translation3", "rotation1", "rotation2", "rotation3", "winging")
-        return [TransformAxis(label, kind, np.asarray(axis, dtype=float), coordinate, function, elem.line, second)
-                for label, (kind, axis, coordinate, second, function)
-                in zip(labels, scapulothoracic.axes(radii, direction, names))]
+        return [TransformAxis(label, kind, np.asarray(axis, dtype=float), coordinate, function, elem.line, second, pivot)
+                for label, (kind, axis, coordinate, second, function, pivot)
+                in zip(labels, scapulothoracic.axes(radii, direction, names, origin))]
 
     def motion_types(self, joint_type: str, coordinates: list, axes: list):
         """Fill in motion types OpenSim 4 files leave out: a coordinate that drives a rotation
@@ -706,8 +707,8 @@ class MarkerSet:
 
 
 class OpenSimModel:
-    """An OpenSim model in engine form: `model` (one Segment per body, ground first, parents
-    before children), `coupling` (OpenSim coordinates q -> per-axis joint values theta),
+    """An OpenSim model in engine form: `model` (one Segment per body and per joint split at a
+    pivot, ground first, parents before children), `coupling` (OpenSim coordinates q -> per-axis joint values theta),
     `markers` (in segment frames), `body_transform` (S, 4, 4): body frame = segment frame @
     body_transform[s], `couplers`, `points` (the PointConstraints: a MarkerSet of 2P points, the
     first P of them to coincide with the last P) and `source` (the parsed OsimModel). See
@@ -771,7 +772,8 @@ class OpenSimModel:
         return self.model.index(body)
 
     def body_frames(self, q) -> np.ndarray:
-        """World frames (F, S, 4, 4) of all bodies (in segment order) for coordinates q (F, n_q)."""
+        """World frames (F, S, 4, 4) of all bodies (in segment order) for coordinates q (F, n_q);
+        a joint split at a pivot (build_model) adds its intermediate segment's frame among them."""
         from ..kinematics import forward_kinematics
         q = np.atleast_2d(np.asarray(q, dtype=float))
         return forward_kinematics(self.model, self.coupling.dofs(q)).frames @ self.body_transform
@@ -800,36 +802,62 @@ def build_model(osim: OsimModel) -> OpenSimModel:
                 progressed = True
         if not progressed:                           # _check rules this out
             raise OpenSimFileError(osim.path, None, f"bodies {pending} are not connected to the ground")
-    index = {name: i for i, name in enumerate(order)}
+    # A joint with a rotation about an axis off its frame's origin (a pivot) is split there: a
+    # massless segment carries the axes before it, the body's segment hangs from that at T(pivot).
+    split = {name: next((k for k, a in enumerate(child_of[name].axes) if a.pivot is not None), None)
+             for name in order[1:]}
+    names = []
+    for name in order:
+        if split.get(name) is not None:
+            names.append(f"{child_of[name].name}/intermediate")
+        names.append(name)
+    index = {name: i for i, name in enumerate(names)}
 
     coordinates = osim.coordinates
     coord_index = {c.name: i for i, c in enumerate(coordinates)}
     # X_MB = X_BM^-1 per body (identity for the ground): body coordinates -> segment coordinates
-    segment_from_body = {name: np.eye(4) for name in order}
+    segment_from_body = {name: np.eye(4) for name in names}
     for name in order[1:]:
         if not np.array_equal(child_of[name].child_offset, np.eye(4)):
             with np.errstate(all="ignore"):
                 segment_from_body[name] = rigid_inverse(child_of[name].child_offset)
-    segments, dof_coordinate, dof_function, dof_second, dof_axis = [], [], [], [], []
-    for name in order:
-        joint = child_of.get(name)
-        if joint is None:
-            segments.append(Segment(name=name, parent=-1))
-            continue
+        if split[name] is not None:
+            back = np.eye(4)
+            back[:3, 3] = -child_of[name].axes[split[name]].pivot
+            segment_from_body[name] = back @ segment_from_body[name]
+    segments, dof_coordinate, dof_function, dof_second, dof_axis, joint_of_segment = [], [], [], [], [], []
+
+    def add_segment(name, parent, rest, joint, axes):
         engine_joints = []
-        for axis in joint.axes:
+        for axis in axes:
             make = revolute if axis.kind == ROTATION else prismatic
             engine_joints.append(make(tuple(axis.axis), name=f"{joint.name}/{axis.name}"))
             dof_coordinate.append(-1 if axis.coordinate is None else coord_index[axis.coordinate])
             dof_function.append(axis.function)
             dof_second.append(-1 if axis.second is None else coord_index[axis.second])
             dof_axis.append((joint, axis))
-        with np.errstate(all="ignore"):
-            rest = segment_from_body[joint.parent] @ joint.parent_offset
         if not np.all(np.isfinite(rest)):
             raise OpenSimFileError(osim.path, joint.line, f"joint {joint.name!r}: its offset frames are too large "
                                                           "to compute with")
-        segments.append(Segment(name=name, parent=index[joint.parent], rest=rest, joints=tuple(engine_joints)))
+        segments.append(Segment(name=name, parent=parent, rest=rest, joints=tuple(engine_joints)))
+        joint_of_segment.append(joint)
+
+    for name in order:
+        joint = child_of.get(name)
+        if joint is None:
+            segments.append(Segment(name=name, parent=-1))
+            joint_of_segment.append(None)
+            continue
+        with np.errstate(all="ignore"):
+            rest = segment_from_body[joint.parent] @ joint.parent_offset
+        k = split[name]
+        if k is None:
+            add_segment(name, index[joint.parent], rest, joint, joint.axes)
+        else:
+            at = np.eye(4)
+            at[:3, 3] = joint.axes[k].pivot
+            add_segment(f"{joint.name}/intermediate", index[joint.parent], rest, joint, joint.axes[:k])
+            add_segment(name, index[name] - 1, at, joint, joint.axes[k:])
     model = Model(segments, armature_names=[osim.name or "opensim"])
     coupling = Coupling(coordinates, np.array(dof_coordinate, dtype=int), dof_function,
                         np.array(dof_second, dtype=int) if any(k >= 0 for k in dof_second) else None)
@@ -839,7 +867,7 @@ def build_model(osim: OsimModel) -> OpenSimModel:
     markers = MarkerSet(names=[m.name for m in osim.markers],
                         segments=np.array([index[m.body] for m in osim.markers], dtype=int),
                         locations=np.array(locations, dtype=float).reshape(-1, 3))
-    body_transform = np.stack([segment_from_body[name] for name in order])
+    body_transform = np.stack([segment_from_body[name] for name in names])
     couplers = [Coupler(k.name, coord_index[k.dependent], coord_index[k.independent], scaled(k.function, k.scale_factor))
                 for k in osim.couplers]
     ends = [(p.name, p.body_1, p.location_1) for p in osim.points] + [(p.name, p.body_2, p.location_2)
@@ -853,7 +881,7 @@ def build_model(osim: OsimModel) -> OpenSimModel:
         coupler_order(couplers)                              # two couplers of one dependent, loops
     except ValueError as exc:
         raise OpenSimFileError(osim.path, None, str(exc)) from None
-    _check_default_pose(om, dof_axis, [child_of.get(name) for name in order])
+    _check_default_pose(om, dof_axis, joint_of_segment)
     return om
 
 

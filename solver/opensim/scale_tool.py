@@ -63,11 +63,20 @@ def _target(path: Path | None, output_dir) -> Path | None:
     return path if output_dir is None else Path(output_dir) / path.name
 
 
-def run_scale_setup(path, output_dir=None, write: bool = True, accuracy: float = PLACER_ACCURACY) -> ScaleRun:
+def run_scale_setup(path, output_dir=None, write: bool = True, accuracy: float = PLACER_ACCURACY,
+                    model_file=None, marker_file=None) -> ScaleRun:
     """Run a ScaleTool setup file (module docstring). `output_dir` puts every output there
-    (file names kept); `write` False writes nothing."""
+    (file names kept); `write` False writes nothing. `model_file` replaces the generic model and
+    `marker_file` the static trial of the model scaler and the marker placer (as a user picking
+    another subject's trial for the same setup)."""
     started = _time.perf_counter()
     setup = read_scale_setup(path)
+    if model_file is not None:
+        setup.model_file = Path(model_file).resolve()
+    if marker_file is not None:
+        for part in (setup.model_scaler, setup.marker_placer):
+            if part is not None:
+                part.marker_file = Path(marker_file).resolve()
     if setup.model_file is None:
         raise OpenSimFileError(setup.path, None, "the setup names no model_file (GenericModelMaker)")
     doc = ModelDocument.read(setup.model_file)

@@ -21,6 +21,11 @@ Scaling a model by factors S_b = diag(s_b) (Model::scale):
 * a CustomJoint's translation functions f_k along axis a_k become (|a_k| . s_P) f_k, s_P the
   factors of the joint's parent body (a MultiplierFunction), except the identity LinearFunction
   (1, 0), which is a degree of freedom;
+* a CoordinateCouplerConstraint whose dependent coordinate is translational: its scale_factor
+  times s_x of the body its joint hangs from (the parent frame's base body), which must be
+  scaled uniformly (OpenSim refuses other factors, as here); rotational ones are not scaled;
+* a ScapulothoracicJoint's ellipsoid radii r become S_P r (P its parent body) and its winging
+  axis origin (o_x, o_y) becomes (sx o_x, sy o_y) with the child's factors, where both are scaled;
 * a body's mass centre c becomes S_b c; with preserve_mass_distribution false its mass becomes
   m |sx sy sz|; its inertia I (scale_inertia): s^2 I (times |sx sy sz| when the mass scales)
   for equal factors, else as a cylinder about its smallest principal moment;
@@ -36,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _xml
-from .errors import OpenSimFileWarning
+from .errors import OpenSimFileError, OpenSimFileWarning
 from .functions import FUNCTION_TAGS
 from .model_document import ModelDocument, number, numbers, set_text
 from .scale_setup import ModelScalerSetup
@@ -259,6 +264,41 @@ def _scale_function(axis, factor: float, path):
     holder.insert(index, multiplier)
 
 
+def _scale_scapulothoracic(joint, parent, child, path):
+    """A ScapulothoracicJoint scales as OpenSim's does: the thoracic ellipsoid's radii by the
+    parent body's factors (r_k s_k), the winging axis origin (o_x, o_y) by the child body's x and
+    y factors, the latter only where both bodies are scaled."""
+    _scale_point(joint, "thoracic_ellipsoid_radii_x_y_z", parent, path)
+    origin = _xml.child_floats(joint, "scapula_winging_axis_origin", path, 2)
+    if child is not None and origin is not None:
+        set_text(joint, "scapula_winging_axis_origin", numbers(origin * np.asarray(child)[:2]))
+
+
+def _scale_couplers(doc: ModelDocument, factors: dict) -> None:
+    """CoordinateCouplerConstraints as OpenSim scales them (module docstring)."""
+    holder = _xml.child(doc.model, "ConstraintSet")
+    objects = None if holder is None else _xml.child(holder, "objects")
+    couplers = [] if objects is None else [c for c in objects if c.tag == "CoordinateCouplerConstraint"]
+    if not couplers:
+        return
+    osim = doc.osim()
+    coordinates = {c.name: c for c in osim.coordinates}
+    parent = {j.name: j.parent for j in osim.joints}
+    for c in couplers:
+        coordinate = coordinates.get(_xml.child_text(c, "dependent_coordinate_name") or "")
+        if coordinate is None or coordinate.motion_type != "translational":
+            continue
+        s = factors.get(parent.get(coordinate.joint))
+        if s is None:
+            continue
+        if not (s[0] == s[1] == s[2]):
+            raise OpenSimFileError(doc.path, c.line, f"CoordinateCouplerConstraint {c.get('name', '')!r}: its "
+                                   f"translational dependent {coordinate.name!r} hangs from body "
+                                   f"{parent.get(coordinate.joint)!r}, scaled unequally {list(s)}: OpenSim 4.6 "
+                                   "refuses that too (non-uniform scaling of couplers is not implemented)")
+        set_text(c, "scale_factor", number(_xml.child_float(c, "scale_factor", doc.path, 1.0) * float(s[0])))
+
+
 def apply_scale(doc: ModelDocument, factors: dict, preserve_mass_distribution: bool, mass: float) -> list:
     """Scale the model `doc` in place by `factors` ({body name: (3,)}) as Model::scale does
     (module docstring); `mass` > 0 is the subject's total mass. Returns notes on what is not
@@ -277,12 +317,15 @@ def apply_scale(doc: ModelDocument, factors: dict, preserve_mass_distribution: b
             s = f(base_of(frame, ("socket_parent", "socket_parent_connectee_name")))
             if s is not None:
                 _scale_point(frame, "translation", s, path)
+    _scale_couplers(doc, factors)
     joints = doc.joints()
     for joint, parent, child in joints:
         if not v4:
             for tag, body in (("location_in_parent", parent), ("location", child)):
                 if f(body) is not None:
                     _scale_point(joint, tag, f(body), path)
+        if joint.tag == "ScapulothoracicJoint" and f(parent) is not None:
+            _scale_scapulothoracic(joint, f(parent), f(child), path)
         transform = _xml.child(joint, "SpatialTransform")
         s = f(parent)
         if transform is None or s is None:
@@ -326,7 +369,7 @@ def apply_scale(doc: ModelDocument, factors: dict, preserve_mass_distribution: b
     if points:
         notes.append(f"{points} muscle path points scaled; muscle fibre and tendon lengths are not (OpenSim "
                      "rescales them by the change of path length)")
-    for tag in ("WrapCylinder", "WrapSphere", "WrapEllipsoid", "WrapTorus", "MovingPathPoint", "ScapulothoracicJoint"):
+    for tag in ("WrapCylinder", "WrapSphere", "WrapEllipsoid", "WrapTorus", "MovingPathPoint"):
         if next(doc.model.iter(tag), None) is not None:
             notes.append(f"the model's {tag} elements are not scaled")
     return notes

@@ -22,12 +22,17 @@ R e_z = (sin q_e, -sin q_a cos q_e, cos q_a cos q_e):
     p = (r_x sin q_a cos q_e,  r_y sin q_e,  r_z cos q_a cos q_e)         (in P, on the ellipsoid
                                                                             x^2/r_x^2 + ... = 1)
 
-and then (origin 0) M = K R_axis(q_w). As engine axes (osim.py's transform axes, in order): three
-translations along P's x, y, z by the three components of p (functions of q_a and q_e,
-`EllipsoidPoint`), rotations about y by q_a, about -x by q_e, about z by q_u, and about
-(-sin d, cos d, 0) by q_w. Checked against opensim 4.6's body transforms in the tests. A winging
-origin other than (0, 0) would put a translation after the rotations, which the marker
-kinematics' layout has no slot for: such a file is refused.
+and then M = K T(o) R_axis(q_w) T(-o) with o = (o_x, o_y, 0): the pin's frames on both massless
+bodies are the same transform [R_w, o] (R_w turns z onto the axis), so the pin turns the
+scapula about the axis through o and M = K where q_w = 0. As engine axes (osim.py's transform
+axes, in order): three translations along P's x, y, z by the three components of p (functions
+of q_a and q_e, `EllipsoidPoint`), rotations about y by q_a, about -x by q_e, about z by q_u,
+and about (-sin d, cos d, 0) by q_w with pivot o. The marker kinematics' layout (translations,
+then rotations, per segment) has no slot for T(o) between the rotations, so a pivot off the
+origin splits the joint as Simbody does (osim.build_model): a massless segment K carries the
+ellipsoid's six axes; the scapula's segment hangs from it at T(o) with the winging rotation,
+and the body (and what hangs from it) sits at T(-o) from that segment's frame. Checked against
+opensim 4.6's body transforms in the tests.
 """
 
 from __future__ import annotations
@@ -74,15 +79,18 @@ def winging_axis(direction: float) -> np.ndarray:
     return np.array([-np.sin(direction), np.cos(direction), 0.0])
 
 
-def axes(radii, direction: float, coordinates: list):
-    """[(kind, axis, coordinate, second coordinate or None, function)] in application order for
-    a ScapulothoracicJoint of ellipsoid `radii` (r_x, r_y, r_z), winging `direction` and its four
-    `coordinates` (names, in file order)."""
+def axes(radii, direction: float, coordinates: list, origin=(0.0, 0.0)):
+    """[(kind, axis, coordinate, second coordinate or None, function, pivot or None)] in
+    application order for a ScapulothoracicJoint of ellipsoid `radii` (r_x, r_y, r_z), winging
+    `direction` and `origin` (o_x, o_y) and its four `coordinates` (names, in file order). The
+    winging rotation's pivot is (o_x, o_y, 0) in K, None when that is K's origin."""
     a, e, u, w = coordinates
     eye = np.eye(3)
-    out = [("translation", eye[k], a, e, EllipsoidPoint(radii[k], k)) for k in range(3)]
-    out += [("rotation", eye[1], a, None, LinearFunction(1.0, 0.0)),
-            ("rotation", -eye[0], e, None, LinearFunction(1.0, 0.0)),
-            ("rotation", eye[2], u, None, LinearFunction(1.0, 0.0)),
-            ("rotation", winging_axis(direction), w, None, LinearFunction(1.0, 0.0))]
+    pivot = np.array([origin[0], origin[1], 0.0], dtype=float)
+    out = [("translation", eye[k], a, e, EllipsoidPoint(radii[k], k), None) for k in range(3)]
+    out += [("rotation", eye[1], a, None, LinearFunction(1.0, 0.0), None),
+            ("rotation", -eye[0], e, None, LinearFunction(1.0, 0.0), None),
+            ("rotation", eye[2], u, None, LinearFunction(1.0, 0.0), None),
+            ("rotation", winging_axis(direction), w, None, LinearFunction(1.0, 0.0),
+             pivot if np.any(pivot != 0.0) else None)]
     return out

@@ -150,3 +150,72 @@ def test_gaps_units_frame_rate_and_task_set_against_the_engine(extension_zip, tm
     assert np.abs(q - direct.q).max() <= 1e-5
     assert np.abs(np.array(r["q_chunked"]) - direct.q).max() <= 1e-5
     assert r["pose"][0] <= 1e-5 and r["pose"][1] <= 1e-5
+
+
+def test_scaling_the_imported_model_from_a_static_trial(extension_zip, tmp_path):
+    """OpenSim's Scale regression setup (gait2354 generic model, subject01 static trial) run from
+    the panel on the imported generic model: the armature is rebuilt from the marker-placed model
+    in place, its bones on the bodies of OpenSim's expected scaled model (std_subject01_simbody.osim)
+    at our static pose, its markers where the placed model has them, the per-marker report as the
+    engine gives it outside Blender (this setup moves all 39 markers; 10 of the trial's are not
+    in the model), the trial still bound."""
+    from solver.opensim.scale_tool import run_scale_setup
+    scale = DATA.parent / "opensim_scale"
+    setup, static, generic = (scale / n for n in ("subject01_Setup_Scale.xml", "subject01_static.trc",
+                                                  "gait2354_simbody.osim"))
+    r = call_in_blender("opensim:scale_from_static", extension_zip=extension_zip, osim=str(generic),
+                        setup=str(setup), static=str(static), trc=str(TRC), blend=str(tmp_path / "scale.blend"))
+    assert "Pick a Scale Setup" in r["polls"]["no setup"]
+    assert r["done"] == ["FINISHED"] and r["trial_kept"] and not r["has_result"]
+    assert r["source"] == str(tmp_path / "gait2354_simbody_scaled.osim") and len(r["objects"]) == 1
+    ours = load_osim(r["source"])
+    q = ours.coupling.default_coordinates(1)
+    W = ours.body_frames(q)[0]
+    std = load_osim(scale / "std_subject01_simbody.osim")
+    assert std.coordinate_names == ours.coordinate_names
+    V = std.body_frames(q)[0]
+    assert set(r["bones"]) == set(ours.model.names[1:]) and len(r["bones"]) == 12
+    for body, matrix in r["bones"].items():
+        s = ours.segment(body)
+        assert np.abs(np.array(matrix)[:3, 3] - W[s, :3, 3]).max() < 1e-6            # float32 bones, on our bodies
+        assert np.abs(W[s, :3, 3] - V[std.segment(body), :3, 3]).max() < 1e-5        # and OpenSim's
+    run = run_scale_setup(setup, write=False, model_file=generic, marker_file=static)
+    placed = ours.marker_positions(q)[0]
+    assert set(r["markers"]) == set(ours.markers.names)
+    for k, name in enumerate(ours.markers.names):
+        assert np.abs(np.array(r["markers"][name]) - placed[k]).max() < 1e-6, name
+    kinds = {"FIXED": {}, "MOVED": {}, "MODEL_ONLY": {}, "TRIAL_ONLY": {}}
+    for name, kind, error in r["report"]:
+        kinds[kind][name] = error
+    assert kinds["FIXED"] == pytest.approx(run.placement.fixed_errors, rel=1e-6)       # float properties:
+    assert kinds["MOVED"] == pytest.approx(run.placement.moved_errors, rel=1e-6)       # single precision
+    assert len(kinds["FIXED"]) + len(kinds["MOVED"]) == len(r["markers"]) == 39      # this setup fixes none
+    assert sorted(kinds["TRIAL_ONLY"]) == sorted(run.trial_only_markers) and len(kinds["TRIAL_ONLY"]) == 10
+    assert not kinds["MODEL_ONLY"]
+    assert r["rms"] == pytest.approx(float(run.placement.ik.marker_error_rms[0]), rel=1e-6)
+    lines = r["panels"]["ITASC_PT_opensim_scale"]
+    assert any("Tracking: moved by (39)" in str(line) for line in lines), lines
+    assert any("In the trial only (ignored) (10)" in str(line) for line in lines), lines
+
+
+def test_a_scapulothoracic_joint_split_at_its_winging_origin_imports_as_bodies(extension_zip, tmp_path):
+    """The thoracoscapular model with its winging axis off the origin: the engine splits the joint
+    with a massless segment, which is no bone; the scapula hangs from the thorax, bones sit on the
+    body frames and markers where the model has them."""
+    model = DATA.parent / "opensim_constraints" / "ThoracoscapularShoulderModel.osim"
+    if not model.is_file():
+        pytest.skip("shared/data/opensim_constraints is missing")
+    path = tmp_path / "winging.osim"
+    path.write_text(model.read_text().replace("<scapula_winging_axis_origin>0 0</scapula_winging_axis_origin>",
+                                              "<scapula_winging_axis_origin>0.012 -0.021</scapula_winging_axis_origin>"))
+    om = load_osim(path)
+    assert "scapulothoracic/intermediate" in om.model.names
+    r = call_in_blender("opensim:import_only", extension_zip=extension_zip, osim=str(path))
+    bodies = [b.name for b in om.source.bodies[1:]]
+    assert sorted(r["bones"]) == sorted(bodies) and r["parents"]["scapula"] == "thorax"
+    W0 = om.body_frames(om.coupling.default_coordinates(1))[0]
+    for body in bodies:
+        assert np.abs(np.array(r["bones"][body])[:3, 3] - W0[om.segment(body), :3, 3]).max() < 1e-6, body
+    x = om.marker_positions(om.coupling.default_coordinates(1))[0]
+    for k, name in enumerate(om.markers.names):
+        assert np.abs(np.array(r["markers"][name]) - x[k]).max() < 1e-6, name

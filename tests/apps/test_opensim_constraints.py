@@ -370,3 +370,59 @@ def test_seeds_unwrap_as_numpy_does_between_restarts():
         expected[a:b, rotational] = np.unwrap(turned[a:b, rotational], axis=0)
     np.testing.assert_allclose(out, expected, atol=1e-12)
     assert np.all(out[:, ~problem.om.coupling.rotational] == turned[:, ~problem.om.coupling.rotational])
+
+
+@needs_constraint_data
+def test_scaling_scales_translational_couplers_as_opensim_does(osim, tmp_path):
+    """Model::scale multiplies a coupler's scale_factor by the x factor of the body its
+    translational dependent's joint hangs from (the knee translations of the patella on the
+    tibia), not the rotational ones; unequal factors there are refused by both. Ours against
+    OpenSim 4.6's scaled model (its couplers through its API: its file prints their splines to 6
+    digits): every coupler's function equal at any knee angle (1e-14), so
+    marker IK on the scaled model holds OpenSim's couplers, not the unscaled ones (which miss
+    them by (s - 1) f(q), 2e-3 m here)."""
+    from solver.opensim.model_document import ModelDocument
+    from solver.opensim.scaling import apply_scale
+    factors = {"tibia_r": (1.1, 1.1, 1.1), "tibia_l": (0.95, 0.95, 0.95), "femur_r": (1.2, 0.9, 1.0),
+               "patella_r": (1.05, 1.05, 1.05)}
+    doc = ModelDocument.read(MODEL)
+    apply_scale(doc, {b: np.array(f) for b, f in factors.items()}, True, -1.0)
+    ours = load_osim(doc.write(tmp_path / "ours.osim"))
+    model = osim.Model(str(MODEL))
+    state = model.initSystem()
+    scale_set = osim.ScaleSet()
+    for body, f in factors.items():
+        scale = osim.Scale()
+        scale.setSegmentName(body)
+        scale.setScaleFactors(osim.Vec3(*f))
+        scale.setApply(True)
+        scale_set.cloneAndAppend(scale)
+    assert model.scale(state, scale_set, True, -1.0)
+    unscaled = load_osim(MODEL)
+    knee = np.linspace(-0.17, 2.79, 50)
+    constraints = model.getConstraintSet()
+    gap = 0.0
+    for a, c in zip(ours.couplers, unscaled.couplers):          # OpenSim's scaled coupler, through its API
+        theirs = osim.CoordinateCouplerConstraint.safeDownCast(constraints.get(a.name))
+        scale = float(theirs.getPropertyByName("scale_factor").toString())
+        function = theirs.getFunction()
+        values = np.array([scale * function.calcValue(osim.Vector(1, float(x))) for x in knee])
+        np.testing.assert_allclose(a.function.value(knee), values, rtol=1e-14, atol=1e-17)
+        gap = max(gap, np.abs(a.function.value(knee) - c.function.value(knee)).max())
+    assert gap > 1e-3
+    text = (tmp_path / "ours.osim").read_text()
+    assert len(re.findall(r"<scale_factor>1.1</scale_factor>", text)) == 3                 # tx, ty, tz on tibia_r
+    assert len(re.findall(r"<scale_factor>0.95</scale_factor>", text)) == 3
+    uneven = ModelDocument.read(MODEL)
+    with pytest.raises(OpenSimFileError, match="tib_pat_r_tx_con.*scaled unequally"):
+        apply_scale(uneven, {"tibia_r": np.array([1.1, 1.0, 1.1])}, True, -1.0)
+    model = osim.Model(str(MODEL))
+    state = model.initSystem()
+    scale = osim.Scale()
+    scale.setSegmentName("tibia_r")
+    scale.setScaleFactors(osim.Vec3(1.1, 1.0, 1.1))
+    scale.setApply(True)
+    scale_set = osim.ScaleSet()
+    scale_set.cloneAndAppend(scale)
+    with pytest.raises(Exception, match="Non-uniform scaling"):
+        model.scale(state, scale_set, True, -1.0)

@@ -237,3 +237,50 @@ def gaps_trial(osim, trc, tasks, gaps):
             "marker_names": ik.marker_names, "errors_nan": np.isnan(ik.marker_errors).tolist(),
             "rms": ik.marker_error_rms.tolist(), "pose": W_err, "message": arm.itasc_opensim.result_message,
             "range": [scene.frame_start, scene.frame_end], "fps": scene.render.fps}
+
+
+def scale_from_static(osim, setup, static, trc, blend):
+    """Import the generic model, bind a trial, scale it through the panel's operator from `setup`
+    on the `static` trial (the .blend saved as `blend` first, so the scaled model is written
+    beside it), and report the rebuilt armature: bones, model markers, the per-marker report,
+    the binding, the panel's lines."""
+    clear_scene()
+    bpy.ops.wm.save_as_mainfile(filepath=blend)
+    assert bpy.ops.itasc.opensim_import_model(filepath=osim) == {"FINISHED"}
+    arm = bpy.context.object
+    assert bpy.ops.itasc.opensim_import_trc(filepath=trc) == {"FINISHED"}
+    trial = arm.itasc_opensim.trial
+    bpy.context.view_layer.objects.active = arm
+    polls = {"no setup": poll_message(lambda: bpy.ops.itasc.opensim_scale(), arm)}
+    old_markers = len([c for c in arm.children if c.itasc_opensim.kind == "MODEL_MARKER"])
+    arm.itasc_opensim.scale_setup = setup
+    arm.itasc_opensim.static_trial = static
+    with bpy.context.temp_override(object=arm, active_object=arm):
+        done = bpy.ops.itasc.opensim_scale()
+    s = arm.itasc_opensim
+    bones = {item.body: np.array(arm.data.bones[item.bone].matrix_local, dtype=float).tolist() for item in s.bodies}
+    parents = {b.name: (b.parent.name if b.parent else None) for b in arm.data.bones}
+    bpy.context.scene.frame_set(1)
+    dg = bpy.context.evaluated_depsgraph_get()
+    markers = {c.itasc_opensim.marker: list(np.linalg.inv(LAB)[:3, :3] @ np.array(c.evaluated_get(dg).matrix_world.translation))
+               for c in arm.children if c.itasc_opensim.kind == "MODEL_MARKER"}
+    report = [[m.marker, m.kind, m.error] for m in s.scale_markers]
+    return {"done": sorted(done), "polls": polls, "source": s.source, "bones": bones, "parents": parents,
+            "markers": markers, "old_markers": old_markers, "report": report, "rms": s.scale_rms,
+            "trial_kept": s.trial == trial, "has_result": s.has_result,
+            "objects": sorted(o.name for o in bpy.data.objects if o.itasc_opensim.kind == "MODEL"),
+            "panels": draw_panels(arm)}
+
+
+def import_only(osim):
+    """Import a model; its bones (rest matrices, parents) and its model markers in OpenSim ground."""
+    clear_scene()
+    assert bpy.ops.itasc.opensim_import_model(filepath=osim) == {"FINISHED"}
+    arm = bpy.context.object
+    dg = bpy.context.evaluated_depsgraph_get()
+    markers = {c.itasc_opensim.marker: list(np.linalg.inv(LAB)[:3, :3] @ np.array(c.evaluated_get(dg).matrix_world.translation))
+               for c in arm.children if c.itasc_opensim.kind == "MODEL_MARKER"}
+    return {"bodies": [[i.body, i.bone] for i in arm.itasc_opensim.bodies],
+            "bones": {b.name: np.array(b.matrix_local, dtype=float).tolist() for b in arm.data.bones},
+            "parents": {b.name: (b.parent.name if b.parent else None) for b in arm.data.bones},
+            "markers": markers}
