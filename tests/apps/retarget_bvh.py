@@ -105,3 +105,64 @@ def rotation(axis: str, degrees: float) -> np.ndarray:
     M = np.eye(3)
     M[i, i], M[i, j], M[j, i], M[j, j] = c, -s, s, c
     return M
+
+
+def without(rest: dict, drop) -> dict:
+    """The skeleton without the joints named in `drop`: their children hang on their parent; a
+    parent left without children ends where the dropped joint began (its End Site)."""
+    drop = set(drop)
+    keep = [i for i, n in enumerate(rest["names"]) if n not in drop]
+    at = {old: new for new, old in enumerate(keep)}
+    parents, ends = [], []
+    for i in keep:
+        p = rest["parents"][i]
+        while p >= 0 and rest["names"][p] in drop:
+            p = rest["parents"][p]
+        parents.append(at.get(p, -1))
+        ends.append(rest["ends"][i])
+    parents, heads = np.array(parents, dtype=int), rest["heads"][keep]
+    for new, i in enumerate(keep):
+        gone = [c for c in np.flatnonzero(rest["parents"] == i) if rest["names"][c] in drop]
+        if gone and not np.any(parents == new) and ends[new] is None:
+            ends[new] = rest["heads"][gone[0]] - rest["heads"][i]
+    return {"names": [rest["names"][i] for i in keep], "parents": parents, "heads": heads,
+            "tails": tails_of(parents, heads, ends), "ends": ends}
+
+
+def split(rest: dict, name: str, new: str) -> dict:
+    """The skeleton with joint `name` cut in two: `new`, halfway along it, takes its children."""
+    i = rest["names"].index(name)
+    children = np.flatnonzero(rest["parents"] == i)
+    mid = (rest["heads"][i] + (rest["heads"][children].mean(axis=0) if len(children) else rest["tails"][i])) / 2
+    names = rest["names"] + [new]
+    parents = np.append(np.where(rest["parents"] == i, len(rest["names"]), rest["parents"]), i)
+    heads = np.vstack([rest["heads"], mid])
+    ends = list(rest["ends"]) + [rest["ends"][i]]
+    ends[i] = None
+    order = _parents_first(parents)
+    at = {old: k for k, old in enumerate(order)}
+    parents = np.array([at[parents[o]] if parents[o] >= 0 else -1 for o in order])
+    heads, ends, names = heads[order], [ends[o] for o in order], [names[o] for o in order]
+    return {"names": names, "parents": parents, "heads": heads, "tails": tails_of(parents, heads, ends), "ends": ends}
+
+
+def with_root(rest: dict, name: str) -> dict:
+    """The skeleton under a new root joint `name` on the floor below the first root."""
+    heads = rest["heads"]
+    floor = heads[:, 1].min()
+    root = np.array([heads[0, 0], floor, heads[0, 2]])
+    parents = np.concatenate([[-1], np.where(rest["parents"] < 0, 0, rest["parents"] + 1)])
+    heads = np.vstack([root, heads])
+    ends = [None] + list(rest["ends"])
+    return {"names": [name] + list(rest["names"]), "parents": parents, "heads": heads,
+            "tails": tails_of(parents, heads, ends), "ends": ends}
+
+
+def _parents_first(parents) -> list:
+    order, placed = [], set()
+    while len(order) < len(parents):
+        for i, p in enumerate(parents):
+            if i not in placed and (p < 0 or p in placed):
+                order.append(i)
+                placed.add(i)
+    return order

@@ -1,0 +1,216 @@
+"""Bone maps from the skeleton (solver.retarget.structure) on both CMU BVH clips of
+../shared/data/bvh, read in place (tests/apps/retarget_bvh.py, bones as Blender's importer
+makes them), and on variants made from them: joints renamed (Bandai Namco style, Mixamo with a
+namespace prefix and "_End" joints, random names), the skeleton turned (the BVH's Y up, Z up
+facing -Y as Blender's importer turns it, facing +Y, an oblique turn), chains shortened or
+lengthened (no clavicles, no toes, two or four spine bones, a root joint above the hips).
+
+The truth is the CMU naming itself: each clip's joint names say what they are (SOURCES.md lists
+them; "LeftShoulder" is a clavicle in the MotionBuilder naming and an upper arm in the 3ds Max
+one), written out below per convention and carried through every renaming.
+"""
+
+import numpy as np
+import pytest
+
+from solver.retarget import ROLES
+from solver.retarget.structure import name_side, structural_map, tokens
+from tests.apps.retarget_bvh import (CLIPS, DATA, read_rest, renamed, rotation, split, turned, with_end_joints,
+                                     with_root, without)
+
+_LIMB_MB = {"thigh": "UpLeg", "shin": "Leg", "foot": "Foot", "toe": "ToeBase", "shoulder": "Shoulder",
+            "upper_arm": "Arm", "forearm": "ForeArm", "hand": "Hand"}
+_LIMB_MAX = {"thigh": "Hip", "shin": "Knee", "foot": "Ankle", "toe": "Toe", "shoulder": "Collar",
+             "upper_arm": "Shoulder", "forearm": "Elbow", "hand": "Wrist"}
+_SIDE = {"L": "Left", "R": "Right"}
+
+#: What each CMU joint is, by the clip's own naming (SOURCES.md).
+TRUTH = {
+    "walk": {"hips": "Hips", "spine": "LowerBack", "chest": "Spine", "upper_chest": "Spine1", "neck": "Neck",
+             "head": "Head", **{f"{p}.{s}": _SIDE[s] + n for p, n in _LIMB_MB.items() for s in "LR"}},
+    "131": {"hips": "Hips", "spine": "lowerback", "chest": "Chest", "upper_chest": "Chest2", "neck": "lowerneck",
+            "head": "Head", **{f"{p}.{s}": _SIDE[s] + n for p, n in _LIMB_MAX.items() for s in "LR"}},
+}
+
+#: Bandai Namco's style (joint_Root, Hips, UpperLeg_L, LowerLeg_L, Foot_L, Toes_L, ...) per role.
+BANDAI = {"hips": "Hips", "spine": "Spine", "chest": "Chest", "upper_chest": "UpperChest", "neck": "Neck",
+          "head": "Head", **{f"{p}.{s}": f"{n}_{s}" for p, n in
+                             {"thigh": "UpperLeg", "shin": "LowerLeg", "foot": "Foot", "toe": "Toes",
+                              "shoulder": "Shoulder", "upper_arm": "UpperArm", "forearm": "LowerArm",
+                              "hand": "Hand"}.items() for s in "LR"}}
+#: Mixamo's names per role, without the namespace prefix.
+MIXAMO = {"hips": "Hips", "spine": "Spine", "chest": "Spine1", "upper_chest": "Spine2", "neck": "Neck",
+          "head": "Head", **{f"{p}.{s}": _SIDE[s] + n for p, n in _LIMB_MB.items() for s in "LR"}}
+
+BVH_TO_BLENDER = rotation("X", 90.0)          # Y up, facing +Z  ->  Z up, facing -Y (Blender's importer)
+TURNS = {"bvh_y_up": np.eye(3), "blender_z_up": BVH_TO_BLENDER,
+         "z_up_facing_+y": rotation("Z", 180.0) @ BVH_TO_BLENDER,
+         "oblique": rotation("Z", 37.0) @ rotation("X", 61.0) @ rotation("Y", -23.0)}
+
+
+def rest(clip):
+    return read_rest(DATA / CLIPS[clip])
+
+
+def rename_by_role(skeleton, clip, role_names, prefix="", other=None):
+    """The clip's skeleton with each role's joint named `prefix + role_names[role]` and the other
+    joints named by `other` (default: prefix + their own name). Returns (skeleton, truth)."""
+    table = {TRUTH[clip][r]: prefix + role_names[r] for r in ROLES}
+    out = renamed(skeleton, table, other or (lambda n: prefix + n))
+    return out, {r: prefix + role_names[r] for r in ROLES}
+
+
+def random_names(skeleton, clip, seed):
+    """Every joint a random lower-case hex name (no side or helper words possible); the truth
+    for the roles whose joints the skeleton has."""
+    rng = np.random.default_rng(seed)
+    fresh = {n: "".join(rng.choice(list("0123456789abcdef"), 10)) for n in skeleton["names"]}
+    return renamed(skeleton, fresh), {r: fresh[TRUTH[clip][r]] for r in ROLES if TRUTH[clip][r] in fresh}
+
+
+def mapped(skeleton):
+    return structural_map(skeleton["names"], skeleton["parents"], skeleton["heads"], skeleton["tails"])
+
+
+def variants(clip):
+    """(label, skeleton, truth) for every naming of the clip in every turn."""
+    base = rest(clip)
+    namings = [("cmu", base, TRUTH[clip])]
+    namings.append(("bandai",) + rename_by_role(with_root(base, "joint_Root"), clip, BANDAI))
+    namings.append(("mixamo7",) + rename_by_role(with_end_joints(base), clip, MIXAMO, prefix="mixamorig7:"))
+    namings.append(("random",) + random_names(base, clip, seed=33))
+    return [(f"{name}/{turn}", turned(s, M), truth) for name, s, truth in namings for turn, M in TURNS.items()]
+
+
+@pytest.mark.parametrize("clip", list(CLIPS))
+def test_every_naming_and_rest_orientation_maps_every_role(clip):
+    """All 22 roles, as the CMU names say, for four namings in four orientations; nothing
+    ambiguous; up found along the skeleton's own up (the BVH's +Y, turned with it)."""
+    for label, skeleton, truth in variants(clip):
+        m = mapped(skeleton)
+        wrong = {r: (m.roles.get(r), truth[r]) for r in ROLES if m.roles.get(r) != truth[r]}
+        assert not wrong, (clip, label, wrong)
+        assert m.ambiguous == [], (clip, label, m.ambiguous)
+        assert m.facing == "feet"
+        M = TURNS[label.split("/")[1]]
+        up_truth = M @ [0.0, 1.0, 0.0]
+        assert np.degrees(np.arccos(np.clip(np.dot(m.up, up_truth), -1, 1))) < 15.0, (label, m.up)
+        forward_truth = M @ [0.0, 0.0, 1.0]                    # the clips walk along the BVH's +Z
+        assert np.dot(m.forward, forward_truth) > np.cos(np.radians(20.0)), (label, m.forward)
+    print(clip, "maps", len(variants(clip)), "variants; up", np.round(m.up, 3), "forward", np.round(m.forward, 3))
+
+
+def test_blender_facing_puts_the_characters_left_at_plus_x():
+    """Turned as Blender's BVH importer turns it (facing -Y, Z up), the left leg's joints lie at
+    +X, as on Rigify's metarig."""
+    s = turned(rest("walk"), BVH_TO_BLENDER)
+    m = mapped(s)
+    assert np.allclose(m.forward, [0, -1, 0], atol=0.2) and np.allclose(m.up, [0, 0, 1], atol=0.2)
+    x = {n: h[0] for n, h in zip(s["names"], s["heads"])}
+    assert x[m.roles["foot.L"]] > 0.5 and x[m.roles["foot.R"]] < -0.5
+
+
+@pytest.mark.parametrize("clip", list(CLIPS))
+def test_shorter_and_longer_chains(clip):
+    """No clavicles, no toes, a spine of two bones (the lowest gone) or four (one cut in two),
+    and all of these at once under random names: the remaining roles keep their bones; with two
+    spine bones the lower is spine and the upper upper_chest, with four the second is chest."""
+    truth = TRUTH[clip]
+    base = turned(rest(clip), BVH_TO_BLENDER)
+    clavicles = [truth["shoulder.L"], truth["shoulder.R"]]
+    toes = [truth["toe.L"], truth["toe.R"]]
+    cases = {
+        "no clavicles": (without(base, clavicles), {r: b for r, b in truth.items() if not r.startswith("shoulder")}),
+        "no toes": (without(base, toes), {r: b for r, b in truth.items() if not r.startswith("toe")}),
+        "two spine bones": (without(base, [truth["spine"]]),
+                            {**{r: b for r, b in truth.items() if r not in ("spine", "chest")},
+                             "spine": truth["chest"]}),
+        "four spine bones": (split(base, truth["chest"], "SpineMid"), truth),
+        "all at once": (without(split(base, truth["chest"], "Mid"), clavicles + toes),
+                        {r: b for r, b in truth.items() if not r.startswith(("shoulder", "toe"))}),
+    }
+    for label, (skeleton, expected) in cases.items():
+        m = mapped(skeleton)
+        assert m.roles == {r: expected[r] for r in ROLES if r in expected}, (clip, label, m.roles)
+        assert m.ambiguous == [], (clip, label, m.ambiguous)
+    anonymous = random_names(cases["all at once"][0], clip, seed=7)
+    names = dict(zip(cases["all at once"][0]["names"], anonymous[0]["names"]))
+    m = mapped(anonymous[0])
+    assert m.roles == {r: names[b] for r, b in cases["all at once"][1].items()}
+
+
+def test_feet_without_direction_fall_back_to_names_and_say_so():
+    """Toes gone and each foot's end straight below its ankle: the feet give no facing. With
+    side words in the names (Bandai style) the sides come from them; with random names they are
+    guessed; both are listed as ambiguous, and everything but the sides is still right."""
+    truth = TRUTH["walk"]
+    base = without(rest("walk"), [truth["toe.L"], truth["toe.R"]])
+    for side in "LR":
+        i = base["names"].index(truth[f"foot.{side}"])
+        base["ends"][i] = np.array([0.0, -0.5, 0.0])
+    from tests.apps.retarget_bvh import tails_of
+    base["tails"] = tails_of(base["parents"], base["heads"], base["ends"])
+    bandai, bandai_truth = rename_by_role(base, "walk", {r: n for r, n in BANDAI.items() if not r.startswith("toe")}
+                                          | {"toe.L": "Toes_L", "toe.R": "Toes_R"})
+    m = mapped(turned(bandai, BVH_TO_BLENDER))
+    assert m.facing == "unknown"
+    assert any("facing" in a for a in m.ambiguous), m.ambiguous
+    assert m.roles == {r: bandai_truth[r] for r in ROLES if not r.startswith("toe")}
+    anonymous, anonymous_truth = random_names(base, "walk", seed=5)
+    m = mapped(turned(anonymous, BVH_TO_BLENDER))
+    assert any("guessed" in a for a in m.ambiguous), m.ambiguous
+    unsided = {r.split(".")[0] + ("" if "." not in r else ".?") for r in m.roles}
+    assert unsided == {r.split(".")[0] + ("" if "." not in r else ".?") for r in ROLES if not r.startswith("toe")}
+    pairs = {frozenset((m.roles[f"{p}.L"], m.roles[f"{p}.R"])) for p in ("thigh", "foot", "hand")}
+    assert pairs == {frozenset((anonymous_truth[f"{p}.L"], anonymous_truth[f"{p}.R"])) for p in ("thigh", "foot", "hand")}
+
+
+def test_a_given_forward_settles_the_sides():
+    """The same footless skeleton, random names, with forward given (-Y after Blender's turn):
+    every role right, nothing ambiguous about sides."""
+    truth = TRUTH["walk"]
+    base = without(rest("walk"), [truth["toe.L"], truth["toe.R"]])
+    for side in "LR":
+        base["ends"][base["names"].index(truth[f"foot.{side}"])] = np.array([0.0, -0.5, 0.0])
+    from tests.apps.retarget_bvh import tails_of
+    base["tails"] = tails_of(base["parents"], base["heads"], base["ends"])
+    anonymous, anonymous_truth = random_names(base, "walk", seed=5)
+    s = turned(anonymous, BVH_TO_BLENDER)
+    m = structural_map(s["names"], s["parents"], s["heads"], s["tails"], forward=(0.0, -1.0, 0.0))
+    assert m.facing == "given" and m.ambiguous == []
+    assert m.roles == {r: anonymous_truth[r] for r in ROLES if not r.startswith("toe")}
+
+
+def test_names_that_contradict_the_rest_pose_are_reported():
+    """Left and right names swapped on the legs: the rest pose decides, the clash is listed."""
+    truth = TRUTH["walk"]
+    swap = {truth[f"{p}.L"]: truth[f"{p}.R"] for p in ("thigh", "shin", "foot", "toe")}
+    swap.update({v: k for k, v in swap.items()})
+    s = renamed(rest("walk"), swap)
+    m = mapped(s)
+    assert m.roles["thigh.L"] == "RightUpLeg" and m.roles["foot.R"] == "LeftFoot"   # at +X, named Right
+    assert any("names say" in a for a in m.ambiguous), m.ambiguous
+
+
+def test_helper_bones_are_left_out():
+    """Twist, roll, IK and end bones added to the clip (as leaves and in chains) change nothing."""
+    truth = TRUTH["walk"]
+    s = with_end_joints(rest("walk"))
+    s = split(s, truth["upper_arm.L"], "LeftArmRoll")                   # in the chain
+    s = split(s, truth["thigh.R"], "RightUpLegTwist")
+    m = mapped(s)
+    assert m.roles == truth and m.ambiguous == []
+
+
+def test_name_tokens():
+    assert tokens("mixamorig7:LeftToe_End") == ["left", "toe", "end"]
+    assert tokens("LHipJoint") == ["l", "hip", "joint"]
+    assert tokens("UpperLeg_L") == ["upper", "leg", "l"]
+    assert tokens("upper_arm.R.001") == ["upper", "arm", "r", "001"]
+    assert [name_side(n) for n in ("Foot_L", "RightHand", "thigh.R", "spine", "LR_bone")] == ["L", "R", "R", None,
+                                                                                             None]
+
+
+def test_not_a_humanoid_says_so():
+    m = structural_map(["a", "b", "c"], [-1, 0, 1], np.zeros((3, 3)), np.ones((3, 3)))
+    assert m.roles == {} and "five" in m.ambiguous[0]
