@@ -17,6 +17,30 @@ import numpy as np
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "bvh"
 CLIPS = {"walk": "cmu_02_01_walk.bvh", "131": "cmu_131_01_start_walk_stop.bvh"}
 
+_LIMB_MB = {"thigh": "UpLeg", "shin": "Leg", "foot": "Foot", "toe": "ToeBase", "shoulder": "Shoulder",
+            "upper_arm": "Arm", "forearm": "ForeArm", "hand": "Hand"}
+_LIMB_MAX = {"thigh": "Hip", "shin": "Knee", "foot": "Ankle", "toe": "Toe", "shoulder": "Collar",
+             "upper_arm": "Shoulder", "forearm": "Elbow", "hand": "Wrist"}
+_SIDE = {"L": "Left", "R": "Right"}
+
+#: What each CMU joint is, by the clip's own naming (SOURCES.md).
+TRUTH = {
+    "walk": {"hips": "Hips", "spine": "LowerBack", "chest": "Spine", "upper_chest": "Spine1", "neck": "Neck",
+             "head": "Head", **{f"{p}.{s}": _SIDE[s] + n for p, n in _LIMB_MB.items() for s in "LR"}},
+    "131": {"hips": "Hips", "spine": "lowerback", "chest": "Chest", "upper_chest": "Chest2", "neck": "lowerneck",
+            "head": "Head", **{f"{p}.{s}": _SIDE[s] + n for p, n in _LIMB_MAX.items() for s in "LR"}},
+}
+
+#: Bandai Namco's style (joint_Root, Hips, UpperLeg_L, LowerLeg_L, Foot_L, Toes_L, ...) per role.
+BANDAI = {"hips": "Hips", "spine": "Spine", "chest": "Chest", "upper_chest": "UpperChest", "neck": "Neck",
+          "head": "Head", **{f"{p}.{s}": f"{n}_{s}" for p, n in
+                             {"thigh": "UpperLeg", "shin": "LowerLeg", "foot": "Foot", "toe": "Toes",
+                              "shoulder": "Shoulder", "upper_arm": "UpperArm", "forearm": "LowerArm",
+                              "hand": "Hand"}.items() for s in "LR"}}
+#: Mixamo's names per role, without the namespace prefix.
+MIXAMO = {"hips": "Hips", "spine": "Spine", "chest": "Spine1", "upper_chest": "Spine2", "neck": "Neck",
+          "head": "Head", **{f"{p}.{s}": _SIDE[s] + n for p, n in _LIMB_MB.items() for s in "LR"}}
+
 
 def read_rest(path) -> dict:
     """{"names", "parents", "heads", "tails", "ends"}: `ends` each joint's End Site offset or None."""
@@ -36,11 +60,9 @@ def read_rest(path) -> dict:
         elif words[0] == "End":
             in_end = True
         elif words[0] == "{":
-            stack.append(len(names) - 1 if not in_end else -2)
+            stack.append(-2 if in_end else len(names) - 1)         # -2: an End Site's block
         elif words[0] == "}":
-            stack.pop()
-            in_end = False if stack and stack[-1] != -2 else in_end
-            if stack and stack[-1] != -2:
+            if stack.pop() == -2:
                 in_end = False
         elif words[0] == "OFFSET":
             v = np.array([float(w) for w in words[1:4]])

@@ -15,32 +15,8 @@ import pytest
 
 from solver.retarget import ROLES
 from solver.retarget.structure import name_side, structural_map, tokens
-from tests.apps.retarget_bvh import (CLIPS, DATA, read_rest, renamed, rotation, split, turned, with_end_joints,
-                                     with_root, without)
-
-_LIMB_MB = {"thigh": "UpLeg", "shin": "Leg", "foot": "Foot", "toe": "ToeBase", "shoulder": "Shoulder",
-            "upper_arm": "Arm", "forearm": "ForeArm", "hand": "Hand"}
-_LIMB_MAX = {"thigh": "Hip", "shin": "Knee", "foot": "Ankle", "toe": "Toe", "shoulder": "Collar",
-             "upper_arm": "Shoulder", "forearm": "Elbow", "hand": "Wrist"}
-_SIDE = {"L": "Left", "R": "Right"}
-
-#: What each CMU joint is, by the clip's own naming (SOURCES.md).
-TRUTH = {
-    "walk": {"hips": "Hips", "spine": "LowerBack", "chest": "Spine", "upper_chest": "Spine1", "neck": "Neck",
-             "head": "Head", **{f"{p}.{s}": _SIDE[s] + n for p, n in _LIMB_MB.items() for s in "LR"}},
-    "131": {"hips": "Hips", "spine": "lowerback", "chest": "Chest", "upper_chest": "Chest2", "neck": "lowerneck",
-            "head": "Head", **{f"{p}.{s}": _SIDE[s] + n for p, n in _LIMB_MAX.items() for s in "LR"}},
-}
-
-#: Bandai Namco's style (joint_Root, Hips, UpperLeg_L, LowerLeg_L, Foot_L, Toes_L, ...) per role.
-BANDAI = {"hips": "Hips", "spine": "Spine", "chest": "Chest", "upper_chest": "UpperChest", "neck": "Neck",
-          "head": "Head", **{f"{p}.{s}": f"{n}_{s}" for p, n in
-                             {"thigh": "UpperLeg", "shin": "LowerLeg", "foot": "Foot", "toe": "Toes",
-                              "shoulder": "Shoulder", "upper_arm": "UpperArm", "forearm": "LowerArm",
-                              "hand": "Hand"}.items() for s in "LR"}}
-#: Mixamo's names per role, without the namespace prefix.
-MIXAMO = {"hips": "Hips", "spine": "Spine", "chest": "Spine1", "upper_chest": "Spine2", "neck": "Neck",
-          "head": "Head", **{f"{p}.{s}": _SIDE[s] + n for p, n in _LIMB_MB.items() for s in "LR"}}
+from tests.apps.retarget_bvh import (BANDAI, CLIPS, DATA, MIXAMO, TRUTH, read_rest, renamed, rotation, split,
+                                     turned, with_end_joints, with_root, without)
 
 BVH_TO_BLENDER = rotation("X", 90.0)          # Y up, facing +Z  ->  Z up, facing -Y (Blender's importer)
 TURNS = {"bvh_y_up": np.eye(3), "blender_z_up": BVH_TO_BLENDER,
