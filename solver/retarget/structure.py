@@ -11,9 +11,10 @@ orientation and unit); optionally the up axis and the facing direction. The meth
    (edges weighted by their lengths), farthest-point sampling over the leaf tails picks the five
    ends farthest apart: the two hands, the two feet and the head (fingers, toes and face bones
    of one end lie close together, so one end each).
-3. Which is which: the head is the end whose own branch (distance to where its path meets the
-   paths between two other ends) is shortest; the feet are the pair whose meeting point with the
-   head is farthest from the head, the hands the other pair. hips = the bone where the feet's
+3. Which is which: the head is the end whose own branch (the straight distance to the nearest
+   point where its path meets the path between two other ends) is shortest; the feet are the pair whose meeting point
+   with the head is farthest (straight) from the head, the hands the other pair. Straight
+   distances, so that long winding chains (a face's) do not count. hips = the bone where the feet's
    and the head's paths meet; upper_chest = where the hands' path meets the path from the hips.
    Up is from the feet's ends to the head's end (or given).
 4. Spine: the bones from the hips (exclusive) to upper_chest: the first is spine, the last
@@ -231,9 +232,13 @@ def structural_map(names, parents, heads, tails, *, up=None, forward=None) -> St
         dist[nxt] = tree.distances(nxt)
         nearest = np.minimum(nearest, dist[nxt])
 
+    P = tree.position
+    gap = lambda a, b: float(np.linalg.norm(P[a] - P[b]))         # noqa: E731
+
     def branch(e):
         others = [x for x in picked if x != e]
-        return min(dist[e][tree.median(e, x, y)] for i, x in enumerate(others) for y in others[i + 1:])
+        meets = [tree.median(e, x, y) for i, x in enumerate(others) for y in others[i + 1:]]
+        return gap(e, min(meets, key=lambda m: dist[e][m]))
 
     lengths = sorted((branch(e), e) for e in picked)
     head_end = lengths[0][1]
@@ -241,7 +246,7 @@ def structural_map(names, parents, heads, tails, *, up=None, forward=None) -> St
         ambiguous.append("head: its branch is not clearly the shortest of the five ends")
     limbs = [e for e in picked if e != head_end]
     pairings = [((limbs[0], limbs[i]), tuple(x for x in limbs[1:] if x != limbs[i])) for i in (1, 2, 3)]
-    scored = sorted(((dist[head_end][tree.median(a, b, head_end)], (a, b), rest) for (a, b), rest in pairings),
+    scored = sorted(((gap(head_end, tree.median(a, b, head_end)), (a, b), rest) for (a, b), rest in pairings),
                     reverse=True)
     feet, hands = scored[0][1], scored[0][2]
     if scored[1][0] > 0.8 * scored[0][0]:
@@ -250,7 +255,6 @@ def structural_map(names, parents, heads, tails, *, up=None, forward=None) -> St
     chest = tree.median(hands[0], hands[1], hips)
     if hips >= tree.n or chest >= tree.n:
         return StructureMap({}, ["the hips or the upper chest fell on an end, not on a bone"])
-    P = tree.position
     feet_end = (P[feet[0]] + P[feet[1]]) / 2.0
     if up is None:
         up = P[head_end] - feet_end
