@@ -7,14 +7,15 @@ orientation and unit); optionally the up axis and the facing direction. The meth
 1. Helpers out: bones whose name has a token twist, roll, ik, pole, end, nub or site (name split
    at separators, case changes and digits) are dropped, their children hung on their parent.
    Of several root trees the one with the most bones is used.
-2. Five extremities: on the tree whose nodes are the bones' heads plus each leaf bone's tail
-   (edges weighted by their lengths), farthest-point sampling over the leaf tails picks the five
-   ends farthest apart: the two hands, the two feet and the head (fingers, toes and face bones
-   of one end lie close together, so one end each).
-3. Which is which: the head is the end whose own branch (the straight distance to the nearest
-   point where its path meets the path between two other ends) is shortest; the feet are the pair whose meeting point
-   with the head is farthest (straight) from the head, the hands the other pair. Straight
-   distances, so that long winding chains (a face's) do not count. hips = the bone where the feet's
+2. Ends: on the tree whose nodes are the bones' heads plus each leaf bone's tail (edges
+   weighted by their lengths), leaf branches whose tip lies less than 8 % of the skeleton's size
+   (its largest extent) straight from where they hang are cut, repeatedly (fingers, toes with a
+   heel beside them, face chains, breasts, pelvis bones). On what is left, farthest-point
+   sampling over the leaf tips picks four ends: the two hands and the two feet, the ends
+   farthest apart along the tree. The head is the remaining end whose branch (the straight
+   distance to the nearest point where its path meets the path between two limbs) is longest.
+3. Which is which: the feet are the pair of limbs whose meeting point with the head is farthest
+   (straight) from the head, the hands the other pair. hips = the bone where the feet's
    and the head's paths meet; upper_chest = where the hands' path meets the path from the hips.
    Up is from the feet's ends to the head's end (or given).
 4. Spine: the bones from the hips (exclusive) to upper_chest: the first is spine, the last
@@ -52,6 +53,7 @@ from .roles import ROLES
 HELPER_TOKENS = frozenset({"twist", "roll", "ik", "pole", "end", "nub", "site"})
 LEFT_TOKENS = frozenset({"l", "left", "lft"})
 RIGHT_TOKENS = frozenset({"r", "right", "rgt", "rt"})
+CUT = 0.08                  # leaf branches shorter than this times the skeleton's size are not ends
 ARM_RATIO = 1.15            # upper arm length / forearm length, about, in people
 STRAIGHT = np.radians(40.0)
 
@@ -216,45 +218,56 @@ def structural_map(names, parents, heads, tails, *, up=None, forward=None) -> St
         return StructureMap({}, ["no bones to map"])
     main = roots[np.argmax(counts)]
     keep = [b for b in range(len(names)) if not helper[b] and root_of[b] == main]
+    points = np.concatenate([heads[keep], tails[keep]])
+    size = max(float(np.max(np.linalg.norm(points[:, None] - points[None], axis=-1))), 1e-12)
     tree = _Tree(keep, parents, heads, tails)
-    if len(tree.tips) < 5:
-        return StructureMap({}, [f"the skeleton has {len(tree.tips)} ends, a humanoid five (hands, feet, head)"])
+    core = _Tree(_core(keep, parents, heads, tails, CUT * size), parents, heads, tails)
+    if len(core.tips) < 5:
+        return StructureMap({}, [f"the skeleton has {len(core.tips)} ends, a humanoid five (hands, feet, head)"])
 
-    # Five extremities by farthest-point sampling over the leaf tips.
-    tips = np.array(tree.tips)
-    first = tips[np.argmax(tree.distances(0)[tips])]
-    picked = [first]
-    nearest = tree.distances(first)
+    # Four limbs by farthest-point sampling over the core's leaf tips, then the head.
+    tips = np.array(core.tips)
+    first = int(tips[np.argmax(core.distances(0)[tips])])
+    limbs = [first]
+    nearest = core.distances(first)
     dist = {first: nearest}
-    while len(picked) < 5:
+    while len(limbs) < 4:
         nxt = int(tips[np.argmax(nearest[tips])])
-        picked.append(nxt)
-        dist[nxt] = tree.distances(nxt)
+        limbs.append(nxt)
+        dist[nxt] = core.distances(nxt)
         nearest = np.minimum(nearest, dist[nxt])
-
-    P = tree.position
-    gap = lambda a, b: float(np.linalg.norm(P[a] - P[b]))         # noqa: E731
+    C = core.position
+    gap = lambda a, b: float(np.linalg.norm(C[a] - C[b]))         # noqa: E731
 
     def branch(e):
-        others = [x for x in picked if x != e]
-        meets = [tree.median(e, x, y) for i, x in enumerate(others) for y in others[i + 1:]]
-        return gap(e, min(meets, key=lambda m: dist[e][m]))
+        d = core.distances(e)
+        meets = [core.median(e, x, y) for i, x in enumerate(limbs) for y in limbs[i + 1:]]
+        return gap(e, min(meets, key=lambda m: d[m]))
 
-    lengths = sorted((branch(e), e) for e in picked)
-    head_end = lengths[0][1]
-    if lengths[0][0] > 0.8 * lengths[1][0]:
-        ambiguous.append("head: its branch is not clearly the shortest of the five ends")
-    limbs = [e for e in picked if e != head_end]
-    pairings = [((limbs[0], limbs[i]), tuple(x for x in limbs[1:] if x != limbs[i])) for i in (1, 2, 3)]
-    scored = sorted(((gap(head_end, tree.median(a, b, head_end)), (a, b), rest) for (a, b), rest in pairings),
-                    reverse=True)
+    others = sorted(((branch(int(t)), int(t)) for t in tips if int(t) not in limbs), reverse=True)
+    if not others:
+        return StructureMap({}, ["the skeleton has no fifth end for the head"])
+    head_end = others[0][1]
+    if len(others) > 1 and others[1][0] > 0.8 * others[0][0]:
+        ambiguous.append("head: its branch is not clearly longer than another short end's")
+    pairs = [(a, b) for i, a in enumerate(limbs) for b in limbs[i + 1:]]
+    scored = sorted(((gap(head_end, core.median(a, b, head_end)), (a, b), tuple(x for x in limbs if x not in (a, b)))
+                     for a, b in pairs), reverse=True)
     feet, hands = scored[0][1], scored[0][2]
     if scored[1][0] > 0.8 * scored[0][0]:
         ambiguous.append("legs or arms: the feet's meeting point is not clearly below the hands'")
-    hips = tree.median(feet[0], feet[1], head_end)
-    chest = tree.median(hands[0], hands[1], hips)
-    if hips >= tree.n or chest >= tree.n:
+    hips = core.median(feet[0], feet[1], head_end)
+    chest = core.median(hands[0], hands[1], hips)
+    if hips >= core.n or chest >= core.n:
         return StructureMap({}, ["the hips or the upper chest fell on an end, not on a bone"])
+
+    # Back on the whole tree: each end extended to its farthest tip (toes, fingers, the skull's top).
+    at = {b: i for i, b in enumerate(tree.bones)}
+    hips, chest = at[core.bones[hips]], at[core.bones[chest]]
+    feet, hands, head_end = (tuple(_extend(tree, at[core.bones[core.parent[e]]]) for e in feet),
+                             tuple(_extend(tree, at[core.bones[core.parent[e]]]) for e in hands),
+                             _extend(tree, at[core.bones[core.parent[head_end]]]))
+    P = tree.position
     feet_end = (P[feet[0]] + P[feet[1]]) / 2.0
     if up is None:
         up = P[head_end] - feet_end
@@ -302,6 +315,33 @@ def structural_map(names, parents, heads, tails, *, up=None, forward=None) -> St
     return StructureMap(roles, ambiguous, tuple(float(v) for v in up),
                         tuple(float(v) for v in (forward_used if forward_used is not None else (0.0, 0.0, 0.0))),
                         facing)
+
+
+def _core(keep, parents, heads, tails, cut) -> list:
+    """The bones left once every leaf branch (a leaf and its ancestors up to a bone with other
+    children) whose tip lies less than `cut` straight from where it hangs is cut, repeatedly."""
+    keep = list(keep)
+    while True:
+        tree = _Tree(keep, parents, heads, tails)
+        gone = set()
+        for tip in tree.tips:
+            top = tree.parent[tip]
+            chain = [top]
+            while tree.parent[top] >= 0 and len(tree.children[tree.parent[top]]) == 1:
+                top = tree.parent[top]
+                chain.append(top)
+            if tree.parent[top] >= 0 and np.linalg.norm(tree.position[tip] - tree.position[top]) < cut:
+                gone.update(chain)
+        if not gone:
+            return keep
+        keep = [b for i, b in enumerate(tree.bones) if i not in gone]
+
+
+def _extend(tree, node) -> int:
+    """The tip below `node` farthest from it along the tree."""
+    d = tree.distances(node)
+    below = [t for t in tree.tips if tree.lca(t, node) == node]
+    return max(below, key=lambda t: d[t])
 
 
 def _ancestors(tree, node):
