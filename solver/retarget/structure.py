@@ -218,8 +218,7 @@ def structural_map(names, parents, heads, tails, *, up=None, forward=None) -> St
         return StructureMap({}, ["no bones to map"])
     main = roots[np.argmax(counts)]
     keep = [b for b in range(len(names)) if not helper[b] and root_of[b] == main]
-    points = np.concatenate([heads[keep], tails[keep]])
-    size = max(float(np.max(np.linalg.norm(points[:, None] - points[None], axis=-1))), 1e-12)
+    size = max(_extent(np.concatenate([heads[keep], tails[keep]])), 1e-12)
     tree = _Tree(keep, parents, heads, tails)
     core = _Tree(_core(keep, parents, heads, tails, CUT * size), parents, heads, tails)
     if len(core.tips) < 5:
@@ -315,6 +314,12 @@ def structural_map(names, parents, heads, tails, *, up=None, forward=None) -> St
     return StructureMap(roles, ambiguous, tuple(float(v) for v in up),
                         tuple(float(v) for v in (forward_used if forward_used is not None else (0.0, 0.0, 0.0))),
                         facing)
+
+
+def _extent(points, chunk=256) -> float:
+    """The largest distance between two of `points` (N, 3), in chunks of rows."""
+    return max(float(np.linalg.norm(points[i:i + chunk, None] - points[None], axis=-1).max())
+               for i in range(0, len(points), chunk))
 
 
 def _core(keep, parents, heads, tails, cut) -> list:
