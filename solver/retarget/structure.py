@@ -28,10 +28,11 @@ orientation and unit); optionally the up axis and the facing direction. The meth
    are closest to equal, the hip socket being one from which the leg runs straight (its bone
    within 40 degrees of the line to the ankle); bones above the socket (a hip joint, a pelvis)
    stay unmapped.
-6. Arms: on the path from upper_chest to a hand's end, hand = the first bone (third or later)
-   with two or more children (the fingers); without one, the hand is chosen with the socket and
-   elbow. Upper arm and forearm: as thigh and shin, lengths nearest the ratio 1.15; shoulder =
-   the bone just before the upper arm (the clavicle), where there is one.
+6. Arms: on the path from upper_chest to a hand's end, the hand is one of the bones (third or
+   later) with two or more children (the fingers; a helper leaf may branch too), or of all
+   bones third or later where none branches; it is chosen with the shoulder and elbow joints:
+   as thigh and shin, the two lengths nearest the ratio 1.15 (upper arm to forearm); shoulder
+   = the bone just before the upper arm (the clavicle), where there is one.
 7. Sides: forward is the feet's direction from ankle to toe end, across up (or the given
    forward where the feet give none); the character's left is up x forward (a rig facing -Y with
    +Z up has its left at +X, as Blender's Rigify metarig). A limb's side is the sign of its
@@ -385,11 +386,11 @@ def _arm(tree, chest, end, ambiguous):
     chest to `end`."""
     path = tree.path(chest, end)
     joints = [tree.position[i] for i in path]
-    hand = next((k for k in range(2, len(path)) if len(tree.children[path[k]]) >= 2), None)
-    found = _two_segments(joints, hand, ARM_RATIO, None if hand is not None else list(range(2, len(path))))
+    branching = [k for k in range(2, len(path)) if len(tree.children[path[k]]) >= 2]
+    found = _two_segments(joints, None, ARM_RATIO, branching or list(range(2, len(path))))
     if found is None:
         ambiguous.append("arm: no straight shoulder-elbow-wrist chain")
-        return (None, None, None, path[hand] if hand is not None else None)
+        return (None, None, None, None)
     s, e, w, cost, runner = found
     if runner - cost < 0.05:
         ambiguous.append("arm: two choices of shoulder, elbow or wrist joints fit about equally")

@@ -188,3 +188,15 @@ def _parents_first(parents) -> list:
                 order.append(i)
                 placed.add(i)
     return order
+
+
+def with_leaf(rest: dict, parent: str, name: str, fraction: float) -> dict:
+    """The skeleton with a leaf joint `name` on joint `parent`, its head `fraction` of the way
+    from the parent's head to its tail and half as long as what remains (a twist helper)."""
+    i = rest["names"].index(parent)
+    head = rest["heads"][i] + fraction * (rest["tails"][i] - rest["heads"][i])
+    parents = np.append(rest["parents"], i)
+    heads = np.vstack([rest["heads"], head])
+    ends = list(rest["ends"]) + [(rest["tails"][i] - head) / 2]
+    tails = np.vstack([rest["tails"], head + ends[-1]])
+    return {"names": list(rest["names"]) + [name], "parents": parents, "heads": heads, "tails": tails, "ends": ends}

@@ -16,7 +16,7 @@ import pytest
 from solver.retarget import ROLES
 from solver.retarget.structure import name_side, structural_map, tokens
 from tests.apps.retarget_bvh import (BANDAI, CLIPS, DATA, MIXAMO, TRUTH, read_rest, renamed, rotation, split,
-                                     turned, with_end_joints, with_root, without)
+                                     turned, with_end_joints, with_leaf, with_root, without)
 
 BVH_TO_BLENDER = rotation("X", 90.0)          # Y up, facing +Z  ->  Z up, facing -Y (Blender's importer)
 TURNS = {"bvh_y_up": np.eye(3), "blender_z_up": BVH_TO_BLENDER,
@@ -176,6 +176,26 @@ def test_helper_bones_are_left_out():
     s = split(s, truth["thigh.R"], "RightUpLegTwist")
     m = mapped(s)
     assert m.roles == truth and m.ambiguous == []
+
+
+@pytest.mark.parametrize("clip", list(CLIPS))
+def test_unnamed_twist_leaves_and_named_ik_bones(clip):
+    """An Unreal-like skeleton: a root on the floor with IK foot bones under it (named ik_...),
+    twist leaves halfway along every upper arm, forearm, thigh and shin, all other names random:
+    the helpers change nothing."""
+    truth = TRUTH[clip]
+    s = with_root(rest(clip), "root")
+    for part in ("upper_arm", "forearm", "thigh", "shin"):
+        for side in "LR":
+            s = with_leaf(s, truth[f"{part}.{side}"], f"{part}_twist_{side}", 0.5)
+    anonymous, fresh = random_names(s, clip, seed=11)
+    for side in "LR":
+        foot = s["names"].index(truth[f"foot.{side}"])
+        anonymous = with_leaf(anonymous, anonymous["names"][0], f"ik_foot_{side.lower()}", 0.0)
+        anonymous["heads"][-1] = s["heads"][foot]
+        anonymous["tails"][-1] = s["tails"][foot]
+    m = mapped(turned(anonymous, BVH_TO_BLENDER))
+    assert m.roles == fresh and m.ambiguous == []
 
 
 def test_name_tokens():
