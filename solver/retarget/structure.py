@@ -278,7 +278,7 @@ def structural_map(names, parents, heads, tails, *, up=None, forward=None) -> St
     # Spine, neck, head.
     spine = tree.path(hips, chest)
     if chest == hips or hips not in _ancestors(tree, chest):
-        ambiguous.append("spine: the arms do not hang above the hips")
+        ambiguous.append("spine: the arms do not hang above the hips; spine, chest and upper_chest unmapped")
         spine = []
     if len(spine) == 1:
         roles["spine"] = name(spine[0])
@@ -297,10 +297,10 @@ def structural_map(names, parents, heads, tails, *, up=None, forward=None) -> St
     # Facing and sides.
     legs = {}
     for end in feet:
-        legs[end] = _leg(tree, hips, end, up, ambiguous)
+        legs[end] = _leg(tree, hips, end, up, ambiguous, name(tree.parent[end]))
     forward_used, facing = _facing(tree, legs, feet, up, forward)
     left = np.cross(up, forward_used) if forward_used is not None else None
-    arms = {end: _arm(tree, chest, end, ambiguous) for end in hands}
+    arms = {end: _arm(tree, chest, end, ambiguous, name(tree.parent[end])) for end in hands}
     for kind, ends, base, parts in (("leg", feet, hips, ("thigh", "shin", "foot", "toe")),
                                     ("arm", hands, chest, ("shoulder", "upper_arm", "forearm", "hand"))):
         chains = legs if kind == "leg" else arms
@@ -310,7 +310,7 @@ def structural_map(names, parents, heads, tails, *, up=None, forward=None) -> St
                 if node is not None:
                     roles[f"{part}.{side}"] = name(node)
     if facing == "unknown":
-        ambiguous.append("left/right: the feet give no facing direction and none was given; sides guessed")
+        ambiguous.append("left/right: the feet give no facing direction and none was given; sides from names")
     roles = {r: roles[r] for r in ROLES if r in roles}
     return StructureMap(roles, ambiguous, tuple(float(v) for v in up),
                         tuple(float(v) for v in (forward_used if forward_used is not None else (0.0, 0.0, 0.0))),
@@ -358,7 +358,7 @@ def _ancestors(tree, node):
     return out
 
 
-def _leg(tree, hips, end, up, ambiguous):
+def _leg(tree, hips, end, up, ambiguous, label):
     """(thigh, shin, foot, toe) nodes (None where missing) on the path from the hips to `end`."""
     path = tree.path(hips, end)
     P = tree.position
@@ -367,21 +367,21 @@ def _leg(tree, hips, end, up, ambiguous):
     top = P[hips] @ up
     foot = next((k for k in range(2, len(path)) if heights[k] - ground < 0.25 * (top - ground)), None)
     if foot is None:
-        ambiguous.append(f"leg ending at {len(path)} bones: no ankle found in the lowest quarter of the leg")
+        ambiguous.append(f"leg to {label}: no ankle in the lowest quarter of the leg; foot, shin and thigh unmapped")
         return (None, None, None, None)
     joints = [P[i] for i in path[:foot + 1]]
     found = _two_segments(joints, foot, 1.0)
     if found is None:
-        ambiguous.append("leg: no straight hip-knee-ankle chain above the foot")
+        ambiguous.append(f"leg to {label}: no straight hip-knee-ankle chain above the foot; thigh and shin unmapped")
         return (None, None, path[foot], path[foot + 1] if foot + 1 < len(path) else None)
     s, e, _, cost, runner = found
     if runner - cost < 0.05:
-        ambiguous.append("leg: two choices of hip and knee joints fit about equally")
+        ambiguous.append(f"leg to {label}: two choices of hip and knee joints fit about equally (thigh, shin)")
     toe = path[foot + 1] if foot + 1 < len(path) else None
     return (path[s], path[e], path[foot], toe)
 
 
-def _arm(tree, chest, end, ambiguous):
+def _arm(tree, chest, end, ambiguous, label):
     """(shoulder, upper_arm, forearm, hand) nodes (None where missing) on the path from the upper
     chest to `end`."""
     path = tree.path(chest, end)
@@ -389,11 +389,12 @@ def _arm(tree, chest, end, ambiguous):
     branching = [k for k in range(2, len(path)) if len(tree.children[path[k]]) >= 2]
     found = _two_segments(joints, None, ARM_RATIO, branching or list(range(2, len(path))))
     if found is None:
-        ambiguous.append("arm: no straight shoulder-elbow-wrist chain")
+        ambiguous.append(f"arm to {label}: no straight shoulder-elbow-wrist chain; the arm is unmapped")
         return (None, None, None, None)
     s, e, w, cost, runner = found
     if runner - cost < 0.05:
-        ambiguous.append("arm: two choices of shoulder, elbow or wrist joints fit about equally")
+        ambiguous.append(f"arm to {label}: two choices of shoulder, elbow or wrist joints fit about equally "
+                          "(upper_arm, forearm, hand)")
     return (path[s - 1] if s >= 1 else None, path[s], path[e], path[w])
 
 
@@ -425,6 +426,8 @@ def _sides(tree, names, ends, chains, base, left, kind, ambiguous):
     """["L", "R"] or ["R", "L"] for the two limbs `ends`, by geometry (the mean offset of the
     chain's joints from `base` along `left`), names breaking a tie."""
     P = tree.position
+    if all(n is None for end in ends for n in chains[end]):
+        return ["L", "R"]
     offsets = []
     for end in ends:
         nodes = [n for n in chains[end] if n is not None] or [end]

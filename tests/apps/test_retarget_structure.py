@@ -210,3 +210,15 @@ def test_name_tokens():
 def test_not_a_humanoid_says_so():
     m = structural_map(["a", "b", "c"], [-1, 0, 1], np.zeros((3, 3)), np.ones((3, 3)))
     assert m.roles == {} and "five" in m.ambiguous[0]
+
+
+def test_legs_without_feet_are_listed_not_guessed():
+    """Feet and toes gone (legs end at the ankle): no foot is made up from the shin; each leg is
+    named in the list of what stayed ambiguous; the rest maps as the names say."""
+    truth = TRUTH["walk"]
+    s = without(rest("walk"), [truth[f"{p}.{side}"] for p in ("foot", "toe") for side in "LR"])
+    m = mapped(s)
+    assert sum("no ankle" in a for a in m.ambiguous) == 2, m.ambiguous
+    assert not any(r.startswith(("thigh", "shin", "foot", "toe")) for r in m.roles)
+    assert m.roles == {r: b for r, b in truth.items() if not r.startswith(("thigh", "shin", "foot", "toe"))}
+    print("legs without feet:", m.ambiguous)
