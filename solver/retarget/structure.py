@@ -311,7 +311,15 @@ def structural_map(names, parents, heads, tails, *, up=None, forward=None) -> St
                     roles[f"{part}.{side}"] = name(node)
     if facing == "unknown":
         ambiguous.append("left/right: the feet give no facing direction and none was given; sides from names")
-    roles = {r: roles[r] for r in ROLES if r in roles}
+    ordered, used = {}, {}
+    for r in ROLES:
+        if r in roles:
+            if roles[r] in used:
+                ambiguous.append(f"{r}: its bone {roles[r]} already plays {used[roles[r]]}; left unmapped")
+                continue
+            ordered[r] = roles[r]
+            used[roles[r]] = r
+    roles = ordered
     return StructureMap(roles, ambiguous, tuple(float(v) for v in up),
                         tuple(float(v) for v in (forward_used if forward_used is not None else (0.0, 0.0, 0.0))),
                         facing)

@@ -222,3 +222,18 @@ def test_legs_without_feet_are_listed_not_guessed():
     assert not any(r.startswith(("thigh", "shin", "foot", "toe")) for r in m.roles)
     assert m.roles == {r: b for r, b in truth.items() if not r.startswith(("thigh", "shin", "foot", "toe"))}
     print("legs without feet:", m.ambiguous)
+
+
+def test_any_tree_gives_a_map_of_distinct_bones_or_says_why():
+    """Random trees and positions (and all bones at one point): never an exception; each bone
+    plays at most one role; an empty map comes with a reason."""
+    rng = np.random.default_rng(33)
+    for trial in range(400):
+        n = int(rng.integers(0, 40))
+        parents = np.array([-1] + [int(rng.integers(0, i)) for i in range(1, n)], dtype=int)[:n]
+        heads = rng.normal(size=(n, 3)) * (trial % 4 != 0)
+        tails = heads + rng.normal(size=(n, 3)) * (trial % 3 != 0)
+        m = structural_map([f"b{i}" for i in range(n)], parents, heads, tails)
+        assert len(set(m.roles.values())) == len(m.roles)
+        assert set(m.roles) <= set(ROLES)
+        assert m.roles or m.ambiguous
