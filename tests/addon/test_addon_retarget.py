@@ -2,9 +2,11 @@
 ../shared/data/bvh, imported by Blender's own BVH importer, onto Rigify's human metarig (knees
 given IK limits) and onto the rig Rigify generates, measured by Blender's evaluation of the keys.
 
-Two Blender sessions: the metarig (bone maps, both clips ours and naive, the walk's contacts
-against the source's own feet, user-edited spans, T-pose/A-pose, bad input) and the generated
-rig (generated once; both clips, keys on its controls)."""
+Three Blender sessions: the metarig (bone maps, both clips ours and naive, the walk's contacts
+against the source's own feet, user-edited spans, T-pose/A-pose, bad input), the generated
+rig (generated once; both clips, keys on its controls), and bone maps from the skeleton (#33:
+clips renamed and turned, retargeted with no bone map onto the metarig, a metarig with random
+bone names and the generated rig; the truth is the CMU clips' own joint names)."""
 
 import numpy as np
 import pytest

@@ -1,6 +1,7 @@
 """Bodies of test_addon_retarget: both CMU clips (../shared/data/bvh, through Blender's own BVH
 importer) retargeted onto Rigify's human metarig and onto the rig Rigify generates, ours and the
-naive copy-rotation retarget, measured by Blender's evaluation of the keys. Sessions that call
+naive copy-rotation retarget, measured by Blender's evaluation of the keys; the clips renamed
+and turned, mapped from their skeletons (bone_map_session). Sessions that call
 these end with exit_at_once (Blender 4.2 crashes on exit once Rigify was enabled)."""
 
 import importlib
