@@ -364,6 +364,10 @@ class Job:
                                                      **self.options)
                 self.contacts = self.engine_result.contacts
                 self.calib = self.engine_result.calibration
+                if self.calib.turn:
+                    self.warnings.append(f"the source faces {abs(np.degrees(self.calib.turn)):.0f} degrees away from "
+                                         "the target's rest facing at the calibration frame; the target was turned "
+                                         "to face where it does")
                 self.posed = self.engine_result.world                    # (F, B, 4, 4) armature space
             else:
                 self.engine_result = None

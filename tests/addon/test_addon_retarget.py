@@ -246,6 +246,8 @@ def test_retarget_with_no_bone_map_on_renamed_clips_holds_contacts(bone_maps_ses
     assert len(runs["bandai"]["spans"]) >= 12
     for key, r in runs.items():
         assert r["converged"] == r["frames"], key
+    assert any("faces 180 degrees away" in w for w in runs["anonymous"]["warnings"]), runs["anonymous"]["warnings"]
+    assert not any("degrees away" in w for w in runs["bandai"]["warnings"])
 
 
 def test_panel_auto_map_fills_the_map_and_lists_the_notes(bone_maps_session):
