@@ -37,9 +37,11 @@ orientation and unit); optionally the up axis and the facing direction. The meth
    forward where the feet give none); the character's left is up x forward (a rig facing -Y with
    +Z up has its left at +X, as Blender's Rigify metarig). A limb's side is the sign of its
    offset from the hips (legs) or upper_chest (arms) along left. Names with a left/right token
-   break a tie; where they contradict the geometry the geometry is kept and that is reported.
+   break a tie (and decide where no forward is known); where they contradict the geometry the
+   geometry is kept and that is reported.
 
-Whatever a rule could not settle clearly is listed in `StructureMap.ambiguous`.
+A bone plays one role at most. Whatever a rule could not settle clearly is listed in
+`StructureMap.ambiguous` (and a role it could not find is left out, never guessed from a name).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ STRAIGHT = np.radians(40.0)
 class StructureMap:
     """{role: bone name} from the skeleton; `ambiguous` what was not clear (readable lines);
     `up` and `forward` the directions used (unit, armature space); `facing` where forward came
-    from ("feet", "given", "names" or "unknown")."""
+    from ("feet", "given" or "unknown")."""
 
     roles: dict
     ambiguous: list = field(default_factory=list)
@@ -208,17 +210,21 @@ def structural_map(names, parents, heads, tails, *, up=None, forward=None) -> St
         raise ValueError("names, parents, heads and tails must have one entry per bone")
     ambiguous = []
     helper = [bool(set(tokens(n)) & HELPER_TOKENS) for n in names]
-    root_of = np.arange(len(names))
-    for b in range(len(names)):                  # the root each bone hangs from
-        r = b
-        while parents[r] >= 0:
-            r = parents[r]
+    root_of = {}
+    for b in range(len(names)):                  # the kept root each kept bone hangs from
+        if helper[b]:
+            continue
+        r, p = b, parents[b]
+        while p >= 0:
+            if not helper[p]:
+                r = p
+            p = parents[p]
         root_of[b] = r
-    roots, counts = np.unique(root_of[~np.array(helper, bool)] if len(names) else root_of, return_counts=True)
-    if roots.size == 0:
+    if not root_of:
         return StructureMap({}, ["no bones to map"])
+    roots, counts = np.unique(list(root_of.values()), return_counts=True)
     main = roots[np.argmax(counts)]
-    keep = [b for b in range(len(names)) if not helper[b] and root_of[b] == main]
+    keep = [b for b, r in root_of.items() if r == main]
     size = max(_extent(np.concatenate([heads[keep], tails[keep]])), 1e-12)
     tree = _Tree(keep, parents, heads, tails)
     core = _Tree(_core(keep, parents, heads, tails, CUT * size), parents, heads, tails)

@@ -237,3 +237,11 @@ def test_any_tree_gives_a_map_of_distinct_bones_or_says_why():
         assert len(set(m.roles.values())) == len(m.roles)
         assert set(m.roles) <= set(ROLES)
         assert m.roles or m.ambiguous
+
+
+def test_a_helper_root_leaves_one_tree():
+    """The skeleton and a prop bone under a root named as a helper (IK_Root): without the root
+    they are two trees; the larger one is mapped."""
+    s = with_leaf(with_root(rest("walk"), "IK_Root"), "IK_Root", "prop", 0.0)
+    m = mapped(s)
+    assert m.roles == TRUTH["walk"] and m.ambiguous == []
