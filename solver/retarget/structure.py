@@ -40,8 +40,10 @@ orientation and unit); optionally the up axis and the facing direction. The meth
    break a tie (and decide where no forward is known); where they contradict the geometry the
    geometry is kept and that is reported.
 
-A bone plays one role at most. Whatever a rule could not settle clearly is listed in
-`StructureMap.ambiguous` (and a role it could not find is left out, never guessed from a name).
+Where the arms do not hang below the hips in the hierarchy nothing is mapped, and the list
+says so (a retarget's roles all hang from the hips). A bone plays one role at most. Whatever a rule could not settle
+clearly is listed in `StructureMap.ambiguous` (and a role it could not find is left out, never
+guessed from a name).
 """
 
 from __future__ import annotations
@@ -283,8 +285,11 @@ def structural_map(names, parents, heads, tails, *, up=None, forward=None) -> St
 
     # Spine, neck, head.
     spine = tree.path(hips, chest)
-    if chest == hips or hips not in _ancestors(tree, chest):
-        ambiguous.append("spine: the arms do not hang above the hips; spine, chest and upper_chest unmapped")
+    if chest != hips and hips not in _ancestors(tree, chest):
+        return StructureMap({}, ambiguous + ["the arms do not hang below the hips (the legs' meeting point) in the "
+                                             f"hierarchy of the {len(keep)} bones mapped; nothing mapped"])
+    if chest == hips:
+        ambiguous.append("spine: the arms hang from the hips bone itself; spine, chest and upper_chest unmapped")
         spine = []
     if len(spine) == 1:
         roles["spine"] = name(spine[0])

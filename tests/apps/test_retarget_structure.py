@@ -245,3 +245,18 @@ def test_a_helper_root_leaves_one_tree():
     s = with_leaf(with_root(rest("walk"), "IK_Root"), "IK_Root", "prop", 0.0)
     m = mapped(s)
     assert m.roles == TRUTH["walk"] and m.ambiguous == []
+
+
+def test_arms_not_below_the_hips_map_nothing():
+    """The walk's hierarchy rerooted at the upper chest (parents reversed along the spine): the
+    arms no longer hang below the hips, so nothing is mapped, and the list says why."""
+    s = rest("walk")
+    names, parents = s["names"], s["parents"].copy()
+    node = names.index(TRUTH["walk"]["upper_chest"])
+    previous = -1
+    while node >= 0:
+        up = parents[node]
+        parents[node] = previous
+        previous, node = node, up
+    m = structural_map(names, parents, s["heads"], s["tails"])
+    assert m.roles == {} and "below the hips" in m.ambiguous[-1], m.ambiguous
