@@ -5,9 +5,8 @@ The skeleton looked at is the one a retarget solves: on a rig Rigify generated i
 the metarig's hierarchy (`rigify_controls.org_parents`); elsewhere its deforming bones, each
 hung on its nearest deforming ancestor (controls and helpers left out), or every bone where
 fewer than five deform or the deforming ones fall apart into several trees (parented through
-controls). Positions are the rest heads and tails in armature space. Where the
-feet give no facing direction, the rig is taken to face -Y (Blender's convention) and that is
-noted.
+controls). Positions are the rest heads and tails in armature space. Where the feet give no
+facing direction, the rig is taken to face -Y (Blender's convention) and that is noted.
 """
 
 from __future__ import annotations
@@ -67,5 +66,6 @@ def auto_pairs(source, target) -> tuple[dict, list]:
     s_map, s_notes, s_how = armature_map(source)
     t_map, t_notes, t_how = armature_map(target)
     pairs = {r: (s_map.get(r, ""), t_map.get(r, "")) for r in bone_maps.ROLES}
-    notes = [f"{source.name} (by {s_how}): {n}" for n in s_notes] + [f"{target.name} (by {t_how}): {n}" for n in t_notes]
+    notes = [f"{source.name} (by {s_how}): {n}" for n in s_notes]
+    notes += [f"{target.name} (by {t_how}): {n}" for n in t_notes]
     return pairs, notes

@@ -1,14 +1,14 @@
 """One retarget of a source armature's motion onto a target armature, in steps (progress and Esc
 for the operator, `run()` for scripts), measured by Blender's evaluation of what it wrote.
 
-Data flows one way: the bone maps (`bone_maps`, `auto_map`) -> the source's bones as Blender evaluates them
-at every frame (`source`), in the target armature's space -> the engine's `Source` and `Target`
-(the target's mapped bones and those between them, with their IK locks and limits) -> the
-engine's batched solve (`solver.retarget.retarget`: soft style and effector tasks, hard contact
-pins, floor and limits) -> keys (`writing`; on a rig Rigify generated, its animator controls,
-`rigify_controls`) -> Blender's evaluation of every written frame -> the result: per contact
-point and frame the distance from its pin (`position_error`), per span the foot slide, floor
-penetration, per role the style difference, all from what Blender shows.
+Data flows one way: the bone maps (`bone_maps`, `auto_map`) -> the source's bones as Blender
+evaluates them at every frame (`source`), in the target armature's space -> the engine's
+`Source` and `Target` (the target's mapped bones and those between them, with their IK locks and
+limits) -> the engine's batched solve (`solver.retarget.retarget`: soft style and effector
+tasks, hard contact pins, floor and limits) -> keys (`writing`; on a rig Rigify generated, its
+animator controls, `rigify_controls`) -> Blender's evaluation of every written frame -> the
+result: per contact point and frame the distance from its pin (`position_error`), per span the
+foot slide, floor penetration, per role the style difference, all from what Blender shows.
 
 `method="naive"` writes the retarget the usual tools do instead (`naive`), through the same
 steps, measured the same way (its contacts: the caller's, e.g. another result's, or detected

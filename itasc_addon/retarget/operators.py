@@ -78,7 +78,7 @@ class ITASC_OT_retarget(ModalJob, bpy.types.Operator):
 
 
 class ITASC_OT_retarget_auto_map(bpy.types.Operator):
-    """Fill the bone map from the source's and the target's bone names (presets) and, where they fall short, their skeletons"""
+    """Fill the bone map from both armatures' bone names (presets), else from their skeletons"""
 
     bl_idname = "itasc.retarget_auto_map"
     bl_label = "Auto Map"

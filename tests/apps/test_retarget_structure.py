@@ -16,7 +16,7 @@ import pytest
 from solver.retarget import ROLES
 from solver.retarget.structure import name_side, structural_map, tokens
 from tests.apps.retarget_bvh import (BANDAI, CLIPS, DATA, MIXAMO, TRUTH, read_rest, renamed, rotation, split,
-                                     turned, with_end_joints, with_leaf, with_root, without)
+                                     tails_of, turned, with_end_joints, with_leaf, with_root, without)
 
 BVH_TO_BLENDER = rotation("X", 90.0)          # Y up, facing +Z  ->  Z up, facing -Y (Blender's importer)
 TURNS = {"bvh_y_up": np.eye(3), "blender_z_up": BVH_TO_BLENDER,
@@ -115,19 +115,22 @@ def test_shorter_and_longer_chains(clip):
     assert m.roles == {r: names[b] for r, b in cases["all at once"][1].items()}
 
 
+def footless_walk():
+    """The walk without toes, each foot ending straight below its ankle (no facing)."""
+    truth = TRUTH["walk"]
+    base = without(rest("walk"), [truth["toe.L"], truth["toe.R"]])
+    for side in "LR":
+        base["ends"][base["names"].index(truth[f"foot.{side}"])] = np.array([0.0, -0.5, 0.0])
+    base["tails"] = tails_of(base["parents"], base["heads"], base["ends"])
+    return base
+
+
 def test_feet_without_direction_fall_back_to_names_and_say_so():
     """Toes gone and each foot's end straight below its ankle: the feet give no facing. With
     side words in the names (Bandai style) the sides come from them; with random names they are
     guessed; both are listed as ambiguous, and everything but the sides is still right."""
-    truth = TRUTH["walk"]
-    base = without(rest("walk"), [truth["toe.L"], truth["toe.R"]])
-    for side in "LR":
-        i = base["names"].index(truth[f"foot.{side}"])
-        base["ends"][i] = np.array([0.0, -0.5, 0.0])
-    from tests.apps.retarget_bvh import tails_of
-    base["tails"] = tails_of(base["parents"], base["heads"], base["ends"])
-    bandai, bandai_truth = rename_by_role(base, "walk", {r: n for r, n in BANDAI.items() if not r.startswith("toe")}
-                                          | {"toe.L": "Toes_L", "toe.R": "Toes_R"})
+    base = footless_walk()
+    bandai, bandai_truth = rename_by_role(base, "walk", BANDAI)
     m = mapped(turned(bandai, BVH_TO_BLENDER))
     assert m.facing == "unknown"
     assert any("facing" in a for a in m.ambiguous), m.ambiguous
@@ -138,19 +141,14 @@ def test_feet_without_direction_fall_back_to_names_and_say_so():
     unsided = {r.split(".")[0] + ("" if "." not in r else ".?") for r in m.roles}
     assert unsided == {r.split(".")[0] + ("" if "." not in r else ".?") for r in ROLES if not r.startswith("toe")}
     pairs = {frozenset((m.roles[f"{p}.L"], m.roles[f"{p}.R"])) for p in ("thigh", "foot", "hand")}
-    assert pairs == {frozenset((anonymous_truth[f"{p}.L"], anonymous_truth[f"{p}.R"])) for p in ("thigh", "foot", "hand")}
+    truth = {frozenset((anonymous_truth[f"{p}.L"], anonymous_truth[f"{p}.R"])) for p in ("thigh", "foot", "hand")}
+    assert pairs == truth
 
 
 def test_a_given_forward_settles_the_sides():
     """The same footless skeleton, random names, with forward given (-Y after Blender's turn):
     every role right, nothing ambiguous about sides."""
-    truth = TRUTH["walk"]
-    base = without(rest("walk"), [truth["toe.L"], truth["toe.R"]])
-    for side in "LR":
-        base["ends"][base["names"].index(truth[f"foot.{side}"])] = np.array([0.0, -0.5, 0.0])
-    from tests.apps.retarget_bvh import tails_of
-    base["tails"] = tails_of(base["parents"], base["heads"], base["ends"])
-    anonymous, anonymous_truth = random_names(base, "walk", seed=5)
+    anonymous, anonymous_truth = random_names(footless_walk(), "walk", seed=5)
     s = turned(anonymous, BVH_TO_BLENDER)
     m = structural_map(s["names"], s["parents"], s["heads"], s["tails"], forward=(0.0, -1.0, 0.0))
     assert m.facing == "given" and m.ambiguous == []
