@@ -5,8 +5,10 @@ vocabulary, `ROLES`): the hips, the spine from bottom to top, neck and head, and
 shoulder (clavicle), upper arm, forearm, hand, thigh, shin, foot and toe. A map is a plain dict
 {role: bone name}. `auto_map` makes one from an armature's bone names by the preset whose names
 fit best (namespace prefixes such as ``mixamorig:`` ignored, case ignored); `unmapped` lists the
-roles a map leaves out. `to_json` / `from_json` move a retarget's pair of maps
-{role: (source bone, target bone)} in and out of files.
+roles a map leaves out. `combined_map` joins that with the map the engine finds from the
+skeleton's hierarchy and rest pose (`solver.retarget.structure`) where names do not map every
+required role. `to_json` / `from_json` move a retarget's pair of maps {role: (source bone,
+target bone)} in and out of files.
 
 Presets name the bones of: the CMU BVH conversions (cgspeed's MotionBuilder naming of 2010,
 "cmuconvert-mb2", and the 3ds Max naming, "cmuconvert-max"), Mixamo, Rokoko, Blender's Rigify
@@ -120,6 +122,29 @@ def best_preset(bone_names) -> tuple[str, dict]:
 def auto_map(bone_names) -> dict:
     """{role: bone} from the bone names (`best_preset`); roles it cannot find are left out."""
     return best_preset(bone_names)[1]
+
+
+def combined_map(bone_names, structure) -> tuple[dict, list, str]:
+    """(map, notes, how) from the names and a `StructureMap` of the same armature.
+
+    Where the best preset maps every required role (hips, legs down to the feet) its map is
+    kept, roles it leaves out taken from the structure (bones no other role has), and each role
+    the two give different bones is noted. Otherwise the structure's map is used, with its own
+    list of what stayed ambiguous. `how` says which: "names (preset)", "names (preset) and
+    skeleton" or "skeleton"."""
+    preset, by_name = best_preset(bone_names)
+    by_structure = dict(structure.roles)
+    if not [r for r in REQUIRED if r not in by_name]:
+        out = dict(by_name)
+        used = set(out.values())
+        added = [r for r in ROLES if r not in out and r in by_structure and by_structure[r] not in used]
+        for r in added:
+            out[r] = by_structure[r]
+        notes = [f"{r}: names say {by_name[r]}, the skeleton {by_structure[r]}; kept the name's"
+                 for r in ROLES if r in by_name and r in by_structure and by_name[r] != by_structure[r]]
+        how = f"names ({preset})" + (" and skeleton" if added else "")
+        return {r: out[r] for r in ROLES if r in out}, notes, how
+    return by_structure, list(structure.ambiguous), "skeleton"
 
 
 def unmapped(mapping: dict, roles=ROLES) -> list:

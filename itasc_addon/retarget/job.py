@@ -1,14 +1,14 @@
 """One retarget of a source armature's motion onto a target armature, in steps (progress and Esc
 for the operator, `run()` for scripts), measured by Blender's evaluation of what it wrote.
 
-Data flows one way: the bone maps (`bone_maps`) -> the source's bones as Blender evaluates them
-at every frame (`source`), in the target armature's space -> the engine's `Source` and `Target`
-(the target's mapped bones and those between them, with their IK locks and limits) -> the
-engine's batched solve (`solver.retarget.retarget`: soft style and effector tasks, hard contact
-pins, floor and limits) -> keys (`writing`; on a rig Rigify generated, its animator controls,
-`rigify_controls`) -> Blender's evaluation of every written frame -> the result: per contact
-point and frame the distance from its pin (`position_error`), per span the foot slide, floor
-penetration, per role the style difference, all from what Blender shows.
+Data flows one way: the bone maps (`bone_maps`, `auto_map`) -> the source's bones as Blender
+evaluates them at every frame (`source`), in the target armature's space -> the engine's
+`Source` and `Target` (the target's mapped bones and those between them, with their IK locks and
+limits) -> the engine's batched solve (`solver.retarget.retarget`: soft style and effector
+tasks, hard contact pins, floor and limits) -> keys (`writing`; on a rig Rigify generated, its
+animator controls, `rigify_controls`) -> Blender's evaluation of every written frame -> the
+result: per contact point and frame the distance from its pin (`position_error`), per span the
+foot slide, floor penetration, per role the style difference, all from what Blender shows.
 
 `method="naive"` writes the retarget the usual tools do instead (`naive`), through the same
 steps, measured the same way (its contacts: the caller's, e.g. another result's, or detected
@@ -30,7 +30,7 @@ from ...solver.retarget.roles import mapped_parent
 from ...solver.retarget.skeletons import rest_ground
 from .. import keys, solving
 from ..rig import RigError, engine_bone
-from . import bone_maps, naive, rigify_controls, source, target, writing
+from . import auto_map, bone_maps, naive, rigify_controls, source, target, writing
 
 CHUNK = 48          # frames read per step
 
@@ -106,12 +106,15 @@ def _armature(obj, what):
 
 
 def split_map(rig, src, bone_map):
-    """(source map, target map) {role: bone}: `bone_map` {role: (source bone, target bone)} or,
-    where None, each armature's automatic map (`bone_maps.auto_map`); roles the other side does
-    not map are dropped from both."""
+    """(source map, target map, notes): the maps {role: bone} from `bone_map` {role: (source
+    bone, target bone)} or, where None, each armature's automatic map by names and skeleton
+    (`auto_map.auto_pairs`, whose notes on what stayed ambiguous come back); roles the other
+    side does not map are dropped from both."""
+    notes = []
     if bone_map is None:
-        s_map = bone_maps.auto_map([b.name for b in src.data.bones])
-        t_map = bone_maps.auto_map([b.name for b in rig.data.bones])
+        pairs, notes = auto_map.auto_pairs(src, rig)
+        s_map = {r: s for r, (s, _) in pairs.items() if s}
+        t_map = {r: t for r, (_, t) in pairs.items() if t}
     else:
         s_map, t_map = {}, {}
         for role, pair in dict(bone_map).items():
@@ -134,7 +137,7 @@ def split_map(rig, src, bone_map):
         if absent:
             raise RigError(f"the bone map names bones the {what} '{obj.name}' does not have ({', '.join(absent)}); "
                            "nothing was written")
-    return {r: s_map[r] for r in both}, {r: t_map[r] for r in both}
+    return {r: s_map[r] for r in both}, {r: t_map[r] for r in both}, notes
 
 
 def parents_of(rig):
@@ -209,7 +212,7 @@ class Job:
         self.frames = frames
         keys.action_frames(rig, frames)          # frames the action cannot play at (NLA tweak mode) are refused
         self.rig, self.src, self.method, self.precision, self.record = rig, src, method, float(precision), record
-        self.s_map, self.t_map = split_map(rig, src, bone_map)
+        self.s_map, self.t_map, map_notes = split_map(rig, src, bone_map)
         self.roles = list(self.s_map)
         source.check_channels(src, [self.s_map[r] for r in self.roles], located=(self.s_map["hips"],))
         calib = frames[0] if calibration_frame is None else float(calibration_frame)
@@ -218,7 +221,7 @@ class Job:
         self.calibration = int(np.flatnonzero(frames == calib)[0])
         self.rigify = rigify_controls.is_generated_rigify(rig)
         self.rigid_limbs = bool(rigid_limbs)
-        self.warnings = []
+        self.warnings = [f"bone map: {n}" for n in map_notes]
         self.parents = parents_of(rig)
         names = solved_bones(rig, self.t_map, self.parents)
         settings_of = rigify_controls.ik_settings_of(rig) if self.rigify else {}
@@ -361,6 +364,10 @@ class Job:
                                                      **self.options)
                 self.contacts = self.engine_result.contacts
                 self.calib = self.engine_result.calibration
+                if self.calib.turn:
+                    self.warnings.append(f"the source faces {abs(np.degrees(self.calib.turn)):.0f} degrees away from "
+                                         "the target's rest facing at the calibration frame; the target was turned "
+                                         "to face where it does")
                 self.posed = self.engine_result.world                    # (F, B, 4, 4) armature space
             else:
                 self.engine_result = None

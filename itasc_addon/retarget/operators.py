@@ -12,7 +12,7 @@ from bpy_extras.io_utils import ExportHelper, ImportHelper
 
 from ..modal_job import ModalJob
 from ..rig import RigError
-from . import bone_maps, job
+from . import auto_map, bone_maps, job
 from .properties import fill_map, map_pairs, span_dict
 
 
@@ -78,7 +78,7 @@ class ITASC_OT_retarget(ModalJob, bpy.types.Operator):
 
 
 class ITASC_OT_retarget_auto_map(bpy.types.Operator):
-    """Fill the bone map from the source's and the target's bone names (presets)"""
+    """Fill the bone map from both armatures' bone names (presets), else from their skeletons"""
 
     bl_idname = "itasc.retarget_auto_map"
     bl_label = "Auto Map"
@@ -90,12 +90,12 @@ class ITASC_OT_retarget_auto_map(bpy.types.Operator):
 
     def execute(self, context):
         p = _props(context)
-        s = bone_maps.auto_map([b.name for b in p.source.data.bones])
-        t = bone_maps.auto_map([b.name for b in p.target.data.bones])
-        fill_map(p, {r: (s.get(r, ""), t.get(r, "")) for r in bone_maps.ROLES})
-        missing = [r for r in bone_maps.ROLES if not (s.get(r) and t.get(r))]
-        if missing:
-            self.report({"WARNING"}, f"unmapped roles: {', '.join(missing)}")
+        pairs, notes = auto_map.auto_pairs(p.source, p.target)
+        fill_map(p, pairs)
+        p.map_notes = "\n".join(notes)
+        missing = [r for r, (s, t) in pairs.items() if not (s and t)]
+        if missing or notes:
+            self.report({"WARNING"}, "; ".join(([f"unmapped roles: {', '.join(missing)}"] if missing else []) + notes))
         return {"FINISHED"}
 
 

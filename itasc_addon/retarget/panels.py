@@ -1,5 +1,5 @@
 """The "Retarget" panel in the 3D View's sidebar (iTaSC tab): source and target, the bone map
-(auto, editable list, JSON), the contact spans (editable list), calibration frame, retarget and
+(auto, editable list, JSON, what the auto map left ambiguous), the contact spans (editable list), calibration frame, retarget and
 one-click "Import BVH and retarget". Drawing only reads data."""
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ class ITASC_PT_retarget(bpy.types.Panel):
         unmapped = [r.role for r in p.bone_map if not (r.source_bone and r.target_bone)]
         if unmapped:
             box.label(text=f"Unmapped: {', '.join(unmapped)}"[:120], icon="INFO")
+        for note in [n for n in p.map_notes.split("\n") if n][:6]:
+            box.label(text=f"Check: {note}"[:160], icon="QUESTION")
         box = layout.box()
         box.prop(p, "use_spans", text="Contact Spans (edited)" if p.use_spans else "Contact Spans (detected)")
         row = box.row()

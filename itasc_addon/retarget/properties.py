@@ -1,6 +1,7 @@
 """The retarget's settings, saved with the file on the scene (``scene.itasc_retarget``): source
 and target armatures, the bone map (one row per role: source bone, target bone), the contact
-spans the user edits, the calibration frame and the last result's summary."""
+spans the user edits, the calibration frame, the last result's summary and what the automatic
+bone map left ambiguous."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ class ITASC_PG_retarget(bpy.types.PropertyGroup):
     method: EnumProperty(name="Method", items=(("itasc", "iTaSC (contacts held)", "Contacts pinned, floor, limits"),
                                                ("naive", "Copy rotations", "What the usual tools do, for contrast")))
     summary: StringProperty(name="Last Result")
+    map_notes: StringProperty(name="Bone Map Notes",
+                              description="What the automatic bone map could not settle, one line each")
 
 
 classes = (ITASC_PG_role, ITASC_PG_span, ITASC_PG_retarget)
@@ -72,6 +75,7 @@ def fill_map(props, pairs):
     """Replace the panel's map by `pairs` {role: (source bone, target bone)}, one row per role."""
     from .bone_maps import ROLES
     props.bone_map.clear()
+    props.map_notes = ""
     for role in ROLES:
         s, t = pairs.get(role, ("", ""))
         row = props.bone_map.add()

@@ -152,7 +152,7 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
         raise ValueError(f"floor {floor} must be a finite number or None")
     up = unit_up(up)
     F = source.n_frames
-    calibration = calibrate(source, target, calibration_frame)
+    calibration = calibrate(source, target, calibration_frame, up)
     desired = calibration.desired_rotations(source)
     c = calibration.frame
 

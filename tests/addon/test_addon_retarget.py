@@ -2,9 +2,11 @@
 ../shared/data/bvh, imported by Blender's own BVH importer, onto Rigify's human metarig (knees
 given IK limits) and onto the rig Rigify generates, measured by Blender's evaluation of the keys.
 
-Two Blender sessions: the metarig (bone maps, both clips ours and naive, the walk's contacts
-against the source's own feet, user-edited spans, T-pose/A-pose, bad input) and the generated
-rig (generated once; both clips, keys on its controls)."""
+Three Blender sessions: the metarig (bone maps, both clips ours and naive, the walk's contacts
+against the source's own feet, user-edited spans, T-pose/A-pose, bad input), the generated
+rig (generated once; both clips, keys on its controls), and bone maps from the skeleton (#33:
+clips renamed and turned, retargeted with no bone map onto the metarig, a metarig with random
+bone names and the generated rig; the truth is the CMU clips' own joint names)."""
 
 import numpy as np
 import pytest
@@ -187,3 +189,69 @@ def test_panel_operators_edit_spans_and_the_retarget_holds_them(metarig):
         {d[1] for d in drawn if d[0] == "operator"}
     assert ["label", "Unmapped: spine"] in drawn and any(d[0] == "label" and "itasc:" in d[1] for d in drawn)
     assert locations == {f'pose.bones["spine"].location[{i}]' for i in range(3)}
+
+
+# --- bone maps from the skeleton (#33) ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def bone_maps_session(extension_zip):
+    return call_in_blender("retarget:bone_map_session", extension_zip=extension_zip, sys_path=[ROOT],
+                           exit_at_once=True)
+
+
+def test_renamed_and_turned_clips_map_every_role_by_their_skeleton(bone_maps_session):
+    """Bandai-style names with the rest turned to Y up in armature space, and random names
+    imported facing +Y: names map nothing useful, the skeleton maps all 22 roles as the CMU names
+    say, nothing ambiguous; Mixamo names with a "mixamorig7:" prefix map by name, the skeleton
+    agreeing (no notes). A metarig with random bone names maps as Rigify's own names say."""
+    maps, truth = bone_maps_session["maps"], bone_maps_session["truth"]
+    for key in ("bandai", "anonymous", "odd", "mixamo"):
+        assert maps[key]["roles"] == truth[key], key
+        assert maps[key]["notes"] == [], (key, maps[key]["notes"])
+    assert maps["bandai"]["how"] == maps["anonymous"]["how"] == maps["odd"]["how"] == "skeleton"
+    assert {"hips", "thigh.L", "shin.L"} <= set(maps["bandai"]["names_only_unmapped"])
+    assert len(maps["anonymous"]["names_only_unmapped"]) == 22
+    assert maps["mixamo"]["how"] == "names (mixamo)"
+
+
+def test_rigify_metarig_and_generated_rig_map_by_their_skeleton(bone_maps_session):
+    """The structural map alone (names not looked at) of Rigify's metarig (with and without knee
+    limits) and of the ORG- skeleton of the rig it generates equals Rigify's own naming."""
+    maps = bone_maps_session["maps"]
+    for key in ("metarig", "metarig_plain"):
+        assert maps[key]["roles"] == maps["metarig_preset"] and maps[key]["ambiguous"] == [], key
+        assert maps[key]["facing"] == "feet"
+    assert maps["generated"]["roles"] == maps["generated_preset"] and maps["generated"]["ambiguous"] == []
+
+
+def test_retarget_with_no_bone_map_on_renamed_clips_holds_contacts(bone_maps_session):
+    """api.retarget with no bone map: the Bandai-named walk onto the metarig and onto the rig
+    Rigify generates, the Mixamo-named 131 clip onto the metarig, the random-named walk (facing
+    +Y) onto the random-named metarig: the map used is the truth, every contact held within
+    1 mm as Blender shows it."""
+    runs, truth = bone_maps_session["runs"], bone_maps_session["truth"]
+    targets = {"bandai": "metarig", "mixamo": "metarig", "anonymous": "odd", "bandai_generated": "generated"}
+    for key, target in targets.items():
+        r = runs[key]
+        source_truth = truth[key.split("_")[0]]
+        assert {role: s for role, (s, _) in r["bone_map"].items()} == source_truth, key
+        assert_held(r, key)
+        assert len(r["bone_map"]) == 22, key
+        print(key, "spans", len(r["spans"]), "slide max (mm)", round(max(r["slide"]) * 1e3, 5), "seconds",
+              round(r["seconds"], 2))
+    assert {role: t for role, (_, t) in runs["anonymous"]["bone_map"].items()} == truth["odd"]
+    # The same walk renamed, turned in armature space, or imported facing +Y (the calibration
+    # turns the target to face it) detects the same spans on every target; every frame converged.
+    assert runs["bandai"]["spans"] == runs["anonymous"]["spans"] == runs["bandai_generated"]["spans"]
+    assert len(runs["bandai"]["spans"]) >= 12
+    for key, r in runs.items():
+        assert r["converged"] == r["frames"], key
+    assert any("faces 180 degrees away" in w for w in runs["anonymous"]["warnings"]), runs["anonymous"]["warnings"]
+    assert not any("degrees away" in w for w in runs["bandai"]["warnings"])
+
+
+def test_panel_auto_map_fills_the_map_and_lists_the_notes(bone_maps_session):
+    s = bone_maps_session
+    assert s["ui_auto"] and s["ui_mapped"] == 22
+    labels = [d[1] for d in s["ui_drawn"] if d[0] == "label"]
+    assert "Check: left/right: a note" in labels and "Check: head: another" in labels

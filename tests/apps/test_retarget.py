@@ -513,3 +513,38 @@ def test_heel_and_ball_are_rigid_with_float32_rests():
         for j, b in enumerate(names):
             same_foot = i != j and a.rsplit(".", 1)[-1] == b.rsplit(".", 1)[-1]
             assert rigid[i, j] == same_foot, (a, b)
+
+
+@pytest.mark.parametrize("degrees", [180.0, 120.0, -75.0])
+def test_a_source_turned_about_up_gives_the_same_retarget_turned(walk, degrees):
+    """The walk turned as a whole about the vertical (a clip facing +Y onto a rig facing -Y, and
+    other turns past 45 degrees): the same spans, and every bone's pose is the unturned result's
+    turned by the same rotation about the origin (source and result turn together), so the
+    target faces where the source faces instead of keeping its rest heading."""
+    target, base = walk
+    source = walk_source(F)
+    Q = exp_map(np.array([0.0, 0.0, np.radians(degrees)]))
+    turned = Source({r: Q @ R for r, R in source.rotations.items()}, {r: h @ Q.T for r, h in source.heads.items()},
+                    source.fps)
+    result = retarget(turned, target)
+    assert result.contacts == base.contacts
+    assert np.isclose(result.calibration.turn, np.radians(degrees), atol=1e-9)
+    Q4 = np.eye(4)
+    Q4[:3, :3] = Q
+    moved = [i for i, name in enumerate(result.bone_names) if name != "root"]       # the unmapped root stays
+    difference = np.abs(result.world[:, moved] - Q4 @ base.world[:, moved])
+    assert difference[..., :3, 3].max() < 1e-6 and difference[..., :3, :3].max() < 1e-6, difference.max()
+    assert_held(target, result)
+
+
+def test_small_heading_differences_keep_the_shortest_arcs(walk):
+    """A source turned 30 degrees (under TURN_BEYOND) is calibrated by shortest arcs alone."""
+    target, _ = walk
+    source = walk_source(F)
+    Q = exp_map(np.array([0.0, 0.0, np.radians(30.0)]))
+    turned = Source({r: Q @ R for r, R in source.rotations.items()}, {r: h @ Q.T for r, h in source.heads.items()},
+                    source.fps)
+    calibration = calibrate(turned, target, 0)
+    assert calibration.turn == 0.0
+    for role in target.roles:
+        assert np.abs(calibration.desired_rotations(turned)[role] - calibrated(turned, target, role)).max() < 1e-9

@@ -1,8 +1,10 @@
 """Bodies of test_addon_retarget: both CMU clips (../shared/data/bvh, through Blender's own BVH
 importer) retargeted onto Rigify's human metarig and onto the rig Rigify generates, ours and the
-naive copy-rotation retarget, measured by Blender's evaluation of the keys. Sessions that call
+naive copy-rotation retarget, measured by Blender's evaluation of the keys; the clips renamed
+and turned, mapped from their skeletons (bone_map_session). Sessions that call
 these end with exit_at_once (Blender 4.2 crashes on exit once Rigify was enabled)."""
 
+import importlib
 import json
 import math
 from pathlib import Path
@@ -418,4 +420,113 @@ def generated_session():
         "keys": len(all_keys(rig)),
         "stretch_changed": sorted(b for b, v in before["stretch"].items() if rig.pose.bones[b].ik_stretch != v),
         "switches_changed": sorted(b for b, v in before["switches"].items() if rig.pose.bones[b].get("IK_FK") != v)}
+    return json.loads(json.dumps(out, default=float))
+
+
+# --- bone maps from the skeleton (#33) ---------------------------------------------------------
+
+def rename_bones(obj, table):
+    """Rename the armature's bones by `table` {old: new} (Blender renames the action's F-curve
+    paths with them); two passes, so that names may swap."""
+    for i, old in enumerate(table):
+        obj.data.bones[old].name = f"__tmp{i}"
+    for i, new in enumerate(table.values()):
+        obj.data.bones[f"__tmp{i}"].name = new
+
+
+def turn_rest(obj, axis, degrees):
+    """Turn the armature's rest pose (every bone) about the armature's origin and the object
+    back by the same turn: the world motion stays, the armature-space rest is turned (as a
+    Y-up importer leaves it)."""
+    from mathutils import Matrix
+    R = Matrix.Rotation(math.radians(degrees), 4, axis)
+    obj.data.transform(R)
+    obj.matrix_world = obj.matrix_world @ R.inverted()
+
+
+def random_names(names, seed):
+    rng = np.random.default_rng(seed)
+    return {n: "".join(rng.choice(list("0123456789abcdef"), 10)) for n in names}
+
+
+def bone_map_session():
+    """Clips renamed (Bandai style, Mixamo with the prefix "mixamorig7:", random names), their
+    rest turned (Y up in armature space) or imported facing +Y, retargeted with no bone map onto
+    the metarig, a metarig with random bone names and the rig Rigify generates; the structural
+    maps of those targets; the panel's Auto operator and notes."""
+    from tests.apps.retarget_bvh import BANDAI, MIXAMO, TRUTH
+    if bpy.ops.preferences.addon_enable(module="rigify") != {"FINISHED"}:
+        raise RuntimeError("could not enable Blender's bundled Rigify add-on")
+    structure = importlib.import_module("bl_ext.user_default.itasc_ik.solver.retarget.structure")
+    auto = addon("retarget.auto_map")
+    clear_scene()
+    out = {"runs": {}, "maps": {}}
+
+    def structural(obj):
+        names, parents, heads, tails = auto.rest_skeleton(obj)
+        m = structure.structural_map(names, parents, heads, tails)
+        return {"roles": m.roles, "ambiguous": m.ambiguous, "facing": m.facing}
+
+    plain = metarig("metarig_plain", knee_limits=False)
+    if bpy.ops.pose.rigify_generate() != {"FINISHED"}:
+        raise RuntimeError("Rigify could not generate its rig")
+    generated = bpy.context.view_layer.objects.active
+    bpy.ops.object.mode_set(mode="OBJECT")
+    rig = metarig()
+    out["maps"]["metarig"] = structural(rig)
+    out["maps"]["metarig_plain"] = structural(plain)
+    out["maps"]["metarig_preset"] = dict(bone_maps.PRESETS["rigify_metarig"])
+
+    # Sources: the walk renamed Bandai style, rest turned to Y up in armature space.
+    bandai = import_clip("walk")
+    rename_bones(bandai, {TRUTH["walk"][r]: BANDAI[r] for r in bone_maps.ROLES})
+    turn_rest(bandai, "X", -90.0)
+    # The 131 clip renamed Mixamo style with a namespace prefix.
+    mixamo = import_clip("131")
+    rename_bones(mixamo, {**{b.name: "mixamorig7:" + ("Neck1" if b.name == "Neck" else b.name)
+                             for b in mixamo.data.bones},
+                          **{TRUTH["131"][r]: "mixamorig7:" + MIXAMO[r] for r in bone_maps.ROLES}})
+    # The walk with random names, imported facing +Y (the importer's forward axis flipped).
+    before = set(bpy.data.objects)
+    bpy.ops.import_anim.bvh(filepath=str(DATA / CLIPS["walk"]), global_scale=CMU_UNIT, update_scene_fps=True,
+                            update_scene_duration=True, axis_forward="Z")
+    anonymous = next(o for o in bpy.data.objects if o not in before and o.type == "ARMATURE")
+    fresh = random_names([b.name for b in anonymous.data.bones], 33)
+    rename_bones(anonymous, fresh)
+    truth = {"bandai": BANDAI, "mixamo": {r: "mixamorig7:" + MIXAMO[r] for r in bone_maps.ROLES},
+             "anonymous": {r: fresh[TRUTH["walk"][r]] for r in bone_maps.ROLES}}
+    out["truth"] = truth
+    for key, obj in (("bandai", bandai), ("mixamo", mixamo), ("anonymous", anonymous)):
+        mapping, notes, how = auto.armature_map(obj)
+        out["maps"][key] = {"roles": mapping, "notes": notes, "how": how,
+                            "names_only_unmapped": bone_maps.unmapped(bone_maps.auto_map([b.name for b in obj.data.bones]))}
+
+    # A target with random bone names: a copy of the metarig renamed.
+    odd = metarig("metarig_odd")
+    odd_names = random_names([b.name for b in odd.data.bones], 7)
+    rename_bones(odd, odd_names)
+    out["truth"]["odd"] = {r: odd_names[b] for r, b in bone_maps.PRESETS["rigify_metarig"].items()}
+    mapping, notes, how = auto.armature_map(odd)
+    out["maps"]["odd"] = {"roles": mapping, "notes": notes, "how": how}
+
+    # Retargets with no bone map.
+    runs = (("bandai", rig, bandai, {}), ("anonymous", odd, anonymous, {}),
+            ("mixamo", rig, mixamo, {"frame_start": 480, "frame_end": 720, "calibration_frame": 480}))
+    for key, target, src, options in runs:
+        options = {"calibration_frame": 1, **options}
+        result = api.retarget(target, src, **options)
+        out["runs"][key] = {**_summary(result), "bone_map": {r: list(p) for r, p in result.bone_map.items()}}
+    # The panel: Auto fills the map from names and skeletons, its notes are drawn.
+    p = bpy.context.scene.itasc_retarget
+    p.source, p.target = anonymous, odd
+    out["ui_auto"] = bpy.ops.itasc.retarget_auto_map() == {"FINISHED"}
+    out["ui_mapped"] = sum(bool(r.source_bone and r.target_bone) for r in p.bone_map)
+    p.map_notes = "left/right: a note\nhead: another"
+    out["ui_drawn"] = draw_panel()
+
+    # The rig Rigify generates: its ORG- skeleton mapped by structure; a renamed clip onto it.
+    out["maps"]["generated"] = structural(generated)
+    out["maps"]["generated_preset"] = dict(bone_maps.PRESETS["rigify"])
+    result = api.retarget(generated, bandai, calibration_frame=1)
+    out["runs"]["bandai_generated"] = {**_summary(result), "bone_map": {r: list(p) for r, p in result.bone_map.items()}}
     return json.loads(json.dumps(out, default=float))
