@@ -37,6 +37,22 @@ def unlocked_model(osim, path):
     return model, state, coordinates
 
 
+def scaled_by_opensim(osim, path, factors):
+    """(model, state) of an .osim file scaled by OpenSim's own Model::scale, factors {body: (x, y,
+    z)}, mass distribution preserved, no target mass (-1), as ScaleTool's ModelScaler calls it."""
+    model = osim.Model(str(path))
+    state = model.initSystem()
+    scale_set = osim.ScaleSet()
+    for body, f in factors.items():
+        scale = osim.Scale()
+        scale.setSegmentName(body)
+        scale.setScaleFactors(osim.Vec3(*f))
+        scale.setApply(True)
+        scale_set.cloneAndAppend(scale)
+    assert model.scale(state, scale_set, True, -1.0)
+    return model, state
+
+
 def assembled_motion(osim, path, coupling, frames: int, rate: float, noise: float = 0.0):
     """(MarkerData, the coordinates OpenSim assembled (frames, n)): every free coordinate of the
     model at `path` (`coupling`: its load_osim coupling) on a sine of amplitude 0.25 at 1.5 Hz

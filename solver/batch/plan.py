@@ -26,17 +26,21 @@ from .kinds import TrialSpec, output_names
 PATTERNS = {"ik": ("*.trc", "*.c3d"), "scale": ("*.xml",), "fly": ("*.pkl",)}
 
 
-def is_scale_setup(path) -> bool:
-    """Whether the XML file at `path` is a ScaleTool setup (alone or in an OpenSimDocument)."""
+def tool_tag(path) -> str | None:
+    """The tag of the tool an XML setup file holds (alone or in an OpenSimDocument), e.g.
+    "ScaleTool"; None for anything else (not XML, unreadable, another root)."""
     try:
         for _, elem in ET.iterparse(path, events=("start",)):
-            if elem.tag == "ScaleTool":
-                return True
             if elem.tag != "OpenSimDocument":
-                return False
+                return elem.tag
     except (ET.ParseError, OSError, UnicodeDecodeError):
-        return False
-    return False
+        return None
+    return None
+
+
+def is_scale_setup(path) -> bool:
+    """Whether the XML file at `path` is a ScaleTool setup (alone or in an OpenSimDocument)."""
+    return tool_tag(path) == "ScaleTool"
 
 
 def find_trials(kind: str, sources, patterns=None) -> list:

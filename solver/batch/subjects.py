@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..opensim.setup import TOOL_TAGS
 from .kinds import SCALE_OUTPUTS
-from .plan import find_trials, ik_specs, last_report, scale_specs
+from .plan import find_trials, ik_specs, last_report, scale_specs, tool_tag
 from .runner import BatchResult, local_cluster, run_batch
 
 SCALE_SUMMARY = "scale_summary.csv"
@@ -40,15 +40,8 @@ class Subject:
 
 
 def is_ik_setup(path) -> bool:
-    try:
-        for _, elem in ET.iterparse(path, events=("start",)):
-            if elem.tag in TOOL_TAGS:
-                return True
-            if elem.tag != "OpenSimDocument":
-                return False
-    except (ET.ParseError, OSError, UnicodeDecodeError):
-        return False
-    return False
+    """Whether the XML file at `path` is an InverseKinematicsTool setup (any version's tag)."""
+    return tool_tag(path) in TOOL_TAGS
 
 
 def find_subjects(sources, ik_setup=None, patterns=None) -> list:

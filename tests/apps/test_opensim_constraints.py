@@ -21,7 +21,7 @@ from solver.opensim import (IKMarkerTask, MarkerData, MarkerIK, OpenSimFileError
                             read_storage, read_trc, write_trc)
 from solver.opensim.coupling import coupler_tangent
 from solver.opensim.ik import BATCHED_PASSES
-from tests.opensim_reference import DATA
+from tests.opensim_reference import DATA, scaled_by_opensim
 from tests.opensim_reference import opensim as _opensim
 
 FOLDER = DATA.parent / "opensim_constraints"
@@ -388,16 +388,7 @@ def test_scaling_scales_translational_couplers_as_opensim_does(osim, tmp_path):
     doc = ModelDocument.read(MODEL)
     apply_scale(doc, {b: np.array(f) for b, f in factors.items()}, True, -1.0)
     ours = load_osim(doc.write(tmp_path / "ours.osim"))
-    model = osim.Model(str(MODEL))
-    state = model.initSystem()
-    scale_set = osim.ScaleSet()
-    for body, f in factors.items():
-        scale = osim.Scale()
-        scale.setSegmentName(body)
-        scale.setScaleFactors(osim.Vec3(*f))
-        scale.setApply(True)
-        scale_set.cloneAndAppend(scale)
-    assert model.scale(state, scale_set, True, -1.0)
+    model, state = scaled_by_opensim(osim, MODEL, factors)
     unscaled = load_osim(MODEL)
     knee = np.linspace(-0.17, 2.79, 50)
     constraints = model.getConstraintSet()

@@ -20,7 +20,7 @@ from solver.opensim import (IKMarkerTask, IKTaskSet, MarkerData, MarkerIK, Marke
 from solver.opensim import write_trc
 from solver.opensim.marker_kinematics import MarkerKinematics
 from solver.opensim.markers import marker_jacobian, marker_positions
-from tests.opensim_reference import DATA, assembled_motion, unlocked_model
+from tests.opensim_reference import DATA, assembled_motion, scaled_by_opensim, unlocked_model
 from tests.opensim_reference import opensim as _opensim
 
 FOLDER = DATA.parent / "opensim_constraints"
@@ -320,16 +320,7 @@ def test_scaling_the_joint_matches_opensims_model_scale(tmp_path):
     doc = ModelDocument.read(path)
     apply_scale(doc, {b: np.array(f) for b, f in factors.items()}, True, -1.0)
     ours_path = doc.write(tmp_path / "ours.osim")
-    model = osim.Model(str(path))
-    state = model.initSystem()
-    scale_set = osim.ScaleSet()
-    for body, f in factors.items():
-        scale = osim.Scale()
-        scale.setSegmentName(body)
-        scale.setScaleFactors(osim.Vec3(*f))
-        scale.setApply(True)
-        scale_set.cloneAndAppend(scale)
-    assert model.scale(state, scale_set, True, -1.0)
+    model, state = scaled_by_opensim(osim, path, factors)
     model.printToXML(str(tmp_path / "theirs.osim"))
     ours, theirs = load_osim(ours_path), load_osim(tmp_path / "theirs.osim")
     joint = osim.ScapulothoracicJoint.safeDownCast(model.getJointSet().get("scapulothoracic"))
