@@ -303,7 +303,8 @@ def _pole_tasks(model, constraints, driven, chains, n_targets, warnings, wanted=
     """(Pole tasks, the driven constraint of each): a constraint's pole where Blender's IK follows
     it (see POLE_IGNORED), aimed at engine object n_targets + i (Samples.objects appends the poles
     in this order). The pole turns the chain's root bone about the line from its head to the
-    target, as Blender's pole_angle says (solver.tasks.pole)."""
+    target, as Blender's pole_angle says (solver.tasks.pole); a root bone that stretches has its
+    head off its segment frame (`root_stretch`)."""
     poles, pole_of = [], []
     for c, d in enumerate(driven):
         if d.pole is None or (wanted is not None and not wanted(d.bone, d.name)):
@@ -315,7 +316,8 @@ def _pole_tasks(model, constraints, driven, chains, n_targets, warnings, wanted=
             continue
         root = solver.on_segment(model.index(chains[c][-1]))
         poles.append(solver.Pole(root, task.effector, task.target, solver.on_object(n_targets + len(poles)),
-                                 pole_angle=d.pole_angle, name=f"{d.bone}/{d.name}/pole"))
+                                 pole_angle=d.pole_angle, name=f"{d.bone}/{d.name}/pole",
+                                 root_stretch=_stretch_coordinates(model).get(chains[c][-1])))
         pole_of.append(c)
     return poles, pole_of
 

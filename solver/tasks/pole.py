@@ -109,6 +109,22 @@ def _unit(v, size):
     return v / np.where(size > 0.0, size, 1.0)[:, None]
 
 
+def at_head(root, J, d, column):
+    """The root bone's frame (N, 4, 4) at its head, and the twist Jacobian (N, 6, cols) there (None:
+    none), from its segment frame and that frame's Jacobian: a bone that stretches (a prismatic
+    joint along its Y, coordinate `column`, value d (N,)) has its segment frame at head + d y. The
+    head is the frame's point -d y: it moves by J_l + d (y x J_w), less y for d itself."""
+    y = root[:, :3, 1]
+    out = root.copy()
+    out[:, :3, 3] -= d[:, None] * y
+    if J is None:
+        return out, None
+    J = J.copy()
+    J[:, :3] += d[:, None, None] * np.cross(y[:, :, None], J[:, 3:], axis=1)
+    J[:, :3, column] -= y
+    return out, J
+
+
 def geometry(root, effector, target, pole, up_local) -> dict:
     """theta and what its derivative needs, from the four frames (N, 4, 4) and the root bone's
     "up" in its own frame (3,) or (N, 3); `valid` is False in the singular frames (theta is 0 there)."""
@@ -211,12 +227,15 @@ class Pole(Task):
     has_rotation = True
 
     def __init__(self, root: Endpoint, effector: Endpoint, target: Endpoint, pole: Endpoint,
-                 pole_angle: float = 0.0, weight: float = 1.0, name: str = "pole"):
+                 pole_angle: float = 0.0, weight: float = 1.0, name: str = "pole", root_stretch: int | None = None):
         check_weight(name, "weight", weight)
         if not np.isfinite(pole_angle):
             raise ValueError(f"constraint '{name}': pole_angle {pole_angle} must be finite")
+        if root_stretch is not None and (root.segment < 0 or not np.array_equal(root.offset[:3, :3], np.eye(3))):
+            raise ValueError(f"constraint '{name}': root_stretch needs the root on a segment, axes aligned with it")
         self.name = name
         self.root, self.effector, self.target, self.pole = root, effector, target, pole
+        self.root_stretch = root_stretch      # the root bone's stretch coordinate: the apex is its head (at_head)
         self.pole_angle, self.weight = float(pole_angle), float(weight)
         self.up_local = np.array([np.cos(self.pole_angle), 0.0, np.sin(self.pole_angle)])
 
@@ -285,10 +304,19 @@ class Pole(Task):
         up_local = np.array([t.up_local for t in tasks])
         weight = np.array([t.weight for t in tasks])
         T = len(tasks)
+        stretching = [(k, t.root_stretch) for k, t in enumerate(tasks) if t.root_stretch is not None]
 
         def evaluate(inputs: TaskInputs, out: Stack) -> None:
             F = inputs.frames.shape[0]
-            frames = inputs.frames[:, ends].reshape(F * T, 4, 4, 4)
+            frames = inputs.frames[:, ends]
+            J = None if out.A is None else inputs.jacobians[:, ends]
+            for k, column in stretching:                      # those roots at their heads (at_head)
+                head, J_head = at_head(frames[:, k, 0], None if J is None else J[:, k, 0], inputs.q[:, column],
+                                       column)
+                frames[:, k, 0] = head
+                if J is not None:
+                    J[:, k, 0] = J_head
+            frames = frames.reshape(F * T, 4, 4, 4)
             g = geometry(frames[:, 0], frames[:, 1], frames[:, 2], frames[:, 3],
                          np.broadcast_to(up_local, (F, T, 3)).reshape(F * T, 3))
             theta, valid = g["theta"].reshape(F, T), g["valid"].reshape(F, T)
@@ -299,7 +327,6 @@ class Pole(Task):
             out.position_error[:, index] = np.nan
             if out.A is None:
                 return
-            J = inputs.jacobians[:, ends]
             row = cls._row(g, J.reshape((F * T,) + J.shape[2:])).reshape(F, T, -1)
             n = inputs.n
             out.A[:, rows] = row[..., :n]
@@ -307,10 +334,24 @@ class Pole(Task):
                 out.B[:, rows] = -row[..., n:]
         return evaluate
 
+    def _head(self, inputs: TaskInputs, i: int):
+        """(the root's frame at its head (F, 4, 4), the four endpoints' Jacobians (F, 4, 6, cols) with
+        the root's there, or None without Jacobians): `at_head` where the root bone stretches."""
+        root = inputs.frames[:, i]
+        J = None if inputs.jacobians is None else inputs.jacobians[:, i:i + 4]
+        if self.root_stretch is None:
+            return root, J
+        root, J_root = at_head(root, None if J is None else J[:, 0], inputs.q[:, self.root_stretch], self.root_stretch)
+        if J is not None:
+            J = J.copy()
+            J[:, 0] = J_root
+        return root, J
+
     def evaluate(self, place: Place, inputs: TaskInputs, out: Stack) -> None:
         i, rows, index = place.first_endpoint, place.rows, place.index
         frames = inputs.frames
-        g = self.geometry(frames[:, i], frames[:, i + 1], frames[:, i + 2], frames[:, i + 3])
+        root, J = self._head(inputs, i)
+        g = self.geometry(root, frames[:, i + 1], frames[:, i + 2], frames[:, i + 3])
         valid, theta = g["valid"], g["theta"]
         out.y[:, rows] = theta[:, None]
         out.yd[:, rows] = 0.0
@@ -319,7 +360,7 @@ class Pole(Task):
         out.position_error[:, index] = np.nan
         if out.A is None:
             return
-        row = self._row(g, inputs.jacobians[:, i:i + 4])
+        row = self._row(g, J)
         n = inputs.n
         out.A[:, rows] = row[:, None, :n]
         if out.B is not None:
@@ -366,9 +407,17 @@ class _OneFrame:
         self.index = as_slice(np.array([p.index for p in places]))
         self.up_local = np.array([t.up_local for t in tasks])[:, :, None]                   # (T, 3, 1)
         self.weight = [t.weight for t in tasks]
+        self.stretching = [(k, t.root_stretch) for k, t in enumerate(tasks) if t.root_stretch is not None]
 
     def __call__(self, inputs: TaskInputs, out: Stack) -> None:
         frames = inputs.frames[0].take(self.ends, axis=0)                                   # (T, 4, 4, 4)
+        J = None if out.A is None else inputs.jacobians[0].take(self.ends, axis=0)         # (T, 4, 6, n + n_u)
+        for k, column in self.stretching:                     # those roots at their heads (at_head)
+            head, J_head = at_head(frames[k:k + 1, 0], None if J is None else J[k:k + 1, 0],
+                                   inputs.q[0:1, column], column)
+            frames[k, 0] = head[0]
+            if J is not None:
+                J[k, 0] = J_head[0]
         up = (frames[:, 0, :3, :3] @ self.up_local)[..., 0]
         positions = frames[:, :, :3, 3]
         vectors = np.concatenate([up[:, None], positions[:, 1:] - positions[:, :1]], axis=1)   # up, e, d, p
@@ -387,7 +436,6 @@ class _OneFrame:
         out.position_error[0, self.index] = np.nan
         if not gradients:
             return
-        J = inputs.jacobians[0].take(self.ends, axis=0)                                     # (T, 4, 6, n + n_u)
         T = len(theta)
         row = (np.array(rows)[:, None] @ J.reshape(T, 24, -1))[:, 0]
         n = inputs.n

@@ -7,6 +7,9 @@ import numpy as np
 import pytest
 
 from solver import tasks as task_kinds
+from solver.bones import Bone, model_from_bones
+from solver.bones import rest_matrix as bone_rest
+from solver.tasks.pole import at_head
 from solver.tasks import CoordinateCoupler, CopyPose, Distance, JointValue, Pole, Task, on_object, on_segment
 from solver.finite_differences import numerical_jacobian, relative_difference
 from solver.scene import Scene
@@ -101,9 +104,42 @@ def _poles_scene(rng):
     return Scene(model, poles, n_objects=6)
 
 
+def _stretching_chain(rng, n_bones):
+    """A chain of free bones that stretch (IK stretch: a sphere and a prismatic joint along Y each),
+    bent at random at rest; the model and each bone's stretch coordinate."""
+    bones, head, parent = [], np.zeros(3), None
+    for i in range(n_bones):
+        tail = head + rng.normal(size=3) * 0.3 + np.array([0.0, 0.0, 1.0])
+        bones.append(Bone(f"b{i}", bone_rest(head, tail, rng.uniform(-1, 1)), float(np.linalg.norm(tail - head)),
+                          parent, stretch=0.3))
+        head, parent = tail, f"b{i}"
+    model = model_from_bones(bones)
+    stretch = {model.names[model.joint_segment[j]]: int(model.joint_first[j])
+               for j, joint in enumerate(model.joints) if joint.kind == "prismatic"}
+    return model, [stretch[b.name] for b in bones]
+
+
+def _stretching_poles_scene(rng):
+    """Poles whose root bone stretches: the apex is the root's head, off its segment frame by the
+    stretch (Pole.root_stretch); one alone and two in a batch."""
+    model, stretch = _stretching_chain(rng, 3)
+    poles = [Pole(on_segment(0), on_segment(2, (0.0, model.length[2], 0.0)), on_object(2 * i), on_object(2 * i + 1),
+                  pole_angle=rng.uniform(-np.pi, np.pi), weight=0.5 + i, root_stretch=stretch[0])
+             for i in range(2)]
+    return Scene(model, poles, n_objects=4)
+
+
+def _stretching_pole_scene(rng):
+    model, stretch = _stretching_chain(rng, 3)
+    task = Pole(on_segment(0, (0.1, -0.2, 0.05)), on_segment(2, (0.0, model.length[2], 0.0)), on_object(0),
+                on_object(1), pole_angle=rng.uniform(-np.pi, np.pi), weight=0.7, root_stretch=stretch[0])
+    return Scene(model, [task], n_objects=2)
+
+
 # Every task kind and a scene that uses it: a new kind of task adds one line here.
 CASES = [(CopyPose, _copy_pose_scene), (CopyPose, _clamped_copy_pose_scene), (Distance, _distance_scene),
          (JointValue, _joint_value_scene), (Pole, _pole_scene), (Pole, _poles_scene),
+         (Pole, _stretching_pole_scene), (Pole, _stretching_poles_scene),
          (CoordinateCoupler, _coordinate_coupler_scene)]
 
 
@@ -131,6 +167,8 @@ def test_errors_from_frames_are_the_scenes(kind, scene):
             continue
         frames = [(ev.pose.frames[:, e.segment] if e.segment >= 0 else objects[:, e.obj]) @ e.offset
                   for e in task.endpoints()]
+        if getattr(task, "root_stretch", None) is not None:    # Blender's frame of the root bone: at its head
+            frames[0] = at_head(frames[0], None, q[:, task.root_stretch], task.root_stretch)[0]
         position, rotation, asks, per_length, per_turn = task.errors(frames)
         assert (per_length >= 0).all() and (per_turn >= 1.0 - 1e-12).all()
         np.testing.assert_allclose(position, ev.position_error[:, k], rtol=1e-12, atol=1e-12)
