@@ -109,12 +109,6 @@ class SolveResult:
         return text
 
 
-def _member(keys):
-    """drives(pb, con) of the rig reader for the constraints `keys` {(bone, constraint name)}."""
-    keys = set(keys)
-    return lambda pb, con: (pb.name, con.name) in keys
-
-
 def settings_for(obj, fps=None, scale=None, rig=None, **options):
     """The mode and the engine's Settings of a solve of `obj` (`ik_settings.choose`: the armature's
     own IK settings, read now, overridden by our panel's overrides and by `options`: mode, method,
@@ -221,7 +215,7 @@ class Job:
         on = handover.on_chooser(obj)
         self.order = rig_order.order(obj, handover.chooser(obj), on)
         rig_order.check(self.order, obj)
-        self.rigs = [rig_module.read_rig(obj, _member(stage)) for stage in self.order.stages]
+        self.rigs = [rig_module.read_rig(obj, rig_order.members(stage)) for stage in self.order.stages]
         driven = self.order.driven
         self.measure_rig = (self.rigs[0] if len(self.rigs) == 1 and not self.order.blender else
                             rig_module.read_rig(obj, on, measure=True, poles_of=lambda bone, name: (bone, name) in driven))
@@ -268,7 +262,7 @@ class Job:
     @property
     def done(self):
         F = len(self.frames)
-        base = 2 * F * getattr(self, "stage", 0)
+        base = 2 * F * self.stage
         if self.phase == "solve":
             return base + F + sum(len(p.q) for p in self.pieces)
         if self.phase == "verify":

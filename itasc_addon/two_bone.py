@@ -72,6 +72,7 @@ from ..solver.geometry import dot, unit
 from ..solver.rotations import exp_map
 from ..solver.update import reached
 from . import rig as rig_module
+from .rig.sampling import unscaled_points
 
 METHOD = "analytic two-bone"
 CONNECT_TOLERANCE = 1e-6     # gap between the second head and the first tail, relative to the reach
@@ -243,9 +244,8 @@ class Sampler(rig_module.Sampler):
             to_armature = np.linalg.inv(self.world)
             self.poles = np.einsum("fij,fj->fi", to_armature[:, :3, :3], self.pole_world) + to_armature[:, :3, 3]
             g = self.rig.constraint_groups[0]
-            if np.any(samples.base_scale[:, g] != 1.0):        # moved as the target is (rig._unscaled)
-                origin = samples.bases[:, g, :3, 3]
-                self.poles = origin + (self.poles - origin) / samples.base_scale[:, g, None]
+            if np.any(samples.base_scale[:, g] != 1.0):        # moved as the target is
+                self.poles = unscaled_points(self.poles, samples.bases[:, g], samples.base_scale[:, g])
         return samples
 
 

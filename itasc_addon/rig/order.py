@@ -51,6 +51,12 @@ class Order:
         return [f"'{bone}/{name}': {why}: Blender's IK solves it" for bone, name, why in self.blender]
 
 
+def members(keys):
+    """drives(pb, con) for the rig reader: the constraints `keys` {(bone, constraint name)}."""
+    keys = set(keys)
+    return lambda pb, con: (pb.name, con.name) in keys
+
+
 def controls_something(con):
     """Whether an IK constraint has a target, influence and an axis to control."""
     if con.target is None or con.influence <= 0.0:
@@ -198,7 +204,6 @@ def check(order_: Order, obj):
     """Refuse a rig with no IK constraint for our solver to drive, saying why."""
     if not order_.stages:
         if order_.idle:
-            idle = set(order_.idle)
-            read_rig(obj, lambda pb, con: (pb.name, con.name) in idle)     # raises, saying what each lacks
+            read_rig(obj, members(order_.idle))     # raises, saying what each lacks
         reasons = "; ".join(order_.warnings) or "none is on"
         raise RigError(f"armature '{obj.name}' has no IK constraint to drive ({reasons})")

@@ -276,15 +276,21 @@ def _scaled_rotation(M):
     return s, np.abs(gram - np.eye(3)).max(axis=(-2, -1))
 
 
+def unscaled_points(points, bases, scale):
+    """Points (..., 3) of a chain hanging from bases (..., 4, 4) scaled by `scale` (...), moved so
+    that the unscaled chain reaches them as the scaled one reaches the originals: a chain carried
+    by a parent scaled by s (as IK stretch scales a bone, and its children inherit it) is the
+    unscaled chain magnified by s about its base's origin o, so its effector is at p exactly where
+    the unscaled one is at o + (p - o) / s."""
+    origin = bases[..., :3, 3]
+    return origin + (points - origin) / scale[..., None]
+
+
 def _unscaled(objects, bases, scale):
     """Objects (F, C, 4, 4) of constraints whose chains hang from bases (F, C, 4, 4) scaled by
-    `scale` (F, C), moved so that the unscaled chain reaches them as the scaled one reaches the
-    originals: a chain carried by a parent scaled by s (as IK stretch scales a bone, and its
-    children inherit it) is the unscaled chain magnified by s about its base's origin o, so its
-    effector is at p exactly where the unscaled one is at o + (p - o) / s. Rotations are unchanged."""
+    `scale` (F, C), their points moved as `unscaled_points` says; rotations are unchanged."""
     out = objects.copy()
-    origin = bases[..., :3, 3]
-    out[..., :3, 3] = origin + (objects[..., :3, 3] - origin) / scale[..., None]
+    out[..., :3, 3] = unscaled_points(objects[..., :3, 3], bases, scale)
     return out
 
 
