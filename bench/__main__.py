@@ -17,8 +17,8 @@ reachable poses: ours with random restarts, IKPy, TRAC-IK's published figures), 
 frame in animation and in simulation mode on the 6-bone chain, Rigify's metarig and the generated rig, ours
 vs Blender's iTaSC in the same mode or the generated rig's Standard IK), batch (marker IK trials per second:
 `python -m solver batch` on 1 and 2 Dask workers vs one by one vs OpenSim's tool one by one). --markdown rewrites
-the part of that file between the bench markers with the tables, the command, date and machine
-(tables it did not run stay as they were).
+the part of that file between the bench markers: each table run, with the command, date, commit and
+machine that measured it (tables it did not run stay as they were).
 """
 
 from __future__ import annotations
@@ -89,26 +89,18 @@ def revision() -> str:
 def write_markdown(path: Path, tables, meta: dict) -> None:
     """Rewrite the block between the bench markers. Tables of this run replace their earlier
     version (found by the JSON name in their Data line) or are appended; tables it did not run
-    stay, with the block's header, and the new ones then say which run measured them."""
+    stay as they were. Each table says which run measured it, on which machine: tables from
+    several runs sit side by side in the file."""
     m = meta["machine"]
     text = path.read_text() if path.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
     head, rest = text.split(START, 1)
     block, tail = rest.split(END, 1)
     preamble, *old = block.split("\n### ")
     old = {re.search(r"bench/results/(\w+)\.json", s).group(1): "### " + s.strip() for s in old}
-    ran = {table.name for table in tables}
-    partial = bool(set(old) - ran)
-    stamp = f" Measured by `{meta['command']}`, {meta['date']}, commit {meta['commit']}." if partial else ""
-    new = {table.name: "\n".join([table.markdown(), "", f"Data: `bench/results/{table.name}.json`; plot: "
-                                   f"`bench/results/{table.name}.png` (written by the run, not committed).{stamp}"])
+    stamp = f"Measured {meta['date']}, commit {meta['commit']}, {m['cpu']} ({m['cores']} cores): `{meta['command']}`."
+    new = {table.name: "\n".join([table.markdown(), "", f"Data: `bench/results/{table.name}.json` (and .png). {stamp}"])
            for table in tables}
-    if partial:
-        body = [START + preamble.rstrip()]
-    else:
-        body = [START, "", f"Command: `{meta['command']}`  ", f"Date: {meta['date']}  ", f"Commit: {meta['commit']}  ",
-                f"Machine: {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}, numpy {m['numpy']}  ",
-                f"glibc keeps freed memory (solver.keep_freed_memory, also in every Blender session): "
-                f"{'yes' if meta['keep_freed_memory'] else 'no'}"]
+    body = [START + preamble.rstrip()]
     for name in [*old, *(n for n in new if n not in old)]:
         body += ["", new.get(name) or old[name]]
     body += ["", END]
