@@ -38,7 +38,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
-from . import handover, keys, solving
+from . import handover, job, keys
 from .retarget import job as retarget_job
 from .rig import RigError
 from .solving import SolveResult
@@ -67,7 +67,7 @@ def solve_frame(obj, frame=None, *, key=None, **options) -> SolveResult:
         key = bool(scene.tool_settings.use_keyframe_insert_auto)
     if frame != scene.frame_current + scene.frame_subframe:
         scene.frame_set(int(np.floor(frame)), subframe=float(frame - np.floor(frame)))
-    return solving.Job(obj, [frame], bake=False, key=key, **options).run()
+    return job.prepare(obj, [frame], bake=False, key=key, **options).run()
 
 
 def bake(obj, frame_start, frame_end, *, step=1, only_selected=False, **options) -> SolveResult:
@@ -86,7 +86,7 @@ def bake(obj, frame_start, frame_end, *, step=1, only_selected=False, **options)
     bones = None
     if only_selected:
         bones = selected_bones(obj)
-    return solving.Job(obj, frames, bake=True, bones=bones, **options).run()
+    return job.prepare(obj, frames, bake=True, bones=bones, **options).run()
 
 
 def retarget(rig, source, frame_start=None, frame_end=None, *, bone_map=None, contacts="auto", **options):

@@ -1,8 +1,9 @@
 """Long work in steps under a timer: a progress bar, Esc to cancel (nothing written before the job's
 write step; what a job keeps when cancelled later, its `cancel()` says).
 
-An operator mixes `ModalJob` in and gives `_make_job(context)` (an object with `step()` -> more to
-do, `done` and `total`), `_finish()` (the report once the job is through), the exceptions it
+An operator mixes `ModalJob` in and gives `_make_job(context)` (an object with `steps()`, a
+generator that yields after each piece of work, and `done` and `total`; or, for the jobs not yet
+written that way, `step()` -> more to do), `_finish()` (the report once the job is through), the exceptions it
 reports as errors and how to word them, and the noun its cancel message uses. Without a window
 (background Blender, scripts) `invoke` runs `execute` to the end instead.
 """
@@ -14,8 +15,14 @@ import bpy
 from . import guard
 
 
+def _stepped(job):
+    while job.step():
+        yield
+
+
 class ModalJob:
     _job = None
+    _steps = None
     _timer = None
     job_errors: tuple = (ValueError,)
     job_noun = "Job"
@@ -28,6 +35,7 @@ class ModalJob:
             return self.execute(context)
         try:
             self._job = self._make_job(context)
+            self._steps = self._job.steps() if hasattr(self._job, "steps") else _stepped(self._job)
         except self.job_errors as err:
             self.report({"ERROR"}, self.error_text(err))
             return {"CANCELLED"}
@@ -67,7 +75,7 @@ class ModalJob:
         if event.type != "TIMER":
             return {"PASS_THROUGH"}
         try:
-            more = self._job.step()
+            more = next(self._steps, StopIteration) is not StopIteration
         except self.job_errors as err:
             self._end(context)
             self.report({"ERROR"}, self.error_text(err))

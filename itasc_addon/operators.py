@@ -1,12 +1,12 @@
 """Operators (``bpy.ops.itasc.*``): solve the current frame, bake a range, clear a bake, live
-preview, hand the rig over, choose the constraints we drive. Thin: the work is in `solving`."""
+preview, hand the rig over, choose the constraints we drive. Thin: the work is in `job` and `live`."""
 
 from __future__ import annotations
 
 import bpy
 from bpy.props import BoolProperty, IntProperty, StringProperty
 
-from . import api, guard, handover, keys, live, solving
+from . import api, guard, handover, job, keys, live
 from .modal_job import ModalJob
 from .rig import RigError, ik_constraints
 
@@ -89,7 +89,7 @@ class ITASC_OT_bake(ModalJob, bpy.types.Operator):
         if end < start:
             raise RigError(f"the bake range {start}..{end} is empty")
         bones = api.selected_bones(obj) if only else None
-        return solving.Job(obj, list(range(start, end + 1, step)), bake=True, bones=bones)
+        return job.prepare(obj, list(range(start, end + 1, step)), bake=True, bones=bones)
 
     def execute(self, context):
         try:

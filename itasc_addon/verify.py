@@ -152,11 +152,12 @@ def float32_floor(depth, magnitude):
     return spread * magnitude, spread
 
 
-def measure(reader: Reader, objects, scale, precision: float) -> Measured:
+def measure(reader: Reader, objects, scale, precision: float, unjudged=()) -> Measured:
     """Errors of every frame the reader read against `objects` (F, K, 4, 4) in armature space
     (the targets the solve aimed at, e.g. `Reader.targets` blended by influence); `scale` (F,)
     the armature's uniform scale; `precision` in armature units (the engine's, for position
-    and rotation alike)."""
+    and rotation alike); `unjudged`: the driven constraints (indices) measured but counted as
+    reached (no target is theirs to reach, e.g. Blender's IK at influence below 1)."""
     verified = reader.verified
     F, C = len(verified), len(reader.tasks)
     M = np.swapaxes(reader.pose.reshape(F, -1, 4, 4), -1, -2).astype(float)     # column-major rows
@@ -192,8 +193,11 @@ def measure(reader: Reader, objects, scale, precision: float) -> Measured:
             floor[:, c] = p_floor * scale
     for array in (position, turn, floor):
         array[~verified] = np.nan
-    reached[~verified] = False
     driven = len(reader.rig.driven)
+    for c in unjudged:
+        reached[:, c] = True
+        reached[:, driven:][:, np.asarray(reader.rig.pole_of) == c] = True
+    reached[~verified] = False
     pole = np.full((F, driven), np.nan)
     pole[:, reader.rig.pole_of] = turn[:, driven:]
     return Measured(position[:, :driven], turn[:, :driven], reached, verified.copy(), floor[:, :driven], pole)

@@ -4,7 +4,7 @@ Blender evaluates a rig's IK constraints in dependency order: a chain whose targ
 rides on bones another chain moves is solved after it (Rigify's paw and hoof legs solve a leg in
 two or three IK steps, each aiming at a bone the one before moved). We do the same in *stages*: a
 bake solves and writes stage 0, then reads the targets of stage 1 from Blender's evaluation of
-what stage 0 wrote, and so on (`solving.Job`).
+what stage 0 wrote, and so on (`job.Job`).
 
 The analysis, over every *active* IK constraint of the armature (not muted as the user's rig has
 it, influence > 0, with a target and something to control):

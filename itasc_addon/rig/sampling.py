@@ -286,6 +286,13 @@ def unscaled_points(points, bases, scale):
     return origin + (points - origin) / scale[..., None]
 
 
+def rescaled_points(points, bases, scale):
+    """The inverse of `unscaled_points`: where the scaled chain puts what the unscaled one puts at
+    `points`."""
+    origin = bases[..., :3, 3]
+    return origin + (points - origin) * scale[..., None]
+
+
 def _unscaled(objects, bases, scale):
     """Objects (F, C, 4, 4) of constraints whose chains hang from bases (F, C, 4, 4) scaled by
     `scale` (F, C), their points moved as `unscaled_points` says; rotations are unchanged."""

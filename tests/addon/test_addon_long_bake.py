@@ -1,5 +1,5 @@
 """Long work through real Blender: a 20,000-frame bake of Rigify's human metarig (hands and feet
-on moving targets, tools.demo_rigify) driven through `solving.Job` step by step, as the modal
+on moving targets, tools.demo_rigify) driven through `job.Job` step by step, as the modal
 operator drives it: the progress it reports rises step by step to the total, stopping it leaves
 the action and the frame as they were, and running it to the end converges every frame and keys
 exactly the chains' rotation channels.

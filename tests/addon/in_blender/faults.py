@@ -11,6 +11,7 @@ from . import addon
 from .scenes import all_keys, api, chain_rig, clear_scene, keys_module, tip_errors
 
 solving = addon("solving")
+bake_job = addon("job")
 
 
 def mutes(rig):
@@ -80,13 +81,14 @@ def deleted():
     before = all_keys(rig)
     out = {}
     for what in ("rename", "delete"):
-        job = solving.Job(rig, list(range(1, 41)))
-        job.step()                                          # frames 1..16 read
+        job = bake_job.prepare(rig, list(range(1, 41)))
+        steps = job.steps()
+        next(steps)                                         # frames 1..16 read
         if what == "rename":
             target.name = "moved_away"
         else:
             bpy.data.objects.remove(target)
-        message, _ = attempt(job.run)
+        message, _ = attempt(lambda: list(steps))
         out[what] = {"message": message, "frame": scene.frame_current, "keys": all_keys(rig) == before,
                      "finite": finite()}
         if what == "rename":
@@ -280,10 +282,10 @@ def cancel():
     original = mutes(rig)
     before = all_keys(rig)
     basis = [list(map(list, pb.matrix_basis)) for pb in rig.pose.bones]
-    job = solving.Job(rig, list(range(1, 601)))
-    steps = 0
-    while job.phase != "solve" or len(job.pieces) < 1:       # read every frame, solve the first chunk
-        job.step()
+    job = bake_job.prepare(rig, list(range(1, 601)))
+    steps, stepping = 0, job.steps()
+    while job.phase != "solve" or len(job.stage.pieces) < 1:   # read every frame, solve the first chunk
+        next(stepping)
         steps += 1
     progress = [job.done, job.total]
     job.restore_frame()                                      # what Esc does in the modal operator

@@ -1,4 +1,4 @@
-"""Body of test_addon_long_bake: a long bake of Rigify's human metarig through `solving.Job`, step
+"""Body of test_addon_long_bake: a long bake of Rigify's human metarig through `job.Job`, step
 by step as the modal operator drives it. Needs the repository root on sys.path (tools.demo_rigify)."""
 
 import math
@@ -9,7 +9,7 @@ import numpy as np
 
 from tools import demo_rigify
 
-from .faults import finite, solving
+from .faults import bake_job, finite
 from .scenes import all_keys
 
 
@@ -45,10 +45,10 @@ def rigify_bake(n_frames):
 
     def stopped(until):
         """A job stepped until `until(job)`, then abandoned the way Esc abandons it."""
-        job = solving.Job(rig, frames, precision=demo_rigify.PRECISION)
-        steps = 0
+        job = bake_job.prepare(rig, frames, precision=demo_rigify.PRECISION)
+        steps, stepping = 0, job.steps()
         while not until(job):
-            assert job.step()
+            next(stepping)
             steps += 1
         state = {"steps": steps, "phase": job.phase, "done": job.done, "total": job.total}
         job.restore_frame()
@@ -57,15 +57,14 @@ def rigify_bake(n_frames):
         return state
 
     stops = {"sample": stopped(lambda job: job.done >= 80),                       # 5 steps of frames read
-             "solve": stopped(lambda job: job.phase == "solve" and len(job.pieces) >= 3)}
+             "solve": stopped(lambda job: job.phase == "solve" and len(job.stage.pieces) >= 3)}
 
     # The whole bake, step by step, progress read after each step.
     start = time.perf_counter()
-    job = solving.Job(rig, frames, precision=demo_rigify.PRECISION)
+    job = bake_job.prepare(rig, frames, precision=demo_rigify.PRECISION)
     progress = [job.done]
-    while job.step():
-        progress.append(job.done)
-    progress.append(job.done)
+    for done in job.steps():
+        progress.append(done)
     seconds = time.perf_counter() - start
     res = job.result
     after = all_keys(rig)

@@ -64,10 +64,9 @@ def bake(metarig, n_frames=12):
     }
 
 
-def three_chains(n_frames=10):
-    """Issue #30's reproduction without Rigify: chain A (3 bones) aims at an animated empty; chain
-    B's target bone is a child of A's tip (a chain's target riding on another chain); chain C has a
-    Copy Scale on a chain bone. Blender's own IK first, then our bake, each measured by Blender."""
+def _three_chain_rig(n_frames):
+    """Chain A (3 bones) aims at an animated empty; chain B's target bone is a child of A's tip
+    (a chain's target riding on another chain); chain C has a Copy Scale on a chain bone."""
     from .scenes import clear_scene
 
     clear_scene()
@@ -110,6 +109,13 @@ def three_chains(n_frames=10):
         con.target, con.subtarget, con.chain_count = target, sub, 0 if name == "A2" else 2
     copy = rig.pose.bones["C0"].constraints.new("COPY_SCALE")
     copy.target, copy.subtarget = rig, "scaler"
+    return scene, rig
+
+
+def three_chains(n_frames=10):
+    """Issue #30's reproduction without Rigify (`_three_chain_rig`): Blender's own IK first, then
+    our bake, each measured by Blender."""
+    scene, rig = _three_chain_rig(n_frames)
     frames = range(1, n_frames + 1)
     active = [f"{pb.name}/{c.name}" for pb, c in rigify_rigs.active_ik(rig)]
     before = mutes(rig)
@@ -148,3 +154,38 @@ def solve_one_frame(metarig, frame=3):
     columns = [res.constraints.index(name) for name in active]
     return {"ours": ours, "reported": np.asarray(res.position_error)[0, columns].tolist(),
             "solved_by": [res.solved_by[c] for c in columns], "frame": scene.frame_current}
+
+
+def _points(scene, rig, frames, bone, end="tail"):
+    """Per frame, the evaluated tail (or head) of `bone`, in armature space."""
+    out = []
+    for f in frames:
+        scene.frame_set(int(f))
+        ev = rig.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        out.append(list(getattr(ev.pose.bones[bone], end)))
+    return np.array(out)
+
+
+def three_chains_at_influence(n_frames=10):
+    """The three chains with B's IK (solved in stage 1) at influence 0.5 and C's (Blender's: its
+    Copy Scale target is scaled) at 0.7: B's tail before IK, B's target and every tail as Blender
+    shows them with its own IK and after our bake, and what the bake reported."""
+    scene, rig = _three_chain_rig(n_frames)
+    rig.pose.bones["scaler"].scale = (1.5, 1.5, 1.5)
+    frames = range(1, n_frames + 1)
+    b_ik, c_ik = rig.pose.bones["B1"].constraints["IK"], rig.pose.bones["C1"].constraints["IK"]
+    b_ik.mute = True
+    before_ik = _points(scene, rig, frames, "B1")
+    b_ik.mute = False
+    b_ik.influence, c_ik.influence = 0.5, 0.7
+    blender = _points(scene, rig, frames, "B1")
+    res = api.bake(rig, 1, n_frames)
+    ours = _points(scene, rig, frames, "B1")
+    target = _points(scene, rig, frames, "B_target", "head")
+    names = list(res.constraints)
+    out = {"before_ik": before_ik.tolist(), "blender": blender.tolist(), "ours": ours.tolist(),
+           "target": target.tolist(), "solved_by": dict(zip(names, res.solved_by)),
+           "reported": np.asarray(res.position_error)[:, names.index("B1/IK")].tolist(),
+           "converged": np.asarray(res.converged).tolist(), "warnings": list(res.warnings)}
+    api.release(rig)
+    return out

@@ -13,6 +13,7 @@ from .scenes import api, clear_scene, keys_module
 
 two_bone = addon("two_bone")
 solving = addon("solving")
+bake_job = addon("job")
 panels_module = addon("panels")
 
 
@@ -314,22 +315,25 @@ def timing():
 
     def timed(job):
         t0 = time.perf_counter()
-        while job.phase == "sample":
-            job.step()
+        steps = job.steps()
+        while job.phase in ("ready", "sample"):
+            next(steps)
         t1 = time.perf_counter()
         while job.phase == "solve":
-            job.step()
+            next(steps)
         t2 = time.perf_counter()
-        res = job.run()
+        for _ in steps:
+            pass
+        res = job.result
         return res, t1 - t0, t2 - t1, time.perf_counter() - t0
 
     out = {}
     for run_ in range(2):                                      # the second round is the one reported
         rig.animation_data_clear()
-        fast = timed(solving.Job(rig, frames, bake=True))
+        fast = timed(bake_job.prepare(rig, frames, bake=True))
         rig.animation_data_clear()
         with iterative_only():
-            slow = timed(solving.Job(rig, frames, bake=True))
+            slow = timed(bake_job.prepare(rig, frames, bake=True))
         out = {name: {"method": res.method, "sample": a, "solve": b, "total": c,
                       "not_converged": res.not_converged, "max_reachable_error": float(np.max(
                           np.where(res.converged, res.position_error[:, 0], 0.0)))}

@@ -12,6 +12,7 @@ from . import addon
 from .scenes import all_keys, api, chain_rig, clear_scene, generated_rigify_rig, tip_errors
 
 solving = addon("solving")
+bake_job = addon("job")
 
 
 def figures(res):
@@ -163,19 +164,19 @@ def steps_and_cancel():
     scene, rig, target = chain_rig(5, N)
     scene.frame_set(33)
     before = all_keys(rig)
-    job = solving.Job(rig, list(range(1, N + 1)))
+    job = bake_job.prepare(rig, list(range(1, N + 1)))
     progress, phases = [job.done], []
-    while job.step():
-        progress.append(job.done)
+    for done in job.steps():
+        progress.append(done)
         phases.append(job.phase)
-    progress.append(job.done)
     whole = figures(job.result)
     whole["frame"] = scene.frame_current
 
     api.clear_bake(rig)
-    job = solving.Job(rig, list(range(1, N + 1)))
+    job = bake_job.prepare(rig, list(range(1, N + 1)))
+    steps = job.steps()
     while job.phase != "verify" or job.v < 20:
-        job.step()
+        next(steps)
     read = job.v
     message = job.cancel()
     cancelled = figures(job.result) | {"message": message, "read": read, "phase": job.phase,
@@ -186,11 +187,12 @@ def steps_and_cancel():
     scene.frame_set(33)
 
     api.clear_bake(rig)
-    job = solving.Job(rig, list(range(1, N + 1)))
+    job = bake_job.prepare(rig, list(range(1, N + 1)))
+    steps = job.steps()
     while job.phase != "verify" or job.v < 20:
-        job.step()
+        next(steps)
     bpy.data.objects.remove(target)
-    while job.step():
+    for _ in steps:
         pass
     lost = figures(job.result) | {"frame": scene.frame_current}
     return {"progress": progress, "total": job.total, "phases": sorted(set(phases)), "whole": whole,
