@@ -20,7 +20,7 @@ A constraint is reached where its errors are within the precision plus what Blen
 evaluation resolves there (`float32_floor`): keys are float32 and Blender composes pose matrices
 in float32 down the whole bone hierarchy, so even an exact solution shows rounding that grows
 with the number of bones above the effector and with the size of the coordinates involved
-(BENCHMARKS.md: the measured spread). That floor is
+(tests/addon/test_addon_verify.py measures it). That floor is
 
     position: eps32 * sqrt(depth + 2) * R,     rotation: eps32 * sqrt(depth + 2) (per_turn + per_length R),
 
