@@ -191,8 +191,8 @@ class ITASC_OT_opensim_solve(ModalJob, bpy.types.Operator):
             wm.progress_begin(0, job.total)
             try:
                 with guard.suspended():
-                    while job.step():
-                        wm.progress_update(job.done)
+                    for done in job.steps():
+                        wm.progress_update(done)
             finally:
                 wm.progress_end()
         except ERRORS as err:

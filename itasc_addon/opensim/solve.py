@@ -238,8 +238,9 @@ class Report:
 
 
 class SolveJob:
-    """Solve the bound trial and bake it, in steps (`step()` returns False when done) so that a
-    modal operator can show progress and stop on Esc between them; `run()` does it all.
+    """Solve the bound trial and bake it, in steps (`steps()`, a generator yielding `done` after
+    each) so that a modal operator can show progress and stop on Esc between them; `run()` does
+    it all.
 
     Everything is read and checked when the job is made; nothing is written before the last
     step. The samples are solved in chunks of `chunk` frames, each one MarkerIK call on the
@@ -307,16 +308,16 @@ class SolveJob:
             result.seconds = _time.perf_counter() - self.started
             self.result = result
 
-    def step(self) -> bool:
-        if self.solved < len(self.chunks):
+    def steps(self):
+        """Solve chunk by chunk, then key the bones and store the result."""
+        while self.solved < len(self.chunks):
             self._solve_chunk()
-            return True
-        if self.report is None:
-            written, more = bake(self.obj, self.om, self.result.q, self.frames)
-            self.report = Report(self.result, self.frames, written, self.messages + more,
-                                 _time.perf_counter() - self.started)
-            store_result(self.obj, self.result, self.frames, self.trial, self.report)
-        return False
+            yield self.done
+        written, more = bake(self.obj, self.om, self.result.q, self.frames)
+        self.report = Report(self.result, self.frames, written, self.messages + more,
+                             _time.perf_counter() - self.started)
+        store_result(self.obj, self.result, self.frames, self.trial, self.report)
+        yield self.done
 
     def solve_all(self) -> IKResult:
         """Solve every chunk (no keys, nothing stored) and return the IKResult."""
@@ -325,7 +326,7 @@ class SolveJob:
         return self.result
 
     def run(self) -> Report:
-        while self.step():
+        for _ in self.steps():
             pass
         return self.report
 
@@ -407,11 +408,9 @@ def solve_and_bake(obj, progress=None) -> Report:
     """Solve the bound trial and bake it; the solution is stored on `obj` for the panel and the
     files. `progress(done, total)` is called after each step."""
     job = SolveJob(obj)
-    while job.step():
+    for done in job.steps():
         if progress is not None:
-            progress(job.done, job.total)
-    if progress is not None:
-        progress(job.done, job.total)
+            progress(done, job.total)
     return job.report
 
 
