@@ -17,7 +17,10 @@ pseudo-inverse, which inverts small singular values undamped, keeps the full SVD
                      rows and M_i = (1 / s_i) sum_j |v_ij| sum_rows |A_rj| estimates how far the
                      outputs would move; each direction's step is clamped to gamma_i, the sum to
                      gamma_max (Buss and Kim, 2005); each independent block of the system
-                     (blocks.py) on its own.
+                     (blocks.py) on its own. Where A's columns carry joint weights W (A = A' W,
+                     the joints move by W x), the bounds are on the joints' motion W v_i c_i, as
+                     Blender's weighted SDLS bounds them: a joint of small weight (IK stretch)
+                     is not held to steps smaller by its weight.
     gradient         x = alpha A^T b, the steepest descent of |A x - b|^2 / 2 with the step that
                      minimises it along that direction, alpha = |A^T b|^2 / |A A^T b|^2 (the
                      lecture's gradient descent with the analytic Jacobian; the animation mode's
@@ -34,30 +37,32 @@ METHODS = ("pinv", "dls", "sdls", "gradient")
 GRAM_RCOND = 1e-7
 
 
-def _clamp_max_abs(x: np.ndarray, bound) -> np.ndarray:
-    """Scale vectors (..., n) so that their largest absolute entry is at most `bound` (...)."""
-    largest = np.abs(x).max(axis=-1)
+def _clamp_max_abs(x: np.ndarray, bound, weight=None) -> np.ndarray:
+    """Scale vectors (..., n) so that the largest absolute entry of weight * x is at most `bound`."""
+    largest = np.abs(x if weight is None else weight * x).max(axis=-1)
     scale = np.where(largest > bound, bound / np.maximum(largest, 1e-300), 1.0)
     return x * scale[..., None]
 
 
 def solve(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-10,
           damping_max: float = 0.5, epsilon: float = 0.1, gamma_max: float = np.pi / 4, rank=None,
-          blocks=None):
+          blocks=None, weight=None):
     """x ~ A# b for A (F, M, n) and b (F, M). `rank` (F,) bounds how many singular values can be
     nonzero (rows of zero weight and frozen columns do not count): the smallest of those is the
     s_min that DLS damps on, so that a row left out is not taken for a singularity. `blocks`
-    (blocks.Blocks, or None): SDLS solves each independent block on its own."""
+    (blocks.Blocks, or None): SDLS solves each independent block on its own. `weight` (F, n):
+    the joint weights A's columns carry (the joints move by weight * x), which SDLS bounds."""
     if method not in METHODS:
         raise ValueError(f"unknown solver {method!r}; choose one of {METHODS}")
     if 0 in A.shape[-2:]:  # nothing to move or nothing asked
         return np.zeros(A.shape[:-2] + A.shape[-1:]), np.zeros(A.shape[:-2])
     if method == "sdls" and blocks is not None:
         F = A.shape[0]
-        x, s = _sdls(*blocks.gather(A, b), rcond, gamma_max)
+        A_blocks, b_blocks = blocks.gather(A, b)
+        x, s = _sdls(A_blocks, b_blocks, rcond, gamma_max, _block_weight(blocks, weight, A, b))
         return blocks.scatter(x, F), blocks.smallest(s, F)
     if method == "sdls":
-        x, s = _sdls(A, b, rcond, gamma_max)
+        x, s = _sdls(A, b, rcond, gamma_max, None if weight is None else np.broadcast_to(weight, A.shape[:1] + A.shape[-1:]))
         return x, _smallest(s, rank)
     if method == "gradient":
         g = np.einsum("fmn,fm->fn", A, b)
@@ -90,8 +95,18 @@ def _smallest(s: np.ndarray, rank) -> np.ndarray:
     return s[np.arange(s.shape[0]), last]
 
 
-def _sdls(A: np.ndarray, b: np.ndarray, rcond: float, gamma_max: float):
-    """SDLS's step (F, n) of each system A (F, M, n), b (F, M), and its singular values (F, k)."""
+def _block_weight(blocks, weight, A, b):
+    """The joint weights (F * B, n_block) of the blocks `blocks.gather` makes of A and b (None:
+    no weights)."""
+    if weight is None:
+        return None
+    W = np.broadcast_to(np.asarray(weight, float)[..., None, :], A.shape)
+    return np.maximum.reduce(blocks.gather(W, b)[0], axis=-2)      # padding rows and columns are 0
+
+
+def _sdls(A: np.ndarray, b: np.ndarray, rcond: float, gamma_max: float, weight=None):
+    """SDLS's step (F, n) of each system A (F, M, n), b (F, M), and its singular values (F, k);
+    `weight` (F, n): the joint weights of A's columns, whose motion weight * x is bounded."""
     U, s, Vt = svd_by_gram(A)
     rcond = max(rcond, GRAM_RCOND)
     alpha = (b[:, None, :] @ U)[:, 0]                             # b in the singular basis (F, k)
@@ -104,9 +119,10 @@ def _sdls(A: np.ndarray, b: np.ndarray, rcond: float, gamma_max: float):
     M = (abs_Vt @ column_size[..., None])[..., 0] / s_safe
     gamma = np.minimum(1.0, N / np.maximum(M, 1e-300)) * gamma_max
     c = np.where(keep, alpha / s_safe, 0.0)
-    largest = np.abs(c) * np.maximum.reduce(abs_Vt, axis=-1)     # (F, k): each direction clamped to gamma_i
+    moved = abs_Vt if weight is None else abs_Vt * weight[:, None, :]   # the joints' motion per unit c_i
+    largest = np.abs(c) * np.maximum.reduce(moved, axis=-1)      # (F, k): each direction clamped to gamma_i
     c *= np.minimum(1.0, gamma / np.maximum(largest, 1e-300))    # = 1 exactly where largest <= gamma
-    return _clamp_max_abs((c[:, None, :] @ Vt)[:, 0], gamma_max), s
+    return _clamp_max_abs((c[:, None, :] @ Vt)[:, 0], gamma_max, weight), s
 
 
 def svd_by_gram(A: np.ndarray):
@@ -129,7 +145,7 @@ def svd_by_gram(A: np.ndarray):
 
 def solve_frame(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-10,
                 damping_max: float = 0.5, epsilon: float = 0.1, gamma_max: float = np.pi / 4, rank=None,
-                blocks=None):
+                blocks=None, weight=None):
     """`solve` for one frame, A (M, n) and b (M,): the same four methods and the same rules (the
     Gram route and its GRAM_RCOND for DLS and SDLS, `rank` choosing s_min), each choice that
     `solve` makes per frame with an array mask taken here by a Python `if`. Live preview solves
@@ -142,7 +158,9 @@ def solve_frame(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float 
     if 0 in A.shape:
         return np.zeros(A.shape[1]), 0.0
     if method == "sdls" and blocks is not None:
-        x, s = _sdls(*blocks.gather(A[None], b[None]), rcond, gamma_max)
+        A_blocks, b_blocks = blocks.gather(A[None], b[None])
+        x, s = _sdls(A_blocks, b_blocks, rcond, gamma_max,
+                     None if weight is None else _block_weight(blocks, weight[None], A[None], b[None]))
         return blocks.scatter(x, 1)[0], float(blocks.smallest(s, 1)[0])
     if method == "gradient":
         g = b @ A
@@ -171,8 +189,8 @@ def solve_frame(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float 
     M = (abs_Vt @ np.add.reduce(np.abs(A), axis=0)) / s_safe
     gamma = np.minimum(1.0, np.add.reduce(np.abs(U), axis=0) / np.maximum(M, 1e-300)) * gamma_max
     c = alpha / s_safe if every else np.where(keep, alpha / s_safe, 0.0)
-    largest = np.abs(c) * np.maximum.reduce(abs_Vt, axis=1)
+    largest = np.abs(c) * np.maximum.reduce(abs_Vt if weight is None else abs_Vt * weight, axis=1)
     c = c * np.minimum(1.0, gamma / np.maximum(largest, 1e-300))   # = 1 exactly where largest <= gamma
     x = c @ Vt
-    largest = float(np.maximum.reduce(np.abs(x)))
+    largest = float(np.maximum.reduce(np.abs(x if weight is None else weight * x)))
     return (x * (gamma_max / largest) if largest > gamma_max else x), s_min

@@ -139,7 +139,8 @@ def pseudoinverse_solver(scene: Scene, settings: Settings, mode: str):
         bw = rows * (b if locked_step is None or not locked_step.any() else b - np.einsum("fmn,fn->fm", A, locked_step))
         rank = np.minimum((task_weight > 0).sum(axis=-1), (cols > 0).sum(axis=-1))
         return pseudoinverse.solve(Aw, bw, settings.method, damping_max=settings.damping_max,
-                                   epsilon=settings.damping_epsilon, gamma_max=gamma_max, rank=rank, blocks=blocks)
+                                   epsilon=settings.damping_epsilon, gamma_max=gamma_max, rank=rank, blocks=blocks,
+                                   weight=cols)
     return solve
 
 
@@ -156,7 +157,7 @@ def frame_pseudoinverse_solver(scene: Scene, settings: Settings):
         rank = min(np.count_nonzero(task_weight > 0), np.count_nonzero(cols > 0)) if settings.method == "dls" else None
         return pseudoinverse.solve_frame(Aw, bw, settings.method, damping_max=settings.damping_max,
                                          epsilon=settings.damping_epsilon, gamma_max=gamma_max, rank=rank,
-                                         blocks=blocks)[0]
+                                         blocks=blocks, weight=cols)[0]
     return solve
 
 
