@@ -25,8 +25,11 @@ def dls_reference(A, b, damping_max=0.5, epsilon=0.1):
     return Vt.T @ (s / (s**2 + lam2) * (U.T @ b))
 
 
-def sdls_reference(A, b, gamma_max=np.pi / 4):
-    """Buss and Kim's selectively damped step, direction by direction."""
+def sdls_reference(A, b, gamma_max=np.pi / 4, weight=None):
+    """Buss and Kim's selectively damped step, direction by direction. With joint weights w in A's
+    columns (the joints move by w * x), the bounds are on the joints' motion, as Blender's
+    weighted SDLS (intern/itasc WSDLSSolver) takes them."""
+    w = np.ones(A.shape[1]) if weight is None else weight
     U, s, Vt = np.linalg.svd(A, full_matrices=False)
     step = np.zeros(A.shape[1])
     for i in range(np.linalg.matrix_rank(A)):
@@ -35,8 +38,8 @@ def sdls_reference(A, b, gamma_max=np.pi / 4):
         M = np.sum(np.abs(v) * np.sum(np.abs(A), axis=0)) / s[i]
         gamma = min(1.0, N / M) * gamma_max
         phi = (u @ b) / s[i] * v
-        step += phi * min(1.0, gamma / np.max(np.abs(phi)))
-    return step * min(1.0, gamma_max / np.max(np.abs(step)))
+        step += phi * min(1.0, gamma / np.max(np.abs(w * phi)))
+    return step * min(1.0, gamma_max / np.max(np.abs(w * step)))
 
 
 @pytest.mark.parametrize("M, n, rank", [(3, 18, None), (3, 18, 2), (6, 7, None), (6, 7, 5), (9, 4, None), (9, 4, 3)])
@@ -59,6 +62,31 @@ def test_damped_steps_match_the_formulas_on_a_full_svd(method, reference, M, n, 
     x, _ = pseudoinverse.solve(A, b, method, rank=np.linalg.matrix_rank(A))
     expected = np.stack([reference(A[f], b[f]) for f in range(40)])
     np.testing.assert_allclose(x, expected, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("M, n, rank", [(3, 18, None), (6, 7, None), (6, 7, 5), (9, 4, 3)])
+def test_weighted_sdls_bounds_the_joints_motion(M, n, rank):
+    """Columns weighted down (an IK stretch's 0.01): each direction and the whole step are bounded
+    on the joints' motion w * x, batched and one frame at a time alike, and a joint of small weight
+    moves as far as its bound allows (it would move 1 / w less bounded on x)."""
+    rng = np.random.default_rng(13 * M + n)
+    weight = np.where(rng.uniform(size=(30, n)) < 0.3, 0.01, 1.0)
+    A = matrices(rng, 30, M, n, rank) * weight[:, None, :]
+    b = rng.normal(size=(30, M)) * 10.0 ** rng.uniform(-1, 2, (30, 1))
+    x, _ = pseudoinverse.solve(A, b, "sdls", gamma_max=np.pi, weight=weight)
+    expected = np.stack([sdls_reference(A[f], b[f], np.pi, weight[f]) for f in range(30)])
+    # singular values down to 1e-5 of s_max 10 here: the Gram route's accuracy (eps s_max^2 / s)
+    np.testing.assert_allclose(x, expected, rtol=1e-7, atol=1e-6 * np.abs(expected).max())
+    assert np.abs(weight * x).max() <= np.pi * (1 + 1e-12)
+    for f in range(30):
+        x_one, _ = pseudoinverse.solve_frame(A[f], b[f], "sdls", gamma_max=np.pi, weight=weight[f])
+        np.testing.assert_allclose(x_one, x[f], rtol=1e-10, atol=1e-12 * np.abs(x[f]).max(initial=1.0))
+    # A straight limb 5 cm short of its target: only the stretch (weight 0.01) reaches along it.
+    # Bounded on the joints, it stretches the 5 cm in one step; bounded on x, by pi / 100 only.
+    A, b, w = np.array([[0.0, 0.01]]), np.array([0.05]), np.array([1.0, 0.01])
+    x_one, _ = pseudoinverse.solve_frame(A, b, "sdls", gamma_max=np.pi, weight=w)
+    np.testing.assert_allclose(w * x_one, [0.0, 0.05], atol=1e-15)
+    np.testing.assert_allclose(w * sdls_reference(A, b, np.pi), [0.0, np.pi / 100], atol=1e-15)
 
 
 @pytest.mark.parametrize("method", pseudoinverse.METHODS)
