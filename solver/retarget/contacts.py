@@ -52,7 +52,7 @@ class ContactDetection:
     hysteresis: float = 1.5
     min_frames: int = 3
     percentile: float = 5.0       # the floor estimate: this percentile of the contact points' heights
-    lift: float = 0.01            # a span ends where its point rises this far above the span's level
+    lift: float = 0.005           # a span ends where its point rises this far above the span's level
 
     def __post_init__(self):
         for name in ("speed", "height", "percentile", "lift"):

@@ -24,8 +24,12 @@ The target pose q(t) then solves, in order of priority,
             proportions hang from where the source's did); within `blend_frames` of a span (by
             default BLEND_SECONDS of the source), the contact point drawn toward a target sliding
             from its mapped path to the pin across the floor while along it the path keeps its
-            own rise, offset by the span's level (so it reaches and leaves the pin without a jump,
-            and a heel lifts off as the source's does); all weighted by Weights
+            own rise, offset by the span's level (so it reaches and leaves the pin without a jump);
+            a free point on the same bone as a pinned one (the heel while the ball holds) drawn to
+            where the source's turn of the bone since the foot stood flat, about the pinned point,
+            puts it, with PIVOT times the
+            blend weight (so the heel lifts off and the ball pivots as the source's do); all
+            weighted by Weights
 
 each frame a minimiser of the soft tasks' weighted squared error among the poses that meet the
 hard ones (solve.py). Contacts come from detect_contacts on the mapped contact point paths, or
@@ -50,6 +54,7 @@ from .skeletons import Source, Target, TargetModel, leg_length, target_model
 from .solve import Problem, _points, copied, solve
 
 BLEND_SECONDS = 0.1       # blend_frames' default, in seconds of the source
+PIVOT = 10.0              # a pivoting point's weight, in blend weights
 
 
 @dataclass(frozen=True)
@@ -185,22 +190,25 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
     paths = np.stack([mapped[p.role] + desired[p.role] @ local[i] for i, p in enumerate(points)], axis=1) \
         if P else np.zeros((F, 0, 3))
     clearance = np.array([p.clearance for p in points], dtype=float)
-    pinned = [p.pinned for p in points]
+    detected = [p.pinned for p in points]
     soles = paths - clearance[:, None] * up                  # where each point's sole is
     ground = level_floor(estimate_floor(soles, up, detection.percentile) if P else 0.0, up)
     names = [p.name for p in points]
-    spans = _spans(contacts, names, paths, source.fps, ground, clearance, size, detection, F, pinned)
+    spans = _spans(contacts, names, paths, source.fps, ground, clearance, size, detection, F, detected)
+    rigid, link = _rigid_links(tm, points)
+    same_bone = rigid & (np.array([p.role for p in points])[:, None] == np.array([p.role for p in points])[None])
+    turns = np.stack([desired[p.role] for p in points], axis=1) if P else np.zeros((F, 0, 3, 3))
     if any(spans.values()):
         ground = _fitted_floor(spans, names, soles, up, size)
         if isinstance(contacts, str):
-            spans = _spans(contacts, names, paths, source.fps, ground, clearance, size, detection, F, pinned)
+            spans = _spans(contacts, names, paths, source.fps, ground, clearance, size, detection, F, detected)
+            spans = _pivot_trimmed(spans, names, same_bone, local, turns, ground.normal, detection, size)
     source_floor = ground.height_at(origin, up) / k
     shift = 0.0 if floor is None else float(floor) - ground.height_at(origin, up)
     ground = ground.raised(shift, up)
     paths = paths + shift * up
     mapped = {r: m + shift * up for r, m in mapped.items()}
 
-    rigid, link = _rigid_links(tm, points)
     pins = _pins(spans, names, paths, rigid, link, ground, clearance)
     pinned = np.zeros((F, P), dtype=bool)
     pin_targets = np.zeros((F, P, 3))
@@ -210,6 +218,7 @@ def retarget(source: Source, target: Target, *, contacts="auto", calibration_fra
             pin_targets[span.start:span.end + 1, i] = pin
 
     blend_targets, blend_share = _blends(spans, names, paths, pins, int(blend_frames), ground.normal)
+    _pivot(blend_targets, blend_share, spans, names, pins, same_bone, local, turns, int(blend_frames))
 
     # The root: the hip joints' centre on the hips bone, onto the source's, mapped.
     hips_rest = np.asarray(target.bone("hips").matrix, float)
@@ -385,6 +394,85 @@ def _blends(spans, names, paths, pins, blend_frames: int, normal):
         targets[:, i] += pull / np.maximum(1.0, total)[:, None]
         share[:, i] = np.minimum(1.0, total) ** 3
     return targets, share
+
+
+def _pivot_trimmed(spans, names, same_bone, local, rotations, normal, detection, size) -> dict:
+    """The spans with each end moved in past the frames where the point, were its bone to turn
+    as the source's about a pinned partner on it, would have risen more than `detection.lift`
+    leg lengths since the partners' shared span's middle frame m:
+
+        rise_i(t) = n . (R(t) - R(m)) (local_i - local_j)
+
+    (R (F, P, 3, 3) the source's rotation of the bone): the heel's span ends as the source's
+    foot starts to pivot on its ball (heel-off), the ball's starts once the foot has come down
+    flat after the heel struck. Spans shorter than `detection.min_frames` are dropped."""
+    out = {}
+    for i, name in enumerate(names):
+        kept = []
+        for span in spans[name]:
+            t = span.frames
+            rise = np.zeros(t.size)
+            for j in np.flatnonzero(same_bone[i]):
+                for other in spans[names[j]]:
+                    a, b = max(span.start, other.start), min(span.end, other.end)
+                    if a > b:
+                        continue
+                    inside = (t >= other.start) & (t <= other.end)
+                    R, Rm = rotations[t[inside], i], rotations[(a + b) // 2, i]
+                    arm = local[i] - local[j]
+                    rise[inside] = np.maximum(rise[inside], (R @ arm - Rm @ arm) @ normal)
+            low = np.flatnonzero(rise <= detection.lift * size)
+            if low.size and low[-1] - low[0] + 1 >= detection.min_frames:
+                kept.append(Span(span.start + int(low[0]), span.start + int(low[-1])))
+        out[name] = kept
+    return out
+
+
+def _pivot(targets, share, spans, names, pins, same_bone, local, rotations, blend_frames: int) -> None:
+    """Where a point i is free but a point j on its bone is pinned (the ball holds while the heel
+    lifts, the heel while the foot comes down), i's soft target becomes where the source's turn
+    of the bone since the foot stood flat puts it, about j's pin:
+
+        target_i(t) = pin_j + R(t) R(m)^T (pin_i - pin_j),
+
+    R (F, P, 3, 3) the source's rotation of the bone, m the middle frame of the nearest span of
+    i overlapping j's (both pinned, the foot flat) and pin_i that span's pin; with no such span,
+    target_i(t) = pin_j + R(t) (local_i - local_j). PIVOT times the blend weight (it outweighs
+    the bone's own rotation task, whose pitch the flat foot's pins may not share): the foot
+    pivots about its pinned point as the source's does. Within `blend_frames` of j's span, j's own blend target
+    and share take the pin's place, so that the foot leaves the pivot as smoothly as j does.
+    Changes `targets` (F, P, 3) and `share` (F, P) in place."""
+    F, P = share.shape
+    own_targets, own_share = targets.copy(), share.copy()
+    for i in range(P):
+        free = np.ones(F, dtype=bool)
+        for span in spans[names[i]]:
+            free[span.start:span.end + 1] = False
+        total, weight = np.zeros((F, 3)), np.zeros(F)
+        for j in np.flatnonzero(same_bone[i]):
+            for span, pin in zip(spans[names[j]], pins[names[j]]):
+                t = np.arange(max(0, span.start - blend_frames), min(F, span.end + blend_frames + 1))
+                t = t[free[t]]
+                if not t.size:
+                    continue
+                inside = (t >= span.start) & (t <= span.end)
+                base = np.where(inside[:, None], pin, own_targets[t, j])
+                w = np.where(inside, 1.0, own_share[t, j])
+                both = [(max(a.start, span.start), min(a.end, span.end), p)
+                        for a, p in zip(spans[names[i]], pins[names[i]]) if a.start <= span.end and span.start <= a.end]
+                if both:
+                    gap = np.array([[max(a - f, f - b, 0) for a, b, _ in both] for f in t])
+                    nearest = np.argmin(gap, axis=1)
+                    middle = np.array([(both[k][0] + both[k][1]) // 2 for k in nearest])
+                    arm = np.array([both[k][2] - pin for k in nearest])
+                    turn = rotations[t, i] @ np.swapaxes(rotations[middle, i], -1, -2)
+                    total[t] += w[:, None] * (base + (turn @ arm[..., None])[..., 0])
+                else:
+                    total[t] += w[:, None] * (base + rotations[t, i] @ (local[i] - local[j]))
+                weight[t] += w
+        use = (weight > 0) & (np.minimum(weight, 1.0) >= own_share[:, i])
+        targets[use, i] = total[use] / weight[use, None]
+        share[use, i] = PIVOT * np.minimum(weight[use], 1.0)
 
 
 def initial_coordinates(tm: TargetModel, target: Target, desired: dict, hips_path: np.ndarray) -> np.ndarray:

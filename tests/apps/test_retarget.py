@@ -212,8 +212,9 @@ def test_user_edited_spans_are_honoured(walk):
     assert_held(target, result)
     paths = contact_paths(target, result)
     assert np.isnan(result.pin_error[removed.start:removed.end + 1, result.point_names.index("heel.L")]).all()
-    # Only the ball holds the left foot there now: the heel is no longer held on one point.
-    assert np.ptp(paths["heel.L"][removed.start:removed.end + 1], axis=0).max() > 10 * HELD
+    # Only the ball holds the left foot there now; the heel, free, turns with the source's foot
+    # about the ball, and the source's foot stands flat: the heel stays within a millimetre.
+    assert np.ptp(paths["heel.L"][removed.start:removed.end + 1], axis=0).max() < 1e-3
 
 
 def test_copy_baseline_copies_rotations_and_slides(walk):
