@@ -164,31 +164,32 @@ def level_floor(height: float, up) -> Floor:
     return Floor(unit_up(up), float(height))
 
 
-def fit_floor(rests, weights, up, size: float, stiffness: float = 0.03) -> Floor:
+def fit_floor(rests, weights, up, size: float, spread: float = 0.5) -> Floor:
     """The plane through the rest positions `rests` (k, 3) (where contact points stood during
-    their spans, weighted by `weights` (k,), e.g. span lengths) by weighted least squares of their
-    heights along `up` over their position across it: h = c + s . x. The slope s is held toward
-    0 by a ridge of `stiffness * size` squared (a straight walk leaves the slope across it nearly
-    undetermined); with no rest position the plane is level at 0."""
+    their spans, weighted by `weights` (k,), e.g. span lengths): their heights along `up` fitted
+    by weighted least squares as h = c + s . x over their positions x across `up`, the slope s
+    only along the principal directions in which those positions spread (standard deviation)
+    more than `spread` leg lengths `size`: a straight walk gives the slope along its way and none
+    across it, where its two feet's few centimetres apart cannot tell a slope from how each foot
+    was calibrated; a clip standing still gives a level floor. No rest position: level at 0."""
     up = unit_up(up)
     rests = np.asarray(rests, float).reshape(-1, 3)
     weights = np.asarray(weights, float).reshape(-1)
     if not rests.shape[0]:
         return level_floor(0.0, up)
+    w = weights / weights.sum()
     h = rests @ up
     x = rests - h[:, None] * up                                    # positions across up (k, 3)
-    w = weights / weights.sum()
-    centre = w @ x
-    d = x - centre
-    # slope s in the plane across up: (sum w d d^T + ridge (I - up up^T)) s = sum w d (h - mean h)
-    across = np.eye(3) - np.outer(up, up)
-    A = (d * w[:, None]).T @ d + (stiffness * size) ** 2 * across + np.outer(up, up)
-    s = np.linalg.solve(A, (d * w[:, None]).T @ (h - w @ h))
-    s = across @ s
-    normal = up - s
+    d = x - w @ x
+    variance, directions = np.linalg.eigh((d * w[:, None]).T @ d)
+    slope = np.zeros(3)
+    for var, e in zip(variance, directions.T):
+        if abs(e @ up) < 0.5 and var > (spread * size) ** 2:      # a direction across up, spread enough
+            u = d @ e                                             # orthogonal: one regression each
+            slope += (w @ (u * (h - w @ h))) / (w @ (u * u)) * e
+    normal = up - slope
     normal = normal / np.linalg.norm(normal)
-    # The plane through (centre, mean height) with height gradient s: normal . p = offset.
-    point = centre + (w @ h) * up
+    point = w @ x + (w @ h) * up
     return Floor(normal, float(normal @ point))
 
 

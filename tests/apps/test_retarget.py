@@ -567,7 +567,8 @@ def test_a_raised_sloping_floor_is_fitted_and_kept():
     """The walk on a floor raised 0.3 m and tilted 2 degrees about X (the walk climbs along -Y):
     the fitted floor reports the clip's height and slope, every contact point stays on or above
     the tilted plane, pins lie on it, and the retarget is the level one tilted and raised (pins
-    within 2 mm: the slope fit's ridge leaves the fitted slope about 1 % short)."""
+    within a millimetre: the calibration's shortest arcs, taken about `up`, turn the tilted
+    clip's bones by slightly other offsets)."""
     from solver.rotations import axis_angle_matrix
 
     flat_source, target = walk_source(F), walk_target()
@@ -576,9 +577,9 @@ def test_a_raised_sloping_floor_is_fitted_and_kept():
                     heads={r: h @ T.T + lift for r, h in flat_source.heads.items()}, fps=flat_source.fps)
     flat, result = retarget(flat_source, target), retarget(tilted, target)
     below_hips = 0.3 + tilted.heads["hips"][0, 1] * np.tan(np.radians(2.0))     # the tilted floor under the hips
-    assert abs(result.source_floor - flat.source_floor - below_hips) < 1.5e-3
-    assert abs(np.degrees(result.floor_slope) - 2.0) < 0.05 and np.degrees(flat.floor_slope) < 0.05
-    assert np.abs(result.ground.normal - T[:, 2]).max() < 2e-3                 # within 0.1 degree
+    assert abs(result.source_floor - flat.source_floor - below_hips) < 1e-3
+    assert abs(np.degrees(result.floor_slope) - 2.0) < 0.02 and np.degrees(flat.floor_slope) < 0.02
+    assert np.abs(result.ground.normal - T[:, 2]).max() < 3.5e-4                # within 0.02 degree
     assert_held(target, result)
     assert result.contacts == flat.contacts
     # Source points map by p -> o + k (p - o), o the hips' ground point at the start: the tilted
@@ -587,7 +588,7 @@ def test_a_raised_sloping_floor_is_fitted_and_kept():
     o, o_tilted = (h["hips"][0] * [1.0, 1.0, 0.0] for h in (flat_source.heads, tilted.heads))
     for name in result.contacts:
         for a, b in zip(result.pins[name], flat.pins[name]):
-            assert np.linalg.norm(a - (T @ b + (1 - k) * (o_tilted - T @ o) + k * lift)) < 2e-3, name
+            assert np.linalg.norm(a - (T @ b + (1 - k) * (o_tilted - T @ o) + k * lift)) < 1e-3, name
     # The same clip put on a level floor at 0: its height below the hips' start is 0, slope kept.
     placed = retarget(tilted, target, floor=0.0)
     assert abs(placed.floor) < 1e-12 and abs(placed.floor_slope - result.floor_slope) < 1e-12
