@@ -103,7 +103,10 @@ class RetargetResult:
         slides = [s for *_, s in self.spans()]
         worst = max(slides) if slides else 0.0
         return (f"{self.method}: {len(self.frames)} frame(s), {len(slides)} contact span(s), foot slide max "
-                f"{worst:.3g}, {self.not_converged} not converged (as Blender shows it), {self.seconds:.2f} s")
+                f"{worst:.3g}, {self.not_converged} not converged (as Blender shows it), {self.seconds:.2f} s\n"
+                f"floor at {self.floor:.4g} (the clip's own at {self.source_floor:.4g}), slope "
+                f"{np.degrees(self.floor_slope):.2f} deg; heels, balls and toe tips at most "
+                f"{float(np.max(self.floor_penetration, initial=0.0)):.3g} below it")
 
 
 def _armature(obj, what):
