@@ -15,7 +15,9 @@ Per row, in one fresh bpy process with the extension installed from the built zi
   costs in Blender itself. A constraint-driven naive setup would bake slower (its constraints
   are evaluated too), so this is the cheaper side of that baseline.
 
-Ratios: ours / the clip's duration (below 1: faster than it plays), ours / nla.bake.
+Ratios: ours / the clip's duration (below 1: faster than it plays), ours / nla.bake; and ours
+in CPU seconds of the Blender process (`time.process_time`, all its threads) / the clip's
+duration, which other processes' load on a shared machine leaves nearly alone.
 
     .venv/bin/python -m bench --only retarget --markdown BENCHMARKS.md
 """
@@ -86,7 +88,9 @@ def in_blender(rig_kind: str, n_frames: int | None = None, clip_name: str = "131
 
     ours_rig = rig()
     calibration = first + 1 if clip_name == "walk" else first         # the walk's first frame: a synthetic T-pose
+    cpu = time.process_time()
     ours = api.retarget(ours_rig, clip, first, last, calibration_frame=calibration)
+    ours_cpu = time.process_time() - cpu
     ours_rig.hide_viewport = True                    # not evaluated while the baseline runs
     naive_rig = rig()
     naive = api.retarget(naive_rig, clip, first, last, method="naive", contacts=ours.contacts,
@@ -100,10 +104,10 @@ def in_blender(rig_kind: str, n_frames: int | None = None, clip_name: str = "131
             pb.select = selected
         else:
             naive_rig.data.bones[pb.name].select = selected
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     bpy.ops.nla.bake(frame_start=first, frame_end=last, only_selected=True, visual_keying=True,
                      clear_constraints=False, use_current_action=True, bake_types={"POSE"})
-    bake_seconds = time.perf_counter() - started
+    bake_seconds, bake_cpu = time.perf_counter() - started, time.process_time() - cpu
     bpy.ops.object.mode_set(mode="OBJECT")
     fps = bpy.context.scene.render.fps / bpy.context.scene.render.fps_base
     slides = [s for *_, s in ours.spans()]
@@ -111,7 +115,7 @@ def in_blender(rig_kind: str, n_frames: int | None = None, clip_name: str = "131
     return {"blender": bpy.app.version_string, "frames": last - first + 1, "fps": fps, "import": import_seconds,
             "ours": ours.seconds, "read": ours.read_seconds, "solve": ours.solve_seconds, "keys": ours.write_seconds,
             "passes": ours.control_passes, "naive_keys": naive.seconds,
-            "nla_bake": bake_seconds,
+            "nla_bake": bake_seconds, "ours_cpu": ours_cpu, "bake_cpu": bake_cpu,
             "spans": len(slides), "slide_max": float(max(slides)), "naive_slide_max": float(max(naive_slides)),
             "below_floor": float(np.max(ours.floor_penetration)), "verify": ours.verify_seconds,
             "converged": int(np.sum(ours.converged))}
@@ -133,7 +137,7 @@ def run(quick: bool = False) -> Table:
          Column("clip_s", "clip s", "{:.2f}"),
          Column("ours", "ours s", "{:.2f}"), Column("solve", "solve s", "{:.2f}"), Column("keys", "keys s", "{:.2f}"),
          Column("nla_bake", "nla.bake s", "{:.2f}"), Column("per_clip", "ours / clip", "{:.2f}"),
-         Column("per_bake", "ours / nla.bake", "{:.2f}"), Column("slide_mm", "slide ours (mm)", "{:.3f}"),
+         Column("per_bake", "ours / nla.bake", "{:.2f}"), Column("cpu_per_clip", "ours CPU / clip", "{:.2f}"), Column("slide_mm", "slide ours (mm)", "{:.3f}"),
          Column("naive_mm", "slide naive (mm)", "{:.1f}"), Column("import", "import s", "{:.2f}")])
     version = None
     for kind, clip_name in ROWS:
@@ -142,7 +146,7 @@ def run(quick: bool = False) -> Table:
         clip = r["frames"] / r["fps"]
         table.rows.append({"rig": kind, "clip": clip_name, "frames": r["frames"], "clip_s": clip, "ours": r["ours"], "solve": r["solve"],
                            "keys": r["keys"], "nla_bake": r["nla_bake"], "per_clip": r["ours"] / clip,
-                           "per_bake": r["ours"] / r["nla_bake"], "slide_mm": 1e3 * r["slide_max"],
+                           "per_bake": r["ours"] / r["nla_bake"], "cpu_per_clip": r["ours_cpu"] / clip, "slide_mm": 1e3 * r["slide_max"],
                            "naive_mm": 1e3 * r["naive_slide_max"], "import": r["import"], "raw": r})
     table.title += f" (Blender {version})"
     return table
