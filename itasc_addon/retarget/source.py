@@ -83,22 +83,26 @@ def evaluating_only(obj):
     """While `obj` is read frame by frame: every other shown object of the view layer hidden in
     the viewport, shown again after. Blender still evaluates a hidden object where a shown one
     depends on it, so a frame change evaluates `obj` and what it depends on, not the rest of the
-    scene (the target rig while the source is read, the rig's meshes while the rig is read)."""
+    scene (the target rig while the source is read, the rig's meshes while the rig is read).
+    Hiding deselects, so each object's selection is given back with it."""
     hidden = []
     try:
         evaluated = {o.original for o in bpy.context.evaluated_depsgraph_get().objects}
         for other in bpy.context.view_layer.objects:
             if other == obj or other.hide_viewport or other not in evaluated:
                 continue
+            selected = other.select_get()
             try:
                 other.hide_viewport = True
             except (AttributeError, RuntimeError, TypeError):      # linked data cannot be changed
                 continue
-            hidden.append(other)
+            hidden.append((other, selected))
         yield
     finally:
-        for other in hidden:
+        for other, selected in hidden:
             other.hide_viewport = False
+            if selected:
+                other.select_set(True)
 
 
 def read_motion(obj, bones, frames, isolate=True) -> Motion:

@@ -337,7 +337,8 @@ def test_three_namings_with_other_rest_poses_hold_the_whole_foot(namings):
     tilted floor), retargeted with no bone map onto the metarig and the generated rig: the map
     is the truth, every contact held within 1 mm as Blender shows it, heel, ball and toe tip of
     both feet never more than 1 mm below the floor, nothing non-finite, every frame converged;
-    the spans of the plain walk on the same rig, to a frame (float32 rounding of other rests)."""
+    the spans of the plain walk on the same rig, to a frame (float32 rounding of other rests);
+    every object's selection and viewport visibility, and the active object, as they were."""
     runs = namings["runs"]
     for key in ("bandai", "mixamo", "anonymous"):
         for rig in ("metarig", "generated"):
@@ -346,6 +347,7 @@ def test_three_namings_with_other_rest_poses_hold_the_whole_foot(namings):
             assert_held(r, f"{key} on {rig}")
             assert {f"{p}.{s}" for p in ("heel", "ball", "toe_tip") for s in "LR"} == set(r["points"])
             assert r["frames_converged"] == r["frames"], (key, rig)
+            assert r["scene_kept"], (key, rig)            # selection and visibility as they were
             plain = runs[f"plain_{rig}"]["spans"]
             assert [p for p, _, _ in r["spans"]] == [p for p, _, _ in plain], (key, rig)
             assert max(abs(a - c) + abs(b - d) for (_, a, b), (_, c, d) in zip(r["spans"], plain)) <= 1, (key, rig)

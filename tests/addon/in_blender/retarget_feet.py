@@ -67,14 +67,24 @@ def world_heads(obj, frames):
     return np.array(out)
 
 
+def states():
+    """Every object's selection and viewport visibility, and the active object."""
+    layer = bpy.context.view_layer
+    return [[o.name, o.select_get(), o.hide_viewport, o.visible_get()] for o in layer.objects] + \
+        [getattr(layer.objects.active, "name", None)]
+
+
 def run(rig, src):
+    before = states()
     result = api.retarget(rig, src, calibration_frame=1)
+    scene_kept = states() == before
     hips = src.pose.bones[result.bone_map["hips"][0]]
     bpy.context.scene.frame_set(1)
     return {**summary(result), "bone_map": {r: s for r, (s, _) in result.bone_map.items()},
             "points": list(result.points), "floor": result.floor, "floor_normal": list(result.floor_normal),
             "floor_slope": result.floor_slope, "source_floor": result.source_floor,
-            "hips_start": list(src.matrix_world @ hips.head), "frames_converged": int(result.converged.sum())}
+            "hips_start": list(src.matrix_world @ hips.head), "frames_converged": int(result.converged.sum()),
+            "scene_kept": scene_kept}
 
 
 def namings_session():
@@ -103,6 +113,8 @@ def namings_session():
     generated = bpy.context.view_layer.objects.active
     meta.hide_viewport = True
     bpy.ops.object.mode_set(mode="OBJECT")
+    for obj in (rig, sources["bandai"]):                 # a selection the retargets must leave as it is
+        obj.select_set(True)
     for key, src in sources.items():
         out["runs"][f"{key}_metarig"] = run(rig, src)
         out["runs"][f"{key}_generated"] = run(generated, src)
