@@ -593,3 +593,36 @@ def test_a_raised_sloping_floor_is_fitted_and_kept():
     placed = retarget(tilted, target, floor=0.0)
     assert abs(placed.floor) < 1e-12 and abs(placed.floor_slope - result.floor_slope) < 1e-12
     assert_held(target, placed)
+
+
+def test_heel_off_the_heel_lets_go_and_the_foot_pivots_as_the_source():
+    """The walk with each heel lifting about the planted ball over the last 6 stance frames (to
+    20 degrees of pitch): the heel's spans end on the last flat frame (within one), the balls'
+    stay the planted frames, and while the ball holds, the rig's foot turns from its flat pose as
+    the source's does (within half a degree), its heel above the floor; pins and floor hold."""
+    from tests.apps.retarget_walk import STANCE, heel_pitch
+    source, target = walk_source(F, heel_off=(6, 20.0)), walk_target()
+    result = retarget(source, target)
+    assert_held(target, result)
+    pose = blender_fk(target, result)
+    heel = contact_paths(target, result)
+    for side in "LR":
+        pitch = heel_pitch(F, SIDE[side], (6, 20.0))
+        truth = true_spans(F, SIDE[side])
+        heels, balls = result.contacts[f"heel.{side}"], result.contacts[f"ball.{side}"]
+        assert len(heels) == len(balls) == len(truth)
+        foot = pose[f"foot.{side}"][:, :3, :3]
+        checked = 0
+        for found, ball, true in zip(heels, balls, truth):
+            if true.end - true.start + 1 < STANCE:
+                continue                                  # a stance the clip cuts short
+            assert ball == true, (side, ball, true)
+            flat = true.end - 6                           # the last frame of the flat foot
+            assert abs(found.end - flat) <= 1 and abs(found.start - true.start) <= 1, (side, found, true)
+            for t in range(flat + 1, true.end + 1):
+                turn = foot[t] @ foot[flat].T
+                angle = np.degrees(np.linalg.norm(log_map(turn.T @ exp_map(np.array([pitch[t], 0.0, 0.0])))))
+                assert angle < 0.5, (side, t, angle)
+                assert result.ground.height(heel[f"heel.{side}"][t]) > 0.005
+            checked += 1
+        assert checked >= 2
