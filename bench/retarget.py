@@ -2,7 +2,7 @@
 Blender's own bake of a naive retarget. Clips (../shared/data/bvh): the 994-frame CMU clip 131_01
 (8.28 s at 120 fps) onto Rigify's human metarig and onto the rig Rigify generates; onto the
 generated rig also the CMU walk 02_01 (344 frames, 2.87 s at 120 fps) and a 300-frame 60 fps
-clip (131_01 from its frame 400, every other frame: 5.0 s).
+clip (131_01 from its frame 394, every other frame: 5.0 s).
 
 Per row, in one fresh bpy process with the extension installed from the built zip:
 
@@ -38,14 +38,14 @@ ROWS = (("metarig", "131"), ("generated", "131"), ("generated", "walk"), ("gener
 
 def clip_path(clip: str) -> Path:
     """The BVH file of a row's clip; "60fps" is written to a temporary file: 131_01's frames
-    400, 402, ... (300 of them) at 1/60 s each."""
+    394, 396, ... (300 of them) at 1/60 s each."""
     if clip != "60fps":
         return CLIPS[clip]
     import tempfile
 
     lines = CLIPS["131"].read_text().splitlines()
     at = next(i for i, line in enumerate(lines) if line.strip() == "MOTION")
-    frames = [line for line in lines[at + 3:] if line.strip()][400:1000:2]
+    frames = [line for line in lines[at + 3:] if line.strip()][394::2]
     path = Path(tempfile.mkdtemp(prefix="itasc_bench_")) / "cmu_131_60fps.bvh"
     path.write_text("\n".join(lines[:at + 1] + [f"Frames: {len(frames)}", "Frame Time: 0.0166667"] + frames) + "\n")
     return path
@@ -127,7 +127,7 @@ def run(quick: bool = False) -> Table:
         "retarget", "Retargeting BVH clips end to end in Blender, against their duration and nla.bake",
         "CMU 131_01 (994 frames, 120 fps) onto Rigify's human metarig and the rig Rigify generates; onto the "
         "generated rig also the CMU walk 02_01 (344 frames, 120 fps) and 300 frames of 131_01 at 60 fps (every "
-        "other frame from 400); Blender's BVH importer, metres; one fresh bpy process per row. ours: "
+        "other frame from 394); Blender's BVH importer, metres; one fresh bpy process per row. ours: "
         "`api.retarget(rig, clip)` over every frame (source read "
         "by Blender's evaluation, the engine's solve with contacts detected and pinned, keys, Blender's evaluation "
         "of every written frame); import excluded. nla.bake: a copy of the rig keyed with the naive retarget, then "
