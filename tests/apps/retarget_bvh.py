@@ -44,38 +44,13 @@ MIXAMO = {"hips": "Hips", "spine": "Spine", "chest": "Spine1", "upper_chest": "S
 
 def read_rest(path) -> dict:
     """{"names", "parents", "heads", "tails", "ends"}: `ends` each joint's End Site offset or None."""
-    names, parents, offsets, ends = [], [], [], []
-    stack, in_end = [], False
-    for line in Path(path).read_text().splitlines():
-        words = line.split()
-        if not words:
-            continue
-        if words[0] == "MOTION":
-            break
-        if words[0] in ("ROOT", "JOINT"):
-            names.append(words[1])
-            parents.append(stack[-1] if stack else -1)
-            offsets.append(None)
-            ends.append(None)
-        elif words[0] == "End":
-            in_end = True
-        elif words[0] == "{":
-            stack.append(-2 if in_end else len(names) - 1)         # -2: an End Site's block
-        elif words[0] == "}":
-            if stack.pop() == -2:
-                in_end = False
-        elif words[0] == "OFFSET":
-            v = np.array([float(w) for w in words[1:4]])
-            if in_end:
-                ends[stack[-2]] = v
-            else:
-                offsets[-1] = v
-    parents = np.array(parents, dtype=int)
-    heads = np.zeros((len(names), 3))
+    bvh = read_bvh(path)
+    parents, offsets = bvh["parents"], bvh["offsets"]
+    heads = np.zeros((len(parents), 3))
     for i, p in enumerate(parents):
         heads[i] = offsets[i] + (heads[p] if p >= 0 else 0.0)
-    return {"names": names, "parents": parents, "heads": heads, "tails": tails_of(parents, heads, ends),
-            "ends": ends}
+    return {"names": bvh["names"], "parents": parents, "heads": heads,
+            "tails": tails_of(parents, heads, bvh["ends"]), "ends": bvh["ends"]}
 
 
 def tails_of(parents, heads, ends) -> np.ndarray:
@@ -225,7 +200,7 @@ def read_bvh(path) -> dict:
         elif words[0] == "End":
             in_end = True
         elif words[0] == "{":
-            stack.append(-2 if in_end else len(names) - 1)
+            stack.append(-2 if in_end else len(names) - 1)         # -2: an End Site's block
         elif words[0] == "}":
             if stack.pop() == -2:
                 in_end = False
@@ -239,7 +214,7 @@ def read_bvh(path) -> dict:
             channels[-1] = words[2:2 + int(words[1])]
     frame_time = float(lines[k + 2].split(":")[1])
     frames = np.array([[float(w) for w in line.split()] for line in lines[k + 3:] if line.strip()])
-    return {"names": names, "parents": np.array(parents), "offsets": np.array(offsets), "ends": ends,
+    return {"names": names, "parents": np.array(parents, dtype=int), "offsets": np.array(offsets), "ends": ends,
             "channels": channels, "frames": frames, "frame_time": frame_time}
 
 
