@@ -138,7 +138,8 @@ def run(quick: bool = False) -> Table:
          Column("ours", "ours s", "{:.2f}"), Column("solve", "solve s", "{:.2f}"), Column("keys", "keys s", "{:.2f}"),
          Column("nla_bake", "nla.bake s", "{:.2f}"), Column("per_clip", "ours / clip", "{:.2f}"),
          Column("per_bake", "ours / nla.bake", "{:.2f}"), Column("cpu_per_clip", "ours CPU / clip", "{:.2f}"), Column("slide_mm", "slide ours (mm)", "{:.3f}"),
-         Column("naive_mm", "slide naive (mm)", "{:.1f}"), Column("import", "import s", "{:.2f}")])
+         Column("naive_mm", "slide naive (mm)", "{:.1f}"), Column("converged", "converged", text=True),
+         Column("import", "import s", "{:.2f}")])
     version = None
     for kind, clip_name in ROWS:
         r = blender_session("retarget", f"in_blender({kind!r}, {n!r}, {clip_name!r})", exit_at_once=True)
@@ -147,7 +148,8 @@ def run(quick: bool = False) -> Table:
         table.rows.append({"rig": kind, "clip": clip_name, "frames": r["frames"], "clip_s": clip, "ours": r["ours"], "solve": r["solve"],
                            "keys": r["keys"], "nla_bake": r["nla_bake"], "per_clip": r["ours"] / clip,
                            "per_bake": r["ours"] / r["nla_bake"], "cpu_per_clip": r["ours_cpu"] / clip, "slide_mm": 1e3 * r["slide_max"],
-                           "naive_mm": 1e3 * r["naive_slide_max"], "import": r["import"], "raw": r})
+                           "naive_mm": 1e3 * r["naive_slide_max"], "converged": f"{r['converged']}/{r['frames']}",
+                           "import": r["import"], "raw": r})
     table.title += f" (Blender {version})"
     return table
 
