@@ -286,7 +286,7 @@ def test_contact_points_reach_and_leave_their_pins_without_a_jump():
 def test_given_floor_moves_the_clip_onto_it():
     target = walk_target()
     result = retarget(walk_source(40), target, floor=0.25)
-    assert result.floor == 0.25
+    assert abs(result.floor - 0.25) < 1e-12             # below the hips at the start, to rounding
     assert_held(target, result)
 
 
