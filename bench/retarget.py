@@ -1,8 +1,10 @@
-"""Retargeting a whole clip in Blender, end to end: the 994-frame CMU clip 131_01
-(../shared/data/bvh, 8.28 s at 120 fps) onto Rigify's human metarig and onto the rig Rigify
-generates, against the clip's duration and against Blender's own bake of a naive retarget.
+"""Retargeting a whole clip in Blender, end to end, against the clip's duration and against
+Blender's own bake of a naive retarget. Clips (../shared/data/bvh): the 994-frame CMU clip 131_01
+(8.28 s at 120 fps) onto Rigify's human metarig and onto the rig Rigify generates; onto the
+generated rig also the CMU walk 02_01 (344 frames, 2.87 s at 120 fps) and a 300-frame 60 fps
+clip (131_01 from its frame 394, every other frame: 5.0 s).
 
-Per rig, in one fresh bpy process with the extension installed from the built zip:
+Per row, in one fresh bpy process with the extension installed from the built zip:
 
 - import: Blender's BVH importer (reported, not counted in "ours");
 - ours: `api.retarget(rig, clip)` over every frame: reading the source by Blender's evaluation,
@@ -13,7 +15,9 @@ Per rig, in one fresh bpy process with the extension installed from the built zi
   costs in Blender itself. A constraint-driven naive setup would bake slower (its constraints
   are evaluated too), so this is the cheaper side of that baseline.
 
-Ratios: ours / the clip's duration (below 1: faster than it plays), ours / nla.bake.
+Ratios: ours / the clip's duration (below 1: faster than it plays), ours / nla.bake; and ours
+in CPU seconds of the Blender process (`time.process_time`, all its threads) / the clip's
+duration, which other processes' load on a shared machine leaves nearly alone.
 
     .venv/bin/python -m bench --only retarget --markdown BENCHMARKS.md
 """
@@ -25,12 +29,29 @@ from pathlib import Path
 
 from .common import Column, Table, blender_session, plot
 
-CLIP = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "bvh" / "cmu_131_01_start_walk_stop.bvh"
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "bvh"
+CLIPS = {"131": DATA / "cmu_131_01_start_walk_stop.bvh", "walk": DATA / "cmu_02_01_walk.bvh"}
 CMU_UNIT = 0.056444
 QUICK_FRAMES = 240
+ROWS = (("metarig", "131"), ("generated", "131"), ("generated", "walk"), ("generated", "60fps"))
 
 
-def in_blender(rig_kind: str, n_frames: int | None = None):
+def clip_path(clip: str) -> Path:
+    """The BVH file of a row's clip; "60fps" is written to a temporary file: 131_01's frames
+    394, 396, ... (300 of them) at 1/60 s each."""
+    if clip != "60fps":
+        return CLIPS[clip]
+    import tempfile
+
+    lines = CLIPS["131"].read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip() == "MOTION")
+    frames = [line for line in lines[at + 3:] if line.strip()][394::2]
+    path = Path(tempfile.mkdtemp(prefix="itasc_bench_")) / "cmu_131_60fps.bvh"
+    path.write_text("\n".join(lines[:at + 1] + [f"Frames: {len(frames)}", "Frame Time: 0.0166667"] + frames) + "\n")
+    return path
+
+
+def in_blender(rig_kind: str, n_frames: int | None = None, clip_name: str = "131"):
     """Inside Blender: one row's figures (module docstring)."""
     import importlib
 
@@ -43,8 +64,9 @@ def in_blender(rig_kind: str, n_frames: int | None = None):
     if bpy.ops.preferences.addon_enable(module="rigify") != {"FINISHED"}:
         raise RuntimeError("could not enable Blender's bundled Rigify add-on")
     bpy.ops.wm.read_homefile(use_empty=True)
+    path = clip_path(clip_name)
     started = time.perf_counter()
-    bpy.ops.import_anim.bvh(filepath=str(CLIP), global_scale=CMU_UNIT, update_scene_fps=True,
+    bpy.ops.import_anim.bvh(filepath=str(path), global_scale=CMU_UNIT, update_scene_fps=True,
                             update_scene_duration=True)
     import_seconds = time.perf_counter() - started
     clip = bpy.context.view_layer.objects.active
@@ -65,10 +87,14 @@ def in_blender(rig_kind: str, n_frames: int | None = None):
         return generated
 
     ours_rig = rig()
-    ours = api.retarget(ours_rig, clip, first, last)
+    calibration = first + 1 if clip_name == "walk" else first         # the walk's first frame: a synthetic T-pose
+    cpu = time.process_time()
+    ours = api.retarget(ours_rig, clip, first, last, calibration_frame=calibration)
+    ours_cpu = time.process_time() - cpu
     ours_rig.hide_viewport = True                    # not evaluated while the baseline runs
     naive_rig = rig()
-    naive = api.retarget(naive_rig, clip, first, last, method="naive", contacts=ours.contacts)
+    naive = api.retarget(naive_rig, clip, first, last, method="naive", contacts=ours.contacts,
+                         calibration_frame=calibration)
     bones = sorted({t for _, t in naive.bone_map.values()})
     bpy.context.view_layer.objects.active = naive_rig
     bpy.ops.object.mode_set(mode="POSE")
@@ -78,51 +104,57 @@ def in_blender(rig_kind: str, n_frames: int | None = None):
             pb.select = selected
         else:
             naive_rig.data.bones[pb.name].select = selected
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     bpy.ops.nla.bake(frame_start=first, frame_end=last, only_selected=True, visual_keying=True,
                      clear_constraints=False, use_current_action=True, bake_types={"POSE"})
-    bake_seconds = time.perf_counter() - started
+    bake_seconds, bake_cpu = time.perf_counter() - started, time.process_time() - cpu
     bpy.ops.object.mode_set(mode="OBJECT")
     fps = bpy.context.scene.render.fps / bpy.context.scene.render.fps_base
     slides = [s for *_, s in ours.spans()]
     naive_slides = [s for *_, s in naive.spans()]
     return {"blender": bpy.app.version_string, "frames": last - first + 1, "fps": fps, "import": import_seconds,
             "ours": ours.seconds, "read": ours.read_seconds, "solve": ours.solve_seconds, "keys": ours.write_seconds,
-            "verify": ours.verify_seconds, "passes": ours.control_passes, "naive_keys": naive.seconds,
-            "nla_bake": bake_seconds,
+            "passes": ours.control_passes, "naive_keys": naive.seconds,
+            "nla_bake": bake_seconds, "ours_cpu": ours_cpu, "bake_cpu": bake_cpu,
             "spans": len(slides), "slide_max": float(max(slides)), "naive_slide_max": float(max(naive_slides)),
-            "below_floor": float(np.max(ours.floor_penetration))}
+            "below_floor": float(np.max(ours.floor_penetration)), "verify": ours.verify_seconds,
+            "converged": int(np.sum(ours.converged))}
 
 
 def run(quick: bool = False) -> Table:
     n = QUICK_FRAMES if quick else None
     table = Table(
-        "retarget", "Retargeting a 994-frame BVH clip end to end in Blender, against its duration and nla.bake",
-        "CMU 131_01 (Blender's BVH importer, metres, 120 fps) onto Rigify's human metarig and the rig Rigify "
-        "generates, one fresh bpy process per row. ours: `api.retarget(rig, clip)` over every frame (source read "
+        "retarget", "Retargeting BVH clips end to end in Blender, against their duration and nla.bake",
+        "CMU 131_01 (994 frames, 120 fps) onto Rigify's human metarig and the rig Rigify generates; onto the "
+        "generated rig also the CMU walk 02_01 (344 frames, 120 fps) and 300 frames of 131_01 at 60 fps (every "
+        "other frame from 394); Blender's BVH importer, metres; one fresh bpy process per row. ours: "
+        "`api.retarget(rig, clip)` over every frame (source read "
         "by Blender's evaluation, the engine's solve with contacts detected and pinned, keys, Blender's evaluation "
         "of every written frame); import excluded. nla.bake: a copy of the rig keyed with the naive retarget, then "
         "`bpy.ops.nla.bake` (visual keying, the mapped bones, every frame). Foot slide: the largest of any contact "
         "span, Blender's evaluation of the keys, ours and naive on the same spans.",
-        [Column("rig", "rig", text=True), Column("frames", "frames"), Column("clip_s", "clip s", "{:.2f}"),
+        [Column("rig", "rig", text=True), Column("clip", "clip", text=True), Column("frames", "frames"),
+         Column("clip_s", "clip s", "{:.2f}"),
          Column("ours", "ours s", "{:.2f}"), Column("solve", "solve s", "{:.2f}"), Column("keys", "keys s", "{:.2f}"),
          Column("nla_bake", "nla.bake s", "{:.2f}"), Column("per_clip", "ours / clip", "{:.2f}"),
-         Column("per_bake", "ours / nla.bake", "{:.2f}"), Column("slide_mm", "slide ours (mm)", "{:.3f}"),
-         Column("naive_mm", "slide naive (mm)", "{:.1f}"), Column("import", "import s", "{:.2f}")])
+         Column("per_bake", "ours / nla.bake", "{:.2f}"), Column("cpu_per_clip", "ours CPU / clip", "{:.2f}"), Column("slide_mm", "slide ours (mm)", "{:.3f}"),
+         Column("naive_mm", "slide naive (mm)", "{:.1f}"), Column("converged", "converged", text=True),
+         Column("import", "import s", "{:.2f}")])
     version = None
-    for kind in ("metarig", "generated"):
-        r = blender_session("retarget", f"in_blender({kind!r}, {n!r})", exit_at_once=True)
+    for kind, clip_name in ROWS:
+        r = blender_session("retarget", f"in_blender({kind!r}, {n!r}, {clip_name!r})", exit_at_once=True)
         version = r["blender"]
         clip = r["frames"] / r["fps"]
-        table.rows.append({"rig": kind, "frames": r["frames"], "clip_s": clip, "ours": r["ours"], "solve": r["solve"],
+        table.rows.append({"rig": kind, "clip": clip_name, "frames": r["frames"], "clip_s": clip, "ours": r["ours"], "solve": r["solve"],
                            "keys": r["keys"], "nla_bake": r["nla_bake"], "per_clip": r["ours"] / clip,
-                           "per_bake": r["ours"] / r["nla_bake"], "slide_mm": 1e3 * r["slide_max"],
-                           "naive_mm": 1e3 * r["naive_slide_max"], "import": r["import"], "raw": r})
+                           "per_bake": r["ours"] / r["nla_bake"], "cpu_per_clip": r["ours_cpu"] / clip, "slide_mm": 1e3 * r["slide_max"],
+                           "naive_mm": 1e3 * r["naive_slide_max"], "converged": f"{r['converged']}/{r['frames']}",
+                           "import": r["import"], "raw": r})
     table.title += f" (Blender {version})"
     return table
 
 
 def draw(table: Table, path) -> None:
     plot(path, "Retarget of a BVH clip end to end, seconds", "seconds (log)",
-         {f"{r['rig']}: {label}": r[key] for r in table.rows
+         {f"{r['rig']} {r['clip']}: {label}": r[key] for r in table.rows
           for key, label in (("ours", "ours"), ("nla_bake", "nla.bake of naive"), ("clip_s", "clip duration"))})

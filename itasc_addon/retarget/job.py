@@ -20,6 +20,7 @@ Nothing is written before every check passed: bad input raises `RigError` with w
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 
 import bpy
@@ -41,7 +42,12 @@ class RetargetResult:
 
     Per frame (F) and contact point (P): `position_error` the contact point's distance from its
     pin (scene units; NaN where no span holds it; for the naive method, from where the span
-    started), `floor_penetration` how far below the floor it is (0 above). Per frame and mapped
+    started), `floor_penetration` how far below the floor it is (0 above; the contact points are
+    each foot's heel, ball and toe tip). The floor: `floor` its world height below the source's
+    hips at the calibration frame, `floor_normal` (3,) its world normal, `floor_slope` its angle
+    to level (radians), `source_floor` the clip's own floor height there before it was put on the
+    target's rest ground (scene units, the source's scale), all fitted to the source's contacts
+    (a level floor at the rig's rest ground for the naive method). Per frame and mapped
     role (R, `roles`): `rotation_error`, the angle between the bone's world rotation as Blender
     shows it and as the solve posed it (radians). `iterations`, `converged` (F,): the engine's
     iterations; converged where the engine converged and Blender shows every held point within
@@ -65,6 +71,9 @@ class RetargetResult:
     pin_distance: dict = field(default_factory=dict)
     floor_penetration: np.ndarray | None = None
     floor: float = 0.0
+    floor_normal: np.ndarray | None = None
+    floor_slope: float = 0.0
+    source_floor: float = 0.0
     style_difference: dict = field(default_factory=dict)
     points: list = field(default_factory=list)
     roles: list = field(default_factory=list)
@@ -94,7 +103,10 @@ class RetargetResult:
         slides = [s for *_, s in self.spans()]
         worst = max(slides) if slides else 0.0
         return (f"{self.method}: {len(self.frames)} frame(s), {len(slides)} contact span(s), foot slide max "
-                f"{worst:.3g}, {self.not_converged} not converged (as Blender shows it), {self.seconds:.2f} s")
+                f"{worst:.3g}, {self.not_converged} not converged (as Blender shows it), {self.seconds:.2f} s\n"
+                f"floor at {self.floor:.4g} (the clip's own at {self.source_floor:.4g}), slope "
+                f"{np.degrees(self.floor_slope):.2f} deg; heels, balls and toe tips at most "
+                f"{float(np.max(self.floor_penetration, initial=0.0)):.3g} below it")
 
 
 def _armature(obj, what):
@@ -260,6 +272,19 @@ class Job:
         self.result = None
         self.seen = []
         self.times = {"read": 0.0, "solve": 0.0, "write": 0.0, "verify": 0.0}
+        self._isolation = None
+
+    def _isolate(self, obj):
+        """Keep the rest of the scene from being evaluated while `obj` is read over several steps
+        (`source.evaluating_only`), until `_release`."""
+        if self._isolation is None:
+            self._isolation = ExitStack()
+            self._isolation.enter_context(source.evaluating_only(obj))
+
+    def _release(self):
+        if self._isolation is not None:
+            isolation, self._isolation = self._isolation, None
+            isolation.close()
 
     def _contacts(self, contacts):
         if contacts is None or (isinstance(contacts, str) and contacts == "auto"):
@@ -293,13 +318,23 @@ class Job:
                 "finished": self.total}[self.phase]
 
     def step(self):
+        try:
+            return self._step()
+        except BaseException:
+            self._release()
+            raise
+
+    def _step(self):
         started = time.perf_counter()
         phase = self.phase
         if phase == "read":
             stop = min(self.i + CHUNK, len(self.frames))
-            self.pieces.append(source.read_motion(self.src, [self.s_map[r] for r in self.roles], self.frames[self.i:stop]))
+            self._isolate(self.src)
+            self.pieces.append(source.read_motion(self.src, [self.s_map[r] for r in self.roles],
+                                                  self.frames[self.i:stop], isolate=False))
             self.i = stop
             if stop == len(self.frames):
+                self._release()
                 self.phase = "solve"
         elif phase == "solve":
             self._solve()
@@ -312,9 +347,12 @@ class Job:
                 stop = len(self.frames)
             else:
                 stop = min(self.i + CHUNK, len(self.frames))
-                self.seen.append(source.read_motion(self.rig, self.bone_names, self.frames[self.i:stop]).world)
+                self._isolate(self.rig)
+                self.seen.append(source.read_motion(self.rig, self.bone_names, self.frames[self.i:stop],
+                                                    isolate=False).world)
             self.i = stop
             if stop == len(self.frames):
+                self._release()
                 self.times["verify"] += time.perf_counter() - started
                 self.result = self._measure()
                 self.phase = "finished"
@@ -331,6 +369,7 @@ class Job:
 
     def cancel(self):
         """Stop (Esc). Before the write step nothing was written: None. Later the keys stay."""
+        self._release()
         if self.phase in ("read", "solve", "write"):
             return None
         return "Cancelled while checking Blender's evaluation: the keys are written, the result is not measured"
@@ -414,6 +453,9 @@ class Job:
         k = size / engine.leg_length({r: src.heads[r][self.calibration] for r in engine.LEG_ROLES})
         out = {}
         for p in self.points:
+            if not p.pinned:
+                out[p.name] = []
+                continue
             side = p.name.rsplit(".", 1)[-1]
             role = f"toe.{side}" if p.name.startswith("ball") and f"toe.{side}" in src.heads else f"foot.{side}"
             out[p.name] = engine.detect_contacts(src.heads[role] * k, self.fps, size=size,
@@ -470,8 +512,9 @@ class Job:
         for j, p in enumerate(self.points):
             M = seen[:, at[self.t_map[p.role]]]
             positions[:, j] = (M @ np.append(np.asarray(p.point, float), 1.0))[:, :3]
-        floor_world = (world @ [0.0, 0.0, self.floor, 1.0])[2]
-        penetration = np.maximum(floor_world - positions[..., 2], 0.0)
+        normal, offset, below = self._floor_plane(world)
+        penetration = np.maximum(offset - positions @ normal, 0.0)
+        floor_world = (offset - normal[:2] @ below[:2]) / normal[2]
         error = np.full((F, len(self.points)), np.nan)
         contacts, slide, pin_distance = {}, {}, {}
         f0 = int(self.frames[0])
@@ -508,13 +551,29 @@ class Job:
         return RetargetResult(
             frames=self.frames.copy(), position_error=error, rotation_error=rotation, iterations=iterations,
             converged=converged, seconds=seconds, contacts=contacts, foot_slide=slide, pin_distance=pin_distance,
-            floor_penetration=penetration, floor=float(floor_world), style_difference=style, points=names,
+            floor_penetration=penetration, floor=float(floor_world), floor_normal=normal,
+            floor_slope=float(np.arccos(np.clip(normal[2], -1.0, 1.0))),
+            source_floor=float(getattr(self.engine_result, "source_floor", self.floor)),
+            style_difference=style, points=names,
             roles=list(self.roles), bone_map={r: (self.s_map[r], self.t_map[r]) for r in self.roles},
             method=self.method, scale=float(getattr(self.engine_result, "scale", getattr(self, "k", 1.0))),
             keys_written=self.keys_written, warnings=list(self.warnings), precision=self.precision,
             solve_seconds=self.times["solve"],
             write_seconds=self.times["write"], verify_seconds=self.times["verify"], read_seconds=self.times["read"],
             control_passes=self.passes, point_positions=positions, engine=self.engine_result)
+
+    def _floor_plane(self, world):
+        """The floor in world space: (unit normal (3,), offset: normal . p on it, the world point
+        (3,) of the source's hips at the calibration frame, where `floor` is measured)."""
+        hips = self.source_world[self.calibration, self.roles.index("hips"), :3, 3]
+        ground = getattr(self.engine_result, "ground", None)
+        if ground is None:
+            normal, point = np.array([0.0, 0.0, 1.0]), np.array([0.0, 0.0, self.floor])
+        else:
+            normal, point = np.asarray(ground.normal, float), ground.offset * np.asarray(ground.normal, float)
+        normal = np.linalg.inv(world[:3, :3]).T @ normal          # normals turn by the inverse transpose
+        normal = normal / np.linalg.norm(normal)
+        return normal, float(normal @ (world @ np.append(point, 1.0))[:3]), hips
 
     def _style(self, seen):
         """{role: mean angle} between the calibrated source's local rotations and Blender's."""

@@ -65,8 +65,8 @@ class ITASC_PT_retarget(bpy.types.Panel):
             col.operator("itasc.retarget_span", text="", icon=icon).action = action
         layout.operator("itasc.retarget", icon="ARMATURE_DATA")
         layout.operator("itasc.import_bvh_retarget", icon="IMPORT")
-        if p.summary:
-            layout.label(text=p.summary[:120], icon="INFO")
+        for line in p.summary.split("\n")[:3]:
+            layout.label(text=line[:120], icon="INFO")
 
 
 classes = (ITASC_UL_roles, ITASC_UL_spans, ITASC_PT_retarget)

@@ -35,7 +35,7 @@ import numpy as np
 
 from ...solver.rotations import exp_map, log_map
 from .. import guard, kept_values
-from . import writing
+from . import source, writing
 
 MAX_PASSES = 4
 
@@ -195,7 +195,7 @@ def _read(obj, frames, rows):
     buf = np.zeros((len(obj.pose.bones), 16), dtype=np.float32)
     out = np.empty((len(frames), len(rows), 4, 4))
     try:
-        with guard.suspended():
+        with guard.suspended(), source.evaluating_only(obj):
             for i, f in enumerate(frames):
                 scene.frame_set(int(np.floor(f)), subframe=float(f - np.floor(f)))
                 obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).pose.bones.foreach_get("matrix", buf.ravel())
@@ -367,18 +367,18 @@ def write_controls(obj, frames, wanted: dict, tolerance=2e-4, record=True, also=
         seen = _read(obj, frames, rows)
         # Rigid parts only: an IK chain that stretches scales its bones, which no control follows.
         C = {c: _rigid(seen[:, i]) for i, c in enumerate(controls)}
-        O = {o: _rigid(seen[:, len(controls) + i]) for i, o in enumerate(orgs)}
+        org_pose = {o: _rigid(seen[:, len(controls) + i]) for i, o in enumerate(orgs)}
         # The torso, feet and hands (and the poles) settle exactly; the spine between hips and
         # chest follows Rigify's own interpolation, so the rotation-only controls are not waited for.
-        pos_err = max([np.abs(O[o][:, :3, 3] - wanted[o][:, :3, 3]).max() for _, o, how in pair_list if how != "turn"]
+        pos_err = max([np.abs(org_pose[o][:, :3, 3] - wanted[o][:, :3, 3]).max() for _, o, how in pair_list if how != "turn"]
                       + [np.abs(C[p][:, :3, 3] - goal[p][:, :3, 3]).max() for p in corrected_poles])
-        rot_err = max(np.abs(O[o][:, :3, :3] - wanted[o][:, :3, :3]).max() for _, o, how in pair_list if how == "full")
+        rot_err = max(np.abs(org_pose[o][:, :3, :3] - wanted[o][:, :3, :3]).max() for _, o, how in pair_list if how == "full")
         if pos_err <= tolerance and rot_err <= tolerance:
             break
         if passes == MAX_PASSES:
             break
         for c, o, _ in pair_list:
-            C_d = wanted[o] @ np.linalg.inv(O[o]) @ C[c]
+            C_d = wanted[o] @ np.linalg.inv(org_pose[o]) @ C[c]
             bases[c] = _update(bases[c], C[c], C_d, offset[c], local[c], c in located, c in turning)
         for p in corrected_poles:
             bases[p] = _update(bases[p], C[p], goal[p], offset[p], local[p], True, False)

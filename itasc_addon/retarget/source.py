@@ -14,6 +14,7 @@ that are not finite numbers, no frames.
 
 from __future__ import annotations
 
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import bpy
@@ -77,9 +78,37 @@ def check_channels(obj, bones, located=()):
                        f"{' ...' if len(bad) > 6 else ''}; nothing was written")
 
 
-def read_motion(obj, bones, frames) -> Motion:
+@contextmanager
+def evaluating_only(obj):
+    """While `obj` is read frame by frame: every other shown object of the view layer hidden in
+    the viewport, shown again after. Blender still evaluates a hidden object where a shown one
+    depends on it, so a frame change evaluates `obj` and what it depends on, not the rest of the
+    scene (the target rig while the source is read, the rig's meshes while the rig is read).
+    Hiding deselects, so each object's selection is given back with it."""
+    hidden = []
+    try:
+        evaluated = {o.original for o in bpy.context.evaluated_depsgraph_get().objects}
+        for other in bpy.context.view_layer.objects:
+            if other == obj or other.hide_viewport or other not in evaluated:
+                continue
+            selected = other.select_get()
+            try:
+                other.hide_viewport = True
+            except (AttributeError, RuntimeError, TypeError):      # linked data cannot be changed
+                continue
+            hidden.append((other, selected))
+        yield
+    finally:
+        for other, selected in hidden:
+            other.hide_viewport = False
+            if selected:
+                other.select_set(True)
+
+
+def read_motion(obj, bones, frames, isolate=True) -> Motion:
     """Blender's evaluation of `bones` of armature `obj` at `frames` (module docstring). The scene
-    ends at the frame it was on."""
+    ends at the frame it was on. `isolate`: read within `evaluating_only(obj)` (False: the caller
+    has it so, e.g. across the chunks of one reading)."""
     frames = np.asarray(frames, dtype=float)
     if frames.size == 0:
         raise RigError(f"no frames to read from '{obj.name}'")
@@ -94,7 +123,7 @@ def read_motion(obj, bones, frames) -> Motion:
     pose = np.empty((len(frames), len(bones), 4, 4))
     world = np.empty((len(frames), 4, 4))
     try:
-        with guard.suspended():
+        with guard.suspended(), (evaluating_only(obj) if isolate else nullcontext()):
             for i, f in enumerate(frames):
                 scene.frame_set(int(np.floor(f)), subframe=float(f - np.floor(f)))
                 ob = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())

@@ -62,7 +62,7 @@ class Calibration:
 
     def desired_rotations(self, source: Source) -> dict:
         """D_r(t) = R_r(t) O_r (F, 3, 3) per calibrated role."""
-        return {role: np.asarray(source.rotations[role], float) @ O for role, O in self.offsets.items()}
+        return {role: np.asarray(source.rotations[role], float) @ offset for role, offset in self.offsets.items()}
 
 
 def facing_turn(source: Source, target: Target, frame: int, up=(0.0, 0.0, 1.0)) -> float:

@@ -1,14 +1,17 @@
-"""Contact spans of a point: when it rests on the floor.
+"""Contact spans of a point: when it rests on the floor; the floor itself, from the contacts.
 
 A point is in contact at frame t when it moves slowly and is near the floor. With its speed
 v(t) = min(|p(t) - p(t-1)|, |p(t+1) - p(t)|) fps (point_speed) and its height h(t) = up . p(t) - floor,
 a contact begins where v < speed * size and h < height * size, and lasts until v exceeds
 hysteresis * speed * size or h exceeds hysteresis * height * size (entering takes the strict
-thresholds, leaving the looser ones, so a noisy plateau does not chatter). Spans shorter than
-`min_frames` are dropped. `size` is the character's size in scene units (its leg length), so
-the thresholds are in leg lengths per second and leg lengths.
+thresholds, leaving the looser ones, so a noisy plateau does not chatter). Each span's ends are
+then trimmed to the frames where the point lies within lift * size of the span's own level (its
+median height): a heel that starts to rise (heel-off) leaves its span there, not once hysteresis
+lets it go. Spans shorter than `min_frames` are dropped. `size` is the character's size in scene
+units (its leg length), so the thresholds are in leg lengths per second and leg lengths.
 
-The floor, where not given, is a low percentile of the points' heights over the clip.
+The floor, where not given, is a low percentile of the points' heights over the clip; `fit_floor`
+fits a plane (a height and a slope) to where the points rest during their spans.
 """
 
 from __future__ import annotations
@@ -49,9 +52,10 @@ class ContactDetection:
     hysteresis: float = 1.5
     min_frames: int = 3
     percentile: float = 5.0       # the floor estimate: this percentile of the contact points' heights
+    lift: float = 0.005           # a span ends where its point rises this far above the span's level
 
     def __post_init__(self):
-        for name in ("speed", "height", "percentile"):
+        for name in ("speed", "height", "percentile", "lift"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"contact detection: {name} = {value} must be a positive number")
@@ -117,7 +121,76 @@ def detect_contacts(points, fps: float, *, up=(0.0, 0.0, 1.0), floor: float | No
     index = np.arange(points.shape[0])
     last_break = np.maximum.accumulate(np.where(stay, -1, index))
     last_enter = np.maximum.accumulate(np.where(enter, index, -1))
-    return [s for s in spans_of(stay & (last_enter > last_break)) if len(s) >= detection.min_frames]
+    spans = [trimmed(s, height, detection.lift * size) for s in spans_of(stay & (last_enter > last_break))]
+    return [s for s in spans if s is not None and len(s) >= detection.min_frames]
+
+
+def trimmed(span: Span, height: np.ndarray, lift: float) -> Span | None:
+    """The span without its first and last frames where the point lies more than `lift` above
+    the span's median height (None: no frame is within it)."""
+    h = height[span.start:span.end + 1]
+    low = np.flatnonzero(h <= np.median(h) + lift)
+    return Span(span.start + int(low[0]), span.start + int(low[-1])) if low.size else None
+
+
+@dataclass(frozen=True)
+class Floor:
+    """A floor plane: the points p with normal . p = offset (normal a unit vector near `up`).
+    `slope` is its angle to the plane across `up` (radians)."""
+
+    normal: np.ndarray
+    offset: float
+
+    def height(self, points) -> np.ndarray:
+        """Distance (...) of `points` (..., 3) above the plane along its normal."""
+        return np.asarray(points, float) @ self.normal - self.offset
+
+    def slope(self, up) -> float:
+        return float(np.arccos(np.clip(self.normal @ unit_up(up), -1.0, 1.0)))
+
+    def height_at(self, point, up) -> float:
+        """The plane's height along `up` at the foot of `point` (the point's height along `up`
+        removed): where a vertical line through it meets the plane."""
+        up = unit_up(up)
+        ground = np.asarray(point, float) - (np.asarray(point, float) @ up) * up
+        return float((self.offset - self.normal @ ground) / (self.normal @ up))
+
+    def raised(self, distance: float, up) -> "Floor":
+        """The plane moved by `distance` along `up`."""
+        return Floor(self.normal, float(self.offset + distance * (self.normal @ unit_up(up))))
+
+
+def level_floor(height: float, up) -> Floor:
+    return Floor(unit_up(up), float(height))
+
+
+def fit_floor(rests, weights, up, size: float, spread: float = 0.5) -> Floor:
+    """The plane through the rest positions `rests` (k, 3) (where contact points stood during
+    their spans, weighted by `weights` (k,), e.g. span lengths): their heights along `up` fitted
+    by weighted least squares as h = c + s . x over their positions x across `up`, the slope s
+    only along the principal directions in which those positions spread (standard deviation)
+    more than `spread` leg lengths `size`: a straight walk gives the slope along its way and none
+    across it, where its two feet's few centimetres apart cannot tell a slope from how each foot
+    was calibrated; a clip standing still gives a level floor. No rest position: level at 0."""
+    up = unit_up(up)
+    rests = np.asarray(rests, float).reshape(-1, 3)
+    weights = np.asarray(weights, float).reshape(-1)
+    if not rests.shape[0]:
+        return level_floor(0.0, up)
+    w = weights / weights.sum()
+    h = rests @ up
+    x = rests - h[:, None] * up                                    # positions across up (k, 3)
+    d = x - w @ x
+    variance, directions = np.linalg.eigh((d * w[:, None]).T @ d)
+    slope = np.zeros(3)
+    for var, e in zip(variance, directions.T):
+        if abs(e @ up) < 0.5 and var > (spread * size) ** 2:      # a direction across up, spread enough
+            u = d @ e                                             # orthogonal: one regression each
+            slope += (w @ (u * (h - w @ h))) / (w @ (u * u)) * e
+    normal = up - slope
+    normal = normal / np.linalg.norm(normal)
+    point = w @ x + (w @ h) * up
+    return Floor(normal, float(normal @ point))
 
 
 def spans_of(mask) -> list:

@@ -105,17 +105,22 @@ def _check_channel(array: np.ndarray, shape: tuple, what: str) -> None:
 
 @dataclass(frozen=True)
 class ContactPoint:
-    """A point that may rest on the floor: `point` in the frame of the bone playing `role`."""
+    """A point that may rest on the floor: `point` in the frame of the bone playing `role`;
+    `clearance` how high above the floor it rests when its foot stands flat (0 for points on
+    the sole; the toe's tip where the rig's toe ends above its sole); `pinned` False: only kept
+    above the floor, no contact spans are detected for it (the caller may still give some)."""
 
     name: str
     role: str
     point: tuple = (0.0, 0.0, 0.0)
+    clearance: float = 0.0
+    pinned: bool = True
 
 
 @dataclass(frozen=True)
 class Target:
     """The target rig at rest (see the module docstring). `roles` maps role -> bone name;
-    `contact_points` None takes default_contact_points (heel and ball of each foot); `stretch`
+    `contact_points` None takes default_contact_points (heel, ball and toe tip of each foot); `stretch`
     keeps the bones' IK stretch as a joint."""
 
     bones: Sequence[Bone]
@@ -159,6 +164,8 @@ class Target:
                 raise ValueError(f"contact point {point.name!r} is on role {point.role!r}, which the target does not map")
             if not np.all(np.isfinite(point.point)) or np.shape(point.point) != (3,):
                 raise ValueError(f"contact point {point.name!r}: {point.point} is not a finite 3-vector")
+            if not (np.isfinite(point.clearance) and point.clearance >= 0):
+                raise ValueError(f"contact point {point.name!r}: clearance {point.clearance} must be finite and >= 0")
         point_names = [p.name for p in self.points()]
         if len(set(point_names)) != len(point_names):
             raise ValueError(f"contact point names repeat: {point_names}")
@@ -179,21 +186,27 @@ def rest_ground(bones: Sequence[Bone], up=(0.0, 0.0, 1.0)) -> float:
 
 
 def default_contact_points(target: Target, up=(0.0, 0.0, 1.0)) -> tuple:
-    """Heel and ball of each foot, on the foot bone: the heel is the foot's head (the ankle), the
-    ball the toe's head (the foot's tail where no toe role is mapped), each moved straight down
-    onto the rest ground (rest_ground), in the foot bone's frame."""
+    """Heel, ball and toe tip of each foot. The heel is the foot's head (the ankle) and the ball
+    the toe's head (the foot's tail where no toe role is mapped), each moved straight down onto
+    the rest ground (rest_ground), on the foot bone; the toe tip is the toe bone's tail, resting
+    as high above the ground as it is at rest (its clearance), where a toe role is mapped: kept
+    above the floor, not pinned (the toe bends on the floor while the ball holds the foot)."""
     up = np.asarray(up, float)
     ground = rest_ground(target.bones, up)
     points = []
     for side in "LR":
         foot = target.bone(f"foot.{side}")
         M = np.asarray(foot.matrix, float)
-        ball = (np.asarray(target.bone(f"toe.{side}").matrix, float)[:3, 3] if f"toe.{side}" in target.roles
-                else (M @ [0.0, foot.length, 0.0, 1.0])[:3])
+        toe = target.bone(f"toe.{side}") if f"toe.{side}" in target.roles else None
+        ball = np.asarray(toe.matrix, float)[:3, 3] if toe is not None else (M @ [0.0, foot.length, 0.0, 1.0])[:3]
         for name, world in (("heel", M[:3, 3]), ("ball", ball)):
             on_ground = world - (world @ up - ground) * up
             local = M[:3, :3].T @ (on_ground - M[:3, 3])
             points.append(ContactPoint(f"{name}.{side}", f"foot.{side}", tuple(float(v) for v in local)))
+        if toe is not None:
+            tip = (np.asarray(toe.matrix, float) @ [0.0, toe.length, 0.0, 1.0])[:3]
+            points.append(ContactPoint(f"toe_tip.{side}", f"toe.{side}", (0.0, float(toe.length), 0.0),
+                                       max(0.0, float(tip @ up - ground)), pinned=False))
     return tuple(points)
 
 

@@ -8,7 +8,9 @@ that point, and swings to its next plant in between (straight ahead at constant 
 half sine of height LIFT). Thighs and shins follow from the hip and ankle positions by the two-bone
 triangle in the sagittal plane, knees forward; the pelvis yaws, the spine counter-rotates and the
 arms swing, each by a sine of the cycle. Arms hang `arm_drop` radians below horizontal (0: a
-T-pose) plus their swing.
+T-pose) plus their swing. With `heel_off` (H, degrees), each foot's last H stance frames pivot
+about its planted ball, the heel rising linearly to that pitch (the swing then starts from the
+flat plant again: a jump the retarget need not care about).
 """
 
 from __future__ import annotations
@@ -68,9 +70,21 @@ def ankle_path(n_frames: int, offset: int, x: float, fps: float = FPS, skate: fl
     return np.stack([np.full(n_frames, x), y, z], axis=-1)
 
 
-def walk_source(n_frames: int = 100, arm_drop: float = 0.0, fps: float = FPS, skate: float = 0.0) -> Source:
+def heel_pitch(n_frames: int, offset: int, heel_off, fps: float = FPS) -> np.ndarray:
+    """The foot's pitch (F,) about its ball in radians: 0, rising linearly over the last H stance
+    frames to `heel_off` = (H, degrees); zero where heel_off is None."""
+    if heel_off is None:
+        return np.zeros(n_frames)
+    frames, degrees = heel_off
+    phase = _phase(n_frames, offset, fps)[1]
+    start = STANCE - 1 - frames
+    return np.radians(degrees) * np.clip((phase - start) / frames, 0.0, None) * (phase <= STANCE - 1)
+
+
+def walk_source(n_frames: int = 100, arm_drop: float = 0.0, fps: float = FPS, skate: float = 0.0,
+                heel_off=None) -> Source:
     """The synthetic walk (module docstring) as a Source sampled at `fps`, planted feet sliding
-    at `skate` m/s."""
+    at `skate` m/s, heels lifting about the balls at the end of each stance by `heel_off`."""
     t = np.arange(n_frames) * (FPS / fps)            # in frames of the 30 fps cycle
     cycle = 2 * np.pi * t / PERIOD
     hips = np.stack([np.zeros(n_frames), -SPEED * t / FPS, np.full(n_frames, HIPS_HEIGHT)], axis=-1)
@@ -88,6 +102,10 @@ def walk_source(n_frames: int = 100, arm_drop: float = 0.0, fps: float = FPS, sk
     for side, sign, offset in (("L", 1.0, LEFT_OFFSET), ("R", -1.0, RIGHT_OFFSET)):
         hip = hips + [sign * HIP_WIDTH, 0.0, -HIP_DROP]
         ankle = ankle_path(n_frames, offset, sign * HIP_WIDTH, fps, skate)
+        to_ball = np.array([0.0, -BALL_FORWARD, BALL_HEIGHT - ANKLE])
+        pitch = axis_angle_matrix(_X, heel_pitch(n_frames, offset, heel_off, fps)) \
+            if heel_off is not None else np.broadcast_to(np.eye(3), (n_frames, 3, 3))
+        ankle = ankle + to_ball - pitch @ to_ball               # turned about the ball, which stays
         d = ankle - hip
         length = np.linalg.norm(d, axis=-1, keepdims=True)
         u = d / length
@@ -95,7 +113,7 @@ def walk_source(n_frames: int = 100, arm_drop: float = 0.0, fps: float = FPS, sk
         forward = np.stack([np.zeros(n_frames), -u[:, 2], u[:, 1]], axis=-1)          # u turned +90 deg about X
         forward *= np.where(forward[:, 1:2] < 0, 1.0, -1.0)                           # knees point to -Y
         knee = hip + THIGH * (np.cos(bend)[:, None] * u + np.sin(bend)[:, None] * forward)
-        ball = ankle + [0.0, -BALL_FORWARD, BALL_HEIGHT - ANKLE]
+        ball = ankle + pitch @ to_ball
         heads.update({f"thigh.{side}": hip, f"shin.{side}": knee, f"foot.{side}": ankle, f"toe.{side}": ball})
         rotations[f"thigh.{side}"] = rotation_along(knee - hip)
         rotations[f"shin.{side}"] = rotation_along(ankle - knee)

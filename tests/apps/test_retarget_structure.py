@@ -258,3 +258,21 @@ def test_arms_not_below_the_hips_map_nothing():
         previous, node = node, up
     m = structural_map(names, parents, s["heads"], s["tails"])
     assert m.roles == {} and "below the hips" in m.ambiguous[-1], m.ambiguous
+
+
+def test_a_clip_rewritten_with_another_rest_pose_keeps_its_world_motion(tmp_path):
+    """The helper the Blender tests use to make clips of other rest poses and floors: the CMU
+    walk with its arms lowered and knees bent at rest, turned 2 degrees and raised, written and
+    read back: every joint's world path (forward kinematics of the file's own channels) is the
+    original's turned and raised, to the file's 6 decimals; the rest pose did change."""
+    from tests.apps.retarget_bvh import read_bvh, restposed, world_joints, write_bvh
+    walk = read_bvh(DATA / CLIPS["walk"])
+    turns = {"LeftArm": rotation("Z", 40.0), "RightArm": rotation("Z", -40.0), "LeftLeg": rotation("X", 15.0)}
+    tilt, lift = rotation("X", 2.0), np.array([0.0, 5.0, 0.0])
+    write_bvh(restposed(walk, turns, {"Hips": "Root"}, tilt, lift), tmp_path / "walk.bvh")
+    again = read_bvh(tmp_path / "walk.bvh")
+    assert again["names"][0] == "Root" and again["names"][1:] == walk["names"][1:]
+    assert np.abs(world_joints(again) - (world_joints(walk) @ tilt.T + lift)).max() < 1e-4
+    forearm = walk["names"].index("LeftForeArm")
+    assert np.degrees(np.arccos(again["offsets"][forearm] @ walk["offsets"][forearm]
+                                / np.linalg.norm(walk["offsets"][forearm]) ** 2)) > 39.0

@@ -50,7 +50,7 @@ def metarig(name="metarig", knee_limits=True):
     return obj
 
 
-def _summary(result):
+def summary(result):
     """The figures the host asserts, as JSON-able values."""
     spans = result.spans()
     held = np.nan_to_num(result.position_error, nan=0.0)
@@ -64,7 +64,7 @@ def _summary(result):
         "keyed_rotation_error": float(np.max(result.rotation_error)),
         "keyed_by_role": dict(zip(result.roles, np.max(result.rotation_error, axis=0).tolist())),
         "style": result.style_difference, "converged": int(result.converged.sum()),
-        "seconds": result.seconds, "solve_seconds": result.solve_seconds, "method": result.method,
+        "seconds": result.seconds, "solve_seconds": result.solve_seconds, "method": result.method, "scale": result.scale,
         "warnings": list(result.warnings),
         "engine_converged": int(np.sum(result.engine.converged)) if result.engine is not None else None,
     }
@@ -87,7 +87,7 @@ def knee_angles(rig, frames):
 
 
 def foot_paths(src, frames):
-    """The source's foot and toe heads (F, 4, 3) in world space (LeftFoot, LeftToe..., by role)."""
+    """An armature's foot and toe heads (F, 4, 3) in world space (foot.L, toe.L, foot.R, toe.R by role)."""
     smap = bone_maps.auto_map([b.name for b in src.data.bones])
     names = [smap[r] for r in ("foot.L", "toe.L", "foot.R", "toe.R")]
     out = []
@@ -118,14 +118,16 @@ def metarig_session():
 
     # The walk: ours, then the naive retarget on the same spans.
     ours = api.retarget(rig, walk, calibration_frame=1)
-    out["walk"] = _summary(ours)
+    out["walk"] = summary(ours)
     out["walk_jumps"] = control_jumps(rig, walk, ours)
     frames = ours.frames
     out["walk_knees"] = knee_angles(rig, frames[::4])
     out["walk_feet"] = foot_paths(walk, frames).tolist()
+    out["walk_target_feet"] = foot_paths(rig, frames).tolist()
+    out["metarig_feet"] = [list(rig.data.bones[n].head_local) for n in ("foot.L", "toe.L", "foot.R", "toe.R")]
     out["walk_frames"] = frames.tolist()
     out["fps"] = bpy.context.scene.render.fps / bpy.context.scene.render.fps_base
-    out["walk_naive"] = _summary(api.retarget(rig, walk, calibration_frame=1, method="naive", contacts=ours.contacts))
+    out["walk_naive"] = summary(api.retarget(rig, walk, calibration_frame=1, method="naive", contacts=ours.contacts))
 
     # User-edited spans: one removed, one moved, one added; the result holds exactly those.
     edited = {p: list(s) for p, s in ours.contacts.items()}
@@ -136,11 +138,11 @@ def metarig_session():
     mine = api.retarget(rig, walk, calibration_frame=1, contacts=edited)          # the whole walk: spans to its end
     out["edited"] = {"asked": {p: [list(s) for s in v] for p, v in edited.items()},
                      "used": {p: [list(s) for s in v] for p, v in mine.contacts.items()},
-                     "removed": list(removed), **_summary(mine)}
+                     "removed": list(removed), **summary(mine)}
 
     # The other clip (its walk part) onto the metarig.
-    out["131"] = _summary(api.retarget(rig, clip, 480, 720, calibration_frame=480))
-    out["131_naive"] = _summary(api.retarget(rig, clip, 480, 720, calibration_frame=480, method="naive"))
+    out["131"] = summary(api.retarget(rig, clip, 480, 720, calibration_frame=480))
+    out["131_naive"] = summary(api.retarget(rig, clip, 480, 720, calibration_frame=480, method="naive"))
 
     # T-pose source (the walk's frame 1 is the conversion's T-pose) onto an A-pose target (a copy
     # of the metarig with its arms lowered 40 degrees at rest), and an A-pose source (the metarig
@@ -162,7 +164,7 @@ def metarig_session():
     short = {p: [s for s in v if s[1] <= 160] for p, v in ours.contacts.items()}
     out["short_spans"] = [[p, a, b] for p, v in short.items() for a, b in v]
     t_to_a = api.retarget(a_rig, walk, 1, 160, calibration_frame=1, contacts=short)
-    out["t_to_a"] = _summary(t_to_a)
+    out["t_to_a"] = summary(t_to_a)
     out["t_to_a_arm_rest_z"] = [a_rig.data.bones["hand.L"].head_local.z, rig.data.bones["hand.L"].head_local.z]
     # the reverse: the A-pose rig (now keyed with the walk) as the source of the T-pose metarig
     t_rig = metarig("metarig_T")
@@ -170,7 +172,7 @@ def metarig_session():
         t_rig.pose.bones[name].rotation_mode = mode
     a_map = {r: (b, b) for r, b in bone_maps.auto_map([b.name for b in a_rig.data.bones]).items()}
     a_to_t = api.retarget(t_rig, a_rig, 1, 160, bone_map=a_map, calibration_frame=11, contacts=short)
-    out["a_to_t"] = _summary(a_to_t)
+    out["a_to_t"] = summary(a_to_t)
     out["a_to_t_paths"] = sorted({k.split("].")[1].split("[")[0] for k in all_keys(t_rig)
                                   if k.startswith(('pose.bones["thigh.L"]', 'pose.bones["spine.003"]'))})
     out["steps"] = job_steps(rig, walk)
@@ -406,12 +408,12 @@ def generated_session():
     before = {"stretch": {pb.name: pb.ik_stretch for pb in rig.pose.bones},
               "switches": {pb.name: pb.get("IK_FK") for pb in rig.pose.bones if "IK_FK" in pb}}
     ours = api.retarget(rig, walk, calibration_frame=1)
-    out["walk"] = _summary(ours)
+    out["walk"] = summary(ours)
     out["walk_jumps"] = control_jumps(rig, walk, ours)
     out["keyed_bones"] = sorted({path.split('"]')[0].split('["')[1] for path in all_keys(rig)})
-    out["walk_naive"] = _summary(api.retarget(rig, walk, calibration_frame=1, method="naive", contacts=ours.contacts))
+    out["walk_naive"] = summary(api.retarget(rig, walk, calibration_frame=1, method="naive", contacts=ours.contacts))
     ours_131 = api.retarget(rig, clip, 480, 640, calibration_frame=480)
-    out["131"] = _summary(ours_131)
+    out["131"] = summary(ours_131)
     out["131_jumps"] = control_jumps(rig, clip, ours_131)
     out["ik_fk"] = [rig.pose.bones[f"thigh_parent.{s}"]["IK_FK"] for s in "LR"]
     out["stretch_changed"] = sorted(b for b, v in before["stretch"].items() if rig.pose.bones[b].ik_stretch != v)
@@ -515,7 +517,7 @@ def bone_map_session():
     for key, target, src, options in runs:
         options = {"calibration_frame": 1, **options}
         result = api.retarget(target, src, **options)
-        out["runs"][key] = {**_summary(result), "bone_map": {r: list(p) for r, p in result.bone_map.items()}}
+        out["runs"][key] = {**summary(result), "bone_map": {r: list(p) for r, p in result.bone_map.items()}}
     # The panel: Auto fills the map from names and skeletons, its notes are drawn.
     p = bpy.context.scene.itasc_retarget
     p.source, p.target = anonymous, odd
@@ -528,5 +530,5 @@ def bone_map_session():
     out["maps"]["generated"] = structural(generated)
     out["maps"]["generated_preset"] = dict(bone_maps.PRESETS["rigify"])
     result = api.retarget(generated, bandai, calibration_frame=1)
-    out["runs"]["bandai_generated"] = {**_summary(result), "bone_map": {r: list(p) for r, p in result.bone_map.items()}}
+    out["runs"]["bandai_generated"] = {**summary(result), "bone_map": {r: list(p) for r, p in result.bone_map.items()}}
     return json.loads(json.dumps(out, default=float))
