@@ -28,7 +28,8 @@ Kinds:
   markers only in the model or only in the trial, the scale factors, the notes).
 * 'fly', the fly's leg pipeline (solver.fly.solve_legs) on one keypoint pickle: `<name>_angles.mot`
   (time at `options['rate']` Hz, `<leg>_<angle>` in degrees) and `<name>.json`.
-* BVH retargets onto one rig are not a kind yet (README, "Batches").
+* BVH retargets onto one rig are not a kind: such a kind would run Blender in each worker
+  (docs/marker-ik.md, "Batches on Dask").
 """
 
 from __future__ import annotations
