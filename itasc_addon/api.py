@@ -100,7 +100,10 @@ def retarget(rig, source, frame_start=None, frame_end=None, *, bone_map=None, co
     matches; default the first), method ('itasc', or 'naive' for the copy-rotation retarget),
     precision (scene units), blend_frames, weights, detection, settings (the engine's),
     rigid_limbs (default True: on a rig Rigify generated, IK Stretch 0 on its limbs' IK chain
-    bones so that knees and elbows show as solved; said in the result's ``warnings``). Returns
+    bones so that knees and elbows show as solved; said in the result's ``warnings``), layer
+    (default False: keys replace the rig's in the range; True: the rig's active action goes onto
+    an NLA track, as Blender's Push Down puts it, and the keys into a new action over it, named
+    in the result's ``layer_action``, so bones the map leaves out keep playing their animation). Returns
     a `retarget.job.RetargetResult`, measured on Blender's evaluation of the keys: the usual
     arrays plus ``contacts`` and ``foot_slide`` (per span, scene units). Bad input raises
     `RigError` and writes nothing."""

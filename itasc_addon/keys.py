@@ -282,6 +282,27 @@ def tweaked_strip(anim):
     return None
 
 
+def new_layer(obj, name):
+    """Put a new empty action over the object's animation, as Blender's Push Down does: its
+    active action (if any) goes onto a new NLA track above the others, where it plays as before,
+    and an action `name` becomes the active action, evaluated over the NLA stack; the channels it
+    keys replace those below, the others play on. Returns the new action."""
+    anim = obj.animation_data or obj.animation_data_create()
+    if anim.use_tweak_mode:
+        raise RigError("the NLA is in tweak mode: leave it (Tab in the NLA editor) to add a layer")
+    below = anim.action
+    if below is not None:
+        slot = anim.action_slot if SLOTTED else None
+        track = anim.nla_tracks.new()
+        track.name = below.name
+        strip = track.strips.new(below.name, int(np.floor(below.frame_range[0])), below)
+        if slot is not None and strip.action_slot != slot:
+            strip.action_slot = slot
+        anim.action = None
+    anim.action = bpy.data.actions.new(name)
+    return anim.action
+
+
 def clear_bake(obj):
     """Remove the keys that bakes wrote (their channels, in their frame ranges); F-curves left
     without keys are removed; values a retarget set outside its channels are put back

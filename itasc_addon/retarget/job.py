@@ -90,6 +90,7 @@ class RetargetResult:
     control_passes: int = 0
     point_positions: np.ndarray | None = None
     engine: object = None
+    layer_action: str = ""      # with `layer`: the new action the keys went into, over the rig's animation
 
     @property
     def not_converged(self) -> int:
@@ -203,7 +204,7 @@ class Job:
 
     def __init__(self, rig, source_obj, frame_start=None, frame_end=None, *, bone_map=None, contacts="auto",
                  calibration_frame=None, method="itasc", precision=1e-4, blend_frames=None, weights=None,
-                 detection=None, settings=None, record=True, rigid_limbs=True):
+                 detection=None, settings=None, record=True, rigid_limbs=True, layer=False):
         self.started = time.perf_counter()
         rig, src = _armature(rig, "target"), _armature(source_obj, "source")
         if rig == src:
@@ -223,6 +224,12 @@ class Job:
             raise RigError("the source has fewer than two frames in the range; nothing to retarget")
         self.frames = frames
         keys.action_frames(rig, frames)          # frames the action cannot play at (NLA tweak mode) are refused
+        anim = rig.animation_data
+        if layer and anim is not None and anim.use_tweak_mode:
+            raise RigError("the target's NLA is in tweak mode: leave it (Tab in the NLA editor) to write the retarget "
+                           "as a layer; nothing was written")
+        self.layer = bool(layer)
+        self.layer_action = None
         self.rig, self.src, self.method, self.precision, self.record = rig, src, method, float(precision), record
         self.s_map, self.t_map, map_notes = split_map(rig, src, bone_map)
         self.roles = list(self.s_map)
@@ -480,6 +487,7 @@ class Job:
                     self.warnings.append("IK Stretch set to 0 on Rigify's IK chain bones " + ", ".join(
                         f"{b} (was {v:g})" for b, v in changed) + " so that knees and elbows keep the solved "
                         "pose; pass rigid_limbs=False to keep the rig's stretch")
+            self._open_layer()
             self.keys_written, self.passes, _, _, seen = rigify_controls.write_controls(
                 self.rig, self.frames, wanted, record=self.record, also=self.bone_names)
             self.seen = [np.array(self.rig.matrix_world) @ seen]       # read after the last keys: no second reading
@@ -499,7 +507,14 @@ class Job:
             u, _, vt = np.linalg.svd(bases[name][:, :3, :3])
             bases[name][:, :3, :3] = u @ vt
         plan = writing.plan(self.rig, bases, located={hips})
+        writing.check(plan)
+        self._open_layer()
         self.keys_written = writing.write(self.rig, self.frames, plan, record=self.record)
+
+    def _open_layer(self):
+        """With `layer`, the keys go into a new action over the target's animation (`keys.new_layer`)."""
+        if self.layer:
+            self.layer_action = keys.new_layer(self.rig, f"{self.rig.name} from {self.src.name}").name
 
     def _measure(self):
         """The result from Blender's evaluation of the written keys (class docstring)."""
@@ -560,7 +575,8 @@ class Job:
             keys_written=self.keys_written, warnings=list(self.warnings), precision=self.precision,
             solve_seconds=self.times["solve"],
             write_seconds=self.times["write"], verify_seconds=self.times["verify"], read_seconds=self.times["read"],
-            control_passes=self.passes, point_positions=positions, engine=self.engine_result)
+            control_passes=self.passes, point_positions=positions, engine=self.engine_result,
+            layer_action=self.layer_action or "")
 
     def _floor_plane(self, world):
         """The floor in world space: (unit normal (3,), offset: normal . p on it, the world point

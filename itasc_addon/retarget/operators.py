@@ -30,7 +30,7 @@ def _ready(cls, context):
 
 def make_job(context, props, **overrides):
     """A retarget job from the panel's settings."""
-    options = {"bone_map": map_pairs(props), "method": props.method,
+    options = {"bone_map": map_pairs(props), "method": props.method, "layer": props.layer,
                "contacts": span_dict(props) if props.use_spans else "auto"}
     if props.calibration_frame >= 0:
         options["calibration_frame"] = props.calibration_frame

@@ -44,6 +44,7 @@ class ITASC_PT_retarget(bpy.types.Panel):
         layout.prop(p, "target")
         layout.prop(p, "method")
         layout.prop(p, "calibration_frame")
+        layout.prop(p, "layer")
         box = layout.box()
         row = box.row(align=True)
         row.label(text="Bone Map")

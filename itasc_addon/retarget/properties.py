@@ -45,6 +45,9 @@ class ITASC_PG_retarget(bpy.types.PropertyGroup):
                                                "(-1: the first frame)")
     method: EnumProperty(name="Method", items=(("itasc", "iTaSC (contacts held)", "Contacts pinned, floor, limits"),
                                                ("naive", "Copy rotations", "What the usual tools do, for contrast")))
+    layer: BoolProperty(name="As a Layer", default=False,
+                        description="Put the target's action on an NLA track (as Push Down does) and key the "
+                                    "retarget into a new action over it; unmapped bones keep their animation")
     summary: StringProperty(name="Last Result")
     map_notes: StringProperty(name="Bone Map Notes",
                               description="What the automatic bone map could not settle, one line each")

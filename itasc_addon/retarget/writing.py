@@ -31,11 +31,16 @@ def plan(obj, bases: dict, located=(), extra=()):
     return out + list(extra)
 
 
-def write(obj, frames, key_plan, record=True) -> int:
-    """Write the plan at `frames` (`keys.write_channels`: all or nothing); the number of keys."""
+def check(key_plan):
+    """Refuse a plan with a non-finite value (nothing written)."""
     for _, _, values, _ in key_plan:
         if not np.all(np.isfinite(values)):
             raise keys.RigError("the retarget produced non-finite values; nothing was written")
+
+
+def write(obj, frames, key_plan, record=True) -> int:
+    """Write the plan at `frames` (`keys.write_channels`: all or nothing); the number of keys."""
+    check(key_plan)
     written = keys.write_channels(obj, np.asarray(frames, float), key_plan, record=record)
     obj.update_tag()
     return written

@@ -390,3 +390,26 @@ def test_the_floor_is_fitted_to_the_contacts_and_reported(namings):
         print(rig, "floor slope (deg): plain", round(np.degrees(plain["floor_slope"]), 3), "bandai",
               round(np.degrees(bandai["floor_slope"]), 3), "source floor (m): plain", round(plain["source_floor"], 4),
               "bandai", round(bandai["source_floor"], 4))
+
+
+def test_a_retarget_as_a_layer_keeps_the_rigs_own_animation(extension_zip):
+    """`layer=True` on a metarig with animation of its own: its action goes onto an NLA track with
+    every key as it was; the retarget's keys go into a new active action over it, holding the
+    contacts as usual; a finger the map leaves out plays its own animation exactly as before.
+    Without `layer` the thigh's own keys in the range are replaced (the default, for contrast)."""
+    r = call_in_blender("retarget_layer:layer_session", extension_zip=extension_zip, sys_path=[ROOT],
+                        exit_at_once=True)
+    layered, plain = r["layer"], r["plain"]
+    after = layered["after"]
+    assert_held(after, "layer")
+    assert after["converged"] == after["frames"]
+    assert after["layer_action"] == after["active"] != layered["before"]["action"]
+    assert after["tracks"] == [[layered["before"]["action"], [layered["before"]["action"]]]]
+    assert after["own_keys"] == layered["before"]["keys"]                  # not one key changed
+    assert after["finger"] == layered["before"]["finger"]                  # its own animation plays on
+    assert "f_index.01.L" not in after["active_paths"] and "thigh.L" in after["active_paths"]
+    # Into the rig's action instead: the thigh's keys in the range are the retarget's now.
+    assert plain["after"]["layer_action"] == "" and plain["after"]["tracks"] == []
+    assert plain["after"]["own_keys"] != plain["before"]["keys"]
+    assert plain["after"]["finger"] == plain["before"]["finger"]
+    assert_held(plain["after"], "plain")
