@@ -2,8 +2,7 @@
 write step; what a job keeps when cancelled later, its `cancel()` says).
 
 An operator mixes `ModalJob` in and gives `_make_job(context)` (an object with `steps()`, a
-generator that yields after each piece of work, and `done` and `total`; or, for the jobs not yet
-written that way, `step()` -> more to do), `_finish()` (the report once the job is through), the exceptions it
+generator that yields after each piece of work, and `done` and `total`), `_finish()` (the report once the job is through), the exceptions it
 reports as errors and how to word them, and the noun its cancel message uses. Without a window
 (background Blender, scripts) `invoke` runs `execute` to the end instead.
 """
@@ -13,11 +12,6 @@ from __future__ import annotations
 import bpy
 
 from . import guard
-
-
-def _stepped(job):
-    while job.step():
-        yield
 
 
 class ModalJob:
@@ -35,7 +29,7 @@ class ModalJob:
             return self.execute(context)
         try:
             self._job = self._make_job(context)
-            self._steps = self._job.steps() if hasattr(self._job, "steps") else _stepped(self._job)
+            self._steps = self._job.steps()
         except self.job_errors as err:
             self.report({"ERROR"}, self.error_text(err))
             return {"CANCELLED"}

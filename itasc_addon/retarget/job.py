@@ -1,5 +1,5 @@
-"""One retarget of a source armature's motion onto a target armature, in steps (progress and Esc
-for the operator, `run()` for scripts), measured by Blender's evaluation of what it wrote.
+"""One retarget of a source armature's motion onto a target armature, in steps (`steps()`, a
+generator: progress and Esc for the operator; `run()` for scripts), measured by Blender's evaluation of what it wrote.
 
 Data flows one way: the bone maps (`bone_maps`, `auto_map`) -> the source's bones as Blender
 evaluates them at every frame (`source`), in the target armature's space -> the engine's
@@ -20,7 +20,7 @@ Nothing is written before every check passed: bad input raises `RigError` with w
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 
 import bpy
@@ -324,53 +324,57 @@ class Job:
         return {"read": self.i, "solve": F, "write": F + 1, "verify": 2 * F + 1 + self.i,
                 "finished": self.total}[self.phase]
 
-    def step(self):
+    def steps(self):
+        """Read the source, solve, write, read Blender's evaluation of the keys: a generator
+        yielding `done` after each piece of work (the modal operator's progress)."""
         try:
-            return self._step()
-        except BaseException:
+            yield from self._steps()
+        finally:
             self._release()
-            raise
 
-    def _step(self):
-        started = time.perf_counter()
-        phase = self.phase
-        if phase == "read":
-            stop = min(self.i + CHUNK, len(self.frames))
-            self._isolate(self.src)
-            self.pieces.append(source.read_motion(self.src, [self.s_map[r] for r in self.roles],
-                                                  self.frames[self.i:stop], isolate=False))
-            self.i = stop
-            if stop == len(self.frames):
-                self._release()
-                self.phase = "solve"
-        elif phase == "solve":
+    def _steps(self):
+        F = len(self.frames)
+        for a in range(0, F, CHUNK):
+            with self._timed("read"):
+                self._isolate(self.src)
+                self.pieces.append(source.read_motion(self.src, [self.s_map[r] for r in self.roles],
+                                                      self.frames[a:a + CHUNK], isolate=False))
+                self.i = min(a + CHUNK, F)
+            yield self.done
+        self._release()
+        self.phase = "solve"
+        with self._timed("solve"):
             self._solve()
-            self.phase = "write"
-        elif phase == "write":
+        yield self.done
+        self.phase = "write"
+        with self._timed("write"):
             self._write()
-            self.phase, self.i = "verify", 0
-        elif phase == "verify":
-            if self.rigify:                           # the control passes' last reading is it
-                stop = len(self.frames)
-            else:
-                stop = min(self.i + CHUNK, len(self.frames))
-                self._isolate(self.rig)
-                self.seen.append(source.read_motion(self.rig, self.bone_names, self.frames[self.i:stop],
-                                                    isolate=False).world)
-            self.i = stop
-            if stop == len(self.frames):
-                self._release()
-                self.times["verify"] += time.perf_counter() - started
-                self.result = self._measure()
-                self.phase = "finished"
-                return False
-        else:
-            return False
-        self.times[phase] += time.perf_counter() - started
-        return True
+        self.phase, self.i = "verify", 0
+        yield self.done
+        while self.i < F:
+            with self._timed("verify"):
+                stop = F if self.rigify else min(self.i + CHUNK, F)   # Rigify: the control passes' last reading
+                if not self.rigify:
+                    self._isolate(self.rig)
+                    self.seen.append(source.read_motion(self.rig, self.bone_names, self.frames[self.i:stop],
+                                                        isolate=False).world)
+                self.i = stop
+                if stop == F:
+                    self._release()
+            yield self.done
+        with self._timed("verify"):
+            self.result = self._measure()
+        self.phase = "finished"
+        yield self.done
+
+    @contextmanager
+    def _timed(self, part):
+        started = time.perf_counter()
+        yield
+        self.times[part] += time.perf_counter() - started
 
     def run(self):
-        while self.step():
+        for _ in self.steps():
             pass
         return self.result
 

@@ -278,15 +278,15 @@ def job_steps(rig, walk):
     job_module = addon("retarget.job")
     before = json.dumps(all_keys(rig))
     stopped = job_module.Job(rig, walk, calibration_frame=1)
+    steps = stopped.steps()
     for _ in range(3):
-        stopped.step()
+        next(steps)
     out = {"stopped_phase": stopped.phase, "stopped_message": stopped.cancel(),
            "unchanged": json.dumps(all_keys(rig)) == before}
     job = job_module.Job(rig, walk, 1, 100, calibration_frame=1)
     progress = [job.done]
-    while job.step():
-        progress.append(job.done)
-    progress.append(job.done)
+    for done in job.steps():
+        progress.append(done)
     out.update(progress=progress, total=job.total, converged=bool(job.result.converged.all()))
     return out
 
