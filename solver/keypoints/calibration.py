@@ -93,8 +93,7 @@ def calibrate(placement: Placement, positions: np.ndarray, weights: np.ndarray, 
     placement's order, data units, NaN where missing, and `weights` (Fw, K). `offset_prior`
     (frames of evidence) weighs the table's places; `scale` fixes s instead of fitting it."""
     model = placement.model
-    w = np.where(np.isfinite(positions).all(axis=-1), np.asarray(weights, float), 0.0)
-    p, w = targets_and_weights(positions, w)
+    p, w = targets_and_weights(positions, weights, count=len(placement.names))
     if not np.isfinite(offset_prior) or offset_prior < 0:
         raise ValueError(f"offset_prior {offset_prior} must be a number >= 0")
     prior = placement.offsets.copy()

@@ -33,8 +33,21 @@ class DataTerm:
     g: np.ndarray
 
 
-def targets_and_weights(positions: np.ndarray, weights: np.ndarray, scale: float = 1.0):
-    """y = scale * positions with missing keypoints (weight 0 or NaN) at 0 and weight 0."""
+def targets_and_weights(positions: np.ndarray, weights: np.ndarray, scale: float = 1.0, count: int | None = None):
+    """y = scale * positions with missing keypoints (weight 0 or NaN) at 0 and weight 0; ValueError
+    for shapes that disagree (`count` keypoints expected), infinite positions, weights that are
+    not finite numbers >= 0 or a scale that is not positive."""
+    positions, weights = np.asarray(positions, float), np.asarray(weights, float)
+    if positions.ndim != 3 or positions.shape[-1] != 3 or weights.shape != positions.shape[:2] or \
+            (count is not None and positions.shape[1] != count):
+        raise ValueError(f"keypoints {positions.shape} and weights {weights.shape}: expected (F, {count or 'K'}, 3) "
+                         "and (F, K)")
+    if np.isinf(positions).any():
+        raise ValueError("keypoint positions must be finite (NaN where missing)")
+    if not (np.isfinite(weights).all() and (weights >= 0).all()):
+        raise ValueError("keypoint weights must be finite numbers >= 0")
+    if not (np.isfinite(scale) and scale > 0):
+        raise ValueError(f"the scale {scale} must be a positive number")
     present = np.isfinite(positions).all(axis=-1) & (weights > 0)
     w = np.where(present, weights, 0.0)
     return np.where(present[..., None], scale * np.nan_to_num(positions), 0.0), w

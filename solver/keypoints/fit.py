@@ -173,7 +173,9 @@ def fit_trajectory(placement: Placement, positions: np.ndarray, weights: np.ndar
     began = _time.perf_counter()
     model = placement.model
     F, n = positions.shape[0], model.n_coordinates
-    y, w = targets_and_weights(positions, np.asarray(weights, float), scale)
+    if not (np.isfinite(rate) and rate > 0):
+        raise ValueError(f"the frame rate {rate} must be a positive number")
+    y, w = targets_and_weights(positions, weights, scale, count=len(placement.names))
     Q = project(model, np.array(start, float)) if start is not None else start_pose(placement, y, w)
     stiffness = np.diagonal(data_term(placement, Q, y, w).H, axis1=1, axis2=2)
     seen = w.sum(axis=1) > 0

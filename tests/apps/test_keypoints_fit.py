@@ -235,3 +235,18 @@ def test_calibration_recovers_the_scale_and_keeps_the_table_places(rig, monkeypa
     # hand's turn about it trade against the wrist's offset)
     assert exact.converged and exact.scale == pytest.approx(1.15, rel=1e-4)
     assert np.max(exact.shift) < 1e-3 and np.max(exact.residual) < 1e-4
+
+
+def test_bad_arrays_are_named():
+    placement = point_model()
+    good = placement.offsets[None].repeat(4, axis=0)
+    ones = np.ones((4, 6))
+    cases = [(good[:, :5], ones[:, :5], {}, "expected"), (good, ones[:, :5], {}, "expected"),
+             (np.where(np.arange(6)[:, None] == 2, np.inf, good), ones, {}, "finite"),
+             (good, -ones, {}, "weights"), (good, ones, {"scale": 0.0}, "scale"),
+             (good, ones, {"rate": np.nan}, "frame rate"), (good, ones, {"cutoff": 30.0}, "cutoff")]
+    for positions, weights, options, words in cases:
+        with pytest.raises(ValueError, match=words):
+            fit_trajectory(placement, positions, weights, **options)
+    with pytest.raises(ValueError, match="expected"):
+        calibrate(placement, good[:, :4], ones[:, :4])
