@@ -40,6 +40,7 @@ from .placement import Placement
 from .root_start import start_pose
 
 _MU_START = 1e-3            # Levenberg-Marquardt damping, relative to the mean data stiffness
+_MU_TRAJECTORY = 1e-6       # the same for the whole trajectory, which starts from the frames' solutions
 _MU_GIVE_UP = 1e12
 FLAT = 1e-8                # relative: a step lowering the cost less than this has converged
 
@@ -139,7 +140,7 @@ def _trajectory(placement, Q, y, w, rho, Lambda, max_iterations, tolerance):
     def total(Q):
         return data_cost(placement, Q, y, w).sum() + smoothness.cost(Q, Lambda) + np.sum(rho * Q * Q)
 
-    cost, mu = total(Q), _MU_START
+    cost, mu = total(Q), _MU_TRAJECTORY
     for iteration in range(1, max_iterations + 1):
         term = data_term(placement, Q, y, w)
         g = term.g - rho * Q - smoothness.second_difference_normal(Q) * Lambda
