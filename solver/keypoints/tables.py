@@ -30,8 +30,8 @@ Neck,Hip,neck,head
 Hip,,hips,head
 LBigToe,LAnkle,toe.L,tail
 RBigToe,RAnkle,toe.R,tail
-LSmallToe,LAnkle,toe.L,tail
-RSmallToe,RAnkle,toe.R,tail
+LSmallToe,LBigToe,toe.L,tail
+RSmallToe,RBigToe,toe.R,tail
 LHeel,LAnkle,foot.L,head
 RHeel,RAnkle,foot.R,head
 """
