@@ -1,5 +1,5 @@
 """Small batched geometry helpers shared by the engine's applications: angle wrapping, unit
-vectors, and translation frames. Every function works on any leading shape; vectors lie along the
+vectors, translation frames, and the rotation of a weighted rigid fit. Every function works on any leading shape; vectors lie along the
 last axis.
 """
 
@@ -62,3 +62,16 @@ def translations(points) -> np.ndarray:
     T = np.broadcast_to(np.eye(4), points.shape[:-1] + (4, 4)).copy()
     T[..., :3, 3] = points
     return T
+
+
+def kabsch(C):
+    """The rotation R (F, 3, 3) maximising tr(R^T C) for 3 x 3 covariances C (F, 3, 3): with
+    C = U S V^T, R = U E V^T, E = diag(1, 1, det(U V^T)) (never a reflection; a det of 0 counts
+    as 1). For points a_k, b_k with weights w_k and C = sum_k w_k (a_k - a_bar)(b_k - b_bar)^T,
+    R b + t fits b onto a best (Kabsch); also S (F, 3) and E's diagonal (F, 3), for Umeyama's
+    scale tr(S E) / sum_k w_k |b_k - b_bar|^2."""
+    U, S, Vt = np.linalg.svd(C)
+    E = np.ones(S.shape)
+    E[:, 2] = np.sign(np.linalg.det(U @ Vt))
+    E[:, 2] = np.where(E[:, 2] == 0, 1.0, E[:, 2])
+    return (U * E[:, None, :]) @ Vt, S, E

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..geometry import kabsch
 from ..model import PRISMATIC, REVOLUTE
 
 MIN_MARKERS = 3
@@ -63,12 +64,7 @@ def rigid_fit(local, measured, weights):
     dl = local[None] - l0[:, None]                                               # (F, M, 3)
     dx = x - x0[:, None]
     H = np.einsum("fm,fmi,fmj->fij", w, dl, dx)
-    U, S, Vt = np.linalg.svd(H)
-    V = np.swapaxes(Vt, 1, 2)
-    d = np.sign(np.linalg.det(V @ np.swapaxes(U, 1, 2)))
-    D = np.broadcast_to(np.eye(3), H.shape).copy()
-    D[:, 2, 2] = np.where(d == 0, 1.0, d)
-    R = V @ D @ np.swapaxes(U, 1, 2)
+    R, _, _ = kabsch(np.swapaxes(H, 1, 2))
     t = x0 - np.einsum("fij,fj->fi", R, l0)
     spread = np.linalg.svd(np.where(present[..., None], dl, 0.0), compute_uv=False)      # (F, 3)
     ok = (present.sum(axis=1) >= MIN_MARKERS) & (spread[:, 1] > LINE * np.maximum(spread[:, 0], 1e-300))

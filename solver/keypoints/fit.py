@@ -1,0 +1,199 @@
+"""The fit: a calibrated rig moved through a keypoint trial, all frames in one solve.
+
+Over all F frames at once, the coordinates Q (F, n) minimise
+
+    sum_f sum_k w_fk |x_k(q_f) - s p_fk|^2  +  S(Q)  +  rho |Q|^2
+
+within the joint limits: the keypoint term (data_term.py; weights w from the confidence, 0 where
+a keypoint is missing or below the confidence threshold), the acceleration penalty S
+(smoothness.py; `cutoff` in Hz sets it, None leaves frames independent) and a weak pull rho to
+rest for coordinates no keypoint sees (data_term.rest_weights). Where keypoints are missing the smoothness term alone
+carries their bones across the gap (a bone with no keypoint for a while moves as smoothly as it
+can between the frames that have them).
+
+Levenberg-Marquardt, first frame by frame (batched, each frame its own damping), then, with the
+smoothness term, on the whole trajectory from there: its normal matrix is sum_f H_f (block
+diagonal) plus D^T D (x) Lambda, banded with each frame tied to the two before and after it.
+Pairs of frames as blocks of 2n make it block tridiagonal, solved exactly by cyclic reduction
+(block_tridiagonal.py). The damping adds mu times the frame's mean data stiffness to the
+diagonal (so directions no keypoint sees take short steps); a step that lowers the cost is taken
+and mu divided by 3, else mu multiplied by 4. Coordinates on a limit that the step would push out
+are locked, and a step's end is projected into the limits (limits.project).
+
+The result reports per frame and keypoint the error |x - s p| (rig units, NaN where missing),
+which keypoints were missing (the gaps the smoothness bridged) and per frame the RMS over the
+keypoints present.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..limits import project
+from . import smoothness
+from .block_tridiagonal import solve_block_tridiagonal
+from .data_term import data_cost, data_term, free_coordinates, rest_weights, targets_and_weights
+from .placement import Placement
+from .root_start import start_pose
+
+_MU_START = 1e-3            # Levenberg-Marquardt damping, relative to the mean data stiffness
+_MU_TRAJECTORY = 1e-6       # the same for the whole trajectory, which starts from the frames' solutions
+_MU_GIVE_UP = 1e12
+FLAT = 1e-8                # relative: a step lowering the cost less than this has converged
+
+
+@dataclass
+class KeypointFit:
+    """q (F, n) coordinates; error (F, K) |x - s p| in rig units (NaN where missing); missing
+    (F, K) keypoints the fit did not see (NaN or below the confidence threshold); rms (F,) over
+    the keypoints present (NaN in a frame without any); bridged (F,) frames with a keypoint
+    missing; iterations, converged, seconds; the smoothness weight per coordinate `smoothing`."""
+
+    q: np.ndarray
+    error: np.ndarray
+    missing: np.ndarray
+    rms: np.ndarray
+    bridged: np.ndarray
+    names: tuple
+    iterations: int
+    converged: bool
+    seconds: float
+    smoothing: np.ndarray
+
+    @property
+    def gap_frames(self) -> np.ndarray:
+        """Frame indices with a keypoint missing."""
+        return np.flatnonzero(self.bridged)
+
+
+def _paired_system(H, g, Lambda, free):
+    """The trajectory's normal equations as a block-tridiagonal system over pairs of frames:
+    diagonal blocks (N, 2n, 2n), blocks below (N - 1, 2n, 2n), right side (N, 2n)."""
+    F, n = g.shape
+    F2 = F + F % 2
+    if F2 != F:                                            # a frame past the end, tied to nothing
+        H = np.concatenate([H, np.eye(n)[None]])
+        g = np.concatenate([g, np.zeros((1, n))])
+        free = np.concatenate([free, np.ones((1, n), bool)])
+    d0, d1, d2 = (np.concatenate([d, np.zeros(F2 - F)]) for d in smoothness.normal_bands(F))
+    d1, d2 = np.append(d1, 0.0), np.append(d2, [0.0, 0.0])      # F2 entries each (past the end: 0)
+    N = F2 // 2
+    Lam = np.diag(Lambda)
+    A = H + d0[:, None, None] * Lam                          # frame blocks on the diagonal
+    D = np.zeros((N, 2 * n, 2 * n))
+    D[:, :n, :n], D[:, n:, n:] = A[0::2], A[1::2]
+    D[:, n:, :n] = D[:, :n, n:] = d1[0::2, None, None] * Lam
+    L = np.zeros((max(N - 1, 0), 2 * n, 2 * n))
+    L[:, :n, :n] = d2[0:F2 - 2:2, None, None] * Lam          # frame 2i+2 to 2i
+    L[:, :n, n:] = d1[1:F2 - 2:2, None, None] * Lam          # frame 2i+2 to 2i+1
+    L[:, n:, n:] = d2[1:F2 - 2:2, None, None] * Lam          # frame 2i+3 to 2i+1
+    f = free.reshape(N, 2 * n)
+    D = np.where(f[:, :, None] & f[:, None, :], D, 0.0) + np.eye(2 * n) * (~f)[:, None, :]
+    L = np.where(f[1:, :, None] & f[:-1, None, :], L, 0.0)
+    return D, L, (g * free).reshape(N, 2 * n), F2
+
+
+def _frame_by_frame(placement, Q, y, w, rho, max_iterations, tolerance):
+    """Every frame on its own (no smoothness): Levenberg-Marquardt per frame, batched over the
+    frames still going. Returns Q, iterations (F,), converged (F,)."""
+    model = placement.model
+    F, n = Q.shape
+    Q = Q.copy()
+    mu = np.full(F, _MU_START)
+    iterations, converged = np.zeros(F, int), np.zeros(F, bool)
+    active = np.arange(F)
+    for _ in range(max_iterations):
+        if not active.size:
+            break
+        term = data_term(placement, Q[active], y[active], w[active])
+        cost = term.cost + np.sum(rho * Q[active] ** 2, axis=1)
+        g = term.g - rho * Q[active]
+        free = free_coordinates(model, Q[active], g)
+        H = term.H + np.diag(rho)
+        scale = np.mean(np.diagonal(H, axis1=1, axis2=2), axis=1) + 1e-300
+        H = H + (mu[active] * scale)[:, None, None] * np.eye(n)
+        H = np.where(free[:, :, None] & free[:, None, :], H, 0.0) + np.eye(n) * (~free)[:, None, :]
+        dQ = np.linalg.solve(H, (g * free)[..., None])[..., 0]
+        trial = project(model, Q[active] + dQ)
+        trial_cost = data_cost(placement, trial, y[active], w[active]) + np.sum(rho * trial ** 2, axis=1)
+        better = trial_cost <= cost
+        step = np.max(np.abs(trial - Q[active]), axis=1, initial=0.0)
+        flat = cost - trial_cost <= FLAT * cost
+        Q[active[better]] = trial[better]
+        iterations[active] += 1
+        mu[active] = np.where(better, mu[active] / 3.0, mu[active] * 4.0)
+        done = (better & ((step < tolerance) | flat)) | (mu[active] > _MU_GIVE_UP)
+        converged[active[done]] = True
+        active = active[~done]
+    return Q, iterations, converged
+
+
+def _trajectory(placement, Q, y, w, rho, Lambda, max_iterations, tolerance):
+    """All frames together with the smoothness term: Levenberg-Marquardt on the trajectory,
+    each step solved by block cyclic reduction. Returns Q, iterations, converged."""
+    model = placement.model
+    F, n = Q.shape
+
+    def total(Q):
+        return data_cost(placement, Q, y, w).sum() + smoothness.cost(Q, Lambda) + np.sum(rho * Q * Q)
+
+    cost, mu = total(Q), _MU_TRAJECTORY
+    for iteration in range(1, max_iterations + 1):
+        term = data_term(placement, Q, y, w)
+        g = term.g - rho * Q - smoothness.second_difference_normal(Q) * Lambda
+        free = free_coordinates(model, Q, g)
+        H = term.H + np.diag(rho)
+        scale = np.mean(np.diagonal(H, axis1=1, axis2=2), axis=1) + 1e-300
+        while True:
+            D, L, b, F2 = _paired_system(H + (mu * scale)[:, None, None] * np.eye(n), g, Lambda, free)
+            trial = project(model, Q + solve_block_tridiagonal(D, L, b).reshape(F2, n)[:F])
+            trial_cost = total(trial)
+            if trial_cost <= cost or mu > _MU_GIVE_UP:
+                break
+            mu *= 4.0
+        if trial_cost > cost:
+            return Q, iteration, True            # no step lowers the cost: at the minimum to rounding
+        step = np.max(np.abs(trial - Q), initial=0.0)
+        flat = cost - trial_cost <= FLAT * cost
+        Q, cost, mu = trial, trial_cost, mu / 3.0
+        if step < tolerance or flat:
+            return Q, iteration, True
+    return Q, max_iterations, False
+
+
+def fit_trajectory(placement: Placement, positions: np.ndarray, weights: np.ndarray, *, scale: float = 1.0,
+                   rate: float = 60.0, cutoff: float | None = 6.0, start: np.ndarray | None = None,
+                   max_iterations: int = 200, tolerance: float = 1e-7) -> KeypointFit:
+    """Fit the placement's model to keypoints `positions` (F, K, 3, data units, NaN where
+    missing; the placement's order) with `weights` (F, K) (module docstring). `start` (F, n)
+    overrides the rigid start (root_start.start_pose). Each frame is first solved on its own,
+    then, with a cutoff, all together with the smoothness term from there."""
+    began = _time.perf_counter()
+    model = placement.model
+    F, n = positions.shape[0], model.n_coordinates
+    if not (np.isfinite(rate) and rate > 0):
+        raise ValueError(f"the frame rate {rate} must be a positive number")
+    y, w = targets_and_weights(positions, weights, scale, count=len(placement.names))
+    Q = project(model, np.array(start, float)) if start is not None else start_pose(placement, y, w)
+    stiffness = np.diagonal(data_term(placement, Q, y, w).H, axis1=1, axis2=2)
+    seen = w.sum(axis=1) > 0
+    rho = rest_weights(placement, stiffness[seen])
+    Q, iterations, converged = _frame_by_frame(placement, Q, y, w, rho, max_iterations, tolerance)
+    iterations, converged = int(iterations.max()), bool(converged.all())
+    Lambda = np.zeros(n)
+    if cutoff is not None and F >= 3:
+        stiffness = np.diagonal(data_term(placement, Q, y, w).H, axis1=1, axis2=2)
+        Lambda = smoothness.cutoff_weight(cutoff, rate) * (np.median(stiffness[seen], axis=0) if seen.any()
+                                                           else np.zeros(n))
+        Q, more, converged = _trajectory(placement, Q, y, w, rho, Lambda, max_iterations, tolerance)
+        iterations += more
+    x = placement.evaluate(Q, jacobian=False)
+    missing = w <= 0
+    error = np.where(missing, np.nan, np.linalg.norm(x - y, axis=-1))
+    count = (~missing).sum(axis=1)
+    rms = np.where(count > 0, np.sqrt(np.nansum(error ** 2, axis=1) / np.maximum(count, 1)), np.nan)
+    return KeypointFit(Q, error, missing, rms, missing.any(axis=1), placement.names, iterations, converged,
+                       _time.perf_counter() - began, Lambda)

@@ -1,0 +1,54 @@
+"""Keypoints onto a rig in one call: place the trial's keypoints on the rig by role, calibrate on
+a static trial or window (offsets and scale), fit every frame (fit.py).
+
+    result = fit_keypoints(trial.z_up(), target_model(target), static=static.z_up())
+
+The trials must be in the rig's world frame (KeypointTrial.z_up for a Blender rig).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .calibration import Calibration, calibrate
+from .fit import KeypointFit, fit_trajectory
+from .placement import place_keypoints
+from .trial import KeypointTrial
+
+
+@dataclass
+class KeypointResult:
+    """The fit, the calibration it used and the keypoints left out ({name: why})."""
+
+    fit: KeypointFit
+    calibration: Calibration
+    left_out: dict
+
+
+def _in_order(trial: KeypointTrial, names, threshold: float):
+    index = [trial.index(n) for n in names]
+    return trial.positions[:, index], trial.weights(threshold)[:, index]
+
+
+def fit_keypoints(trial: KeypointTrial, target_model, *, static: KeypointTrial | None = None,
+                  static_frames=slice(None), threshold: float = 0.0, cutoff: float | None = 6.0,
+                  offset_prior: float = 1.0, roles=None, max_iterations: int = 100) -> KeypointResult:
+    """Fit `trial` onto the rig of a retarget TargetModel. Calibration uses `static` (another
+    trial of the same person standing still; the trial itself when None) on `static_frames`;
+    keypoints below confidence `threshold` count as missing; `cutoff` (Hz) sets the smoothing
+    (None: none); `roles` (name -> role) places keypoints the trial's keypoint set does not know."""
+    placement, left_out = place_keypoints(target_model, trial.keypoint_set, trial.names, roles)
+    calibration_trial = trial if static is None else static
+    missing = [n for n in placement.names if n not in calibration_trial.names]
+    if missing:
+        raise ValueError(f"the calibration trial lacks the keypoints {missing}")
+    positions, weights = _in_order(calibration_trial.frames(static_frames), placement.names, threshold)
+    if not np.any(weights > 0):
+        raise ValueError("the calibration frames hold no keypoint above the confidence threshold")
+    calibration = calibrate(placement, positions, weights, offset_prior=offset_prior)
+    positions, weights = _in_order(trial, placement.names, threshold)
+    fit = fit_trajectory(calibration.placement, positions, weights, scale=calibration.scale, rate=trial.rate,
+                         cutoff=cutoff, max_iterations=max_iterations)
+    return KeypointResult(fit, calibration, left_out)
