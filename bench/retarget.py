@@ -10,7 +10,7 @@ Per row, in one fresh bpy process with the extension installed from the built zi
 - ours: `api.retarget(rig, clip)` over every frame: reading the source by Blender's evaluation,
   the engine's solve (contacts detected and pinned), keys (on the generated rig: its controls,
   fixed-point passes on Blender's evaluation), and Blender's evaluation of every written frame;
-- nla.bake: a second copy of the rig keyed with the naive retarget (`method="naive"`), then
+- nla.bake: a second copy of the rig keyed with the naive retarget (`method="copy"`), then
   ``bpy.ops.nla.bake`` (visual keying, the mapped bones, every frame): what baking a retarget
   costs in Blender itself. A constraint-driven naive setup would bake slower (its constraints
   are evaluated too), so this is the cheaper side of that baseline.
@@ -93,7 +93,7 @@ def in_blender(rig_kind: str, n_frames: int | None = None, clip_name: str = "131
     ours_cpu = time.process_time() - cpu
     ours_rig.hide_viewport = True                    # not evaluated while the baseline runs
     naive_rig = rig()
-    naive = api.retarget(naive_rig, clip, first, last, method="naive", contacts=ours.contacts,
+    naive = api.retarget(naive_rig, clip, first, last, method="copy", contacts=ours.contacts,
                          calibration_frame=calibration)
     bones = sorted({t for _, t in naive.bone_map.values()})
     bpy.context.view_layer.objects.active = naive_rig

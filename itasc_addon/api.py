@@ -97,7 +97,7 @@ def retarget(rig, source, frame_start=None, frame_end=None, *, bone_map=None, co
     {role: (source bone, target bone)} (None: made from the bone names, `retarget.bone_maps`);
     `contacts` "auto" (detected from the source), None, or {contact point: [(first, last)
     frame]}. Options: calibration_frame (the frame whose source pose the target's rest pose
-    matches; default the first), method ('itasc', or 'naive' for the copy-rotation retarget),
+    matches; default the first), method ('ik', or 'copy' for the copy-rotation retarget),
     precision (scene units), blend_frames, weights, detection, settings (the engine's),
     rigid_limbs (default True: on a rig Rigify generated, IK Stretch 0 on its limbs' IK chain
     bones so that knees and elbows show as solved; said in the result's ``warnings``), layer

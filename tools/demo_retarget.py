@@ -60,7 +60,7 @@ def run_in_scene(out_dir, clip=str(CLIP)):
     rigs["naive"].hide_viewport = True          # a disabled object is not evaluated: each retarget reads one rig
     ours = api.retarget(rigs["ours"], walk, calibration_frame=1)
     rigs["naive"].hide_viewport, rigs["ours"].hide_viewport = False, True
-    naive = api.retarget(rigs["naive"], walk, calibration_frame=1, method="naive", contacts=ours.contacts)
+    naive = api.retarget(rigs["naive"], walk, calibration_frame=1, method="copy", contacts=ours.contacts)
     rigs["ours"].hide_viewport = False
     rigs["naive"].location.x += 1.0
     out = Path(out_dir)

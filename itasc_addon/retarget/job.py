@@ -10,7 +10,7 @@ animator controls, `rigify_controls`) -> Blender's evaluation of every written f
 result: per contact point and frame the distance from its pin (`position_error`), per span the
 foot slide, floor penetration, per role the style difference, all from what Blender shows.
 
-`method="naive"` writes the retarget the usual tools do instead (`naive`), through the same
+`method="copy"` writes the copy-rotation retarget the usual tools do instead (`naive`), through the same
 steps, measured the same way (its contacts: the caller's, e.g. another result's, or detected
 on the source's feet).
 
@@ -41,13 +41,13 @@ class RetargetResult:
     """What a retarget did, measured on Blender's evaluation of the keys it wrote.
 
     Per frame (F) and contact point (P): `position_error` the contact point's distance from its
-    pin (scene units; NaN where no span holds it; for the naive method, from where the span
+    pin (scene units; NaN where no span holds it; for the copy method, from where the span
     started), `floor_penetration` how far below the floor it is (0 above; the contact points are
     each foot's heel, ball and toe tip). The floor: `floor` its world height below the source's
     hips at the calibration frame, `floor_normal` (3,) its world normal, `floor_slope` its angle
     to level (radians), `source_floor` the clip's own floor height there before it was put on the
     target's rest ground (scene units, the source's scale), all fitted to the source's contacts
-    (a level floor at the rig's rest ground for the naive method). Per frame and mapped
+    (a level floor at the rig's rest ground for the copy method). Per frame and mapped
     role (R, `roles`): `rotation_error`, the angle between the bone's world rotation as Blender
     shows it and as the solve posed it (radians). `iterations`, `converged` (F,): the engine's
     iterations; converged where the engine converged and Blender shows every held point within
@@ -58,7 +58,7 @@ class RetargetResult:
     target's local rotations (relative to the nearest mapped ancestor role; world for the hips),
     as Blender shows the target. `seconds` the whole retarget; `solve_seconds`, `write_seconds`,
     `verify_seconds` its parts; `point_positions` (F, P, 3) the contact points in world space as
-    Blender shows them; `engine` the engine's own result (None for the naive method)."""
+    Blender shows them; `engine` the engine's own result (None for the copy method)."""
 
     frames: np.ndarray
     position_error: np.ndarray
@@ -78,7 +78,7 @@ class RetargetResult:
     points: list = field(default_factory=list)
     roles: list = field(default_factory=list)
     bone_map: dict = field(default_factory=dict)
-    method: str = "itasc"
+    method: str = "ik"
     scale: float = 1.0
     keys_written: int = 0
     warnings: list = field(default_factory=list)
@@ -203,14 +203,14 @@ class Job:
     default); see the module docstring and `api.retarget`."""
 
     def __init__(self, rig, source_obj, frame_start=None, frame_end=None, *, bone_map=None, contacts="auto",
-                 calibration_frame=None, method="itasc", precision=1e-4, blend_frames=None, weights=None,
+                 calibration_frame=None, method="ik", precision=1e-4, blend_frames=None, weights=None,
                  detection=None, settings=None, record=True, rigid_limbs=True, layer=False):
         self.started = time.perf_counter()
         rig, src = _armature(rig, "target"), _armature(source_obj, "source")
         if rig == src:
             raise RigError("the source and the target are the same armature")
-        if method not in ("itasc", "naive"):
-            raise RigError(f"method must be 'itasc' or 'naive', not {method!r}")
+        if method not in ("ik", "copy"):
+            raise RigError(f"method must be 'ik' (contacts held) or 'copy' (rotations copied), not {method!r}")
         solving.check_writable(rig)
         first, last = source.action_range(src)
         a = first if frame_start is None else int(frame_start)
@@ -408,7 +408,7 @@ class Job:
         src = self._source()
         try:
             src.check()
-            if self.method == "itasc":
+            if self.method == "ik":
                 self.engine_result = engine.retarget(src, self.target, contacts=self.contacts_in,
                                                      calibration_frame=self.calibration, floor=self.floor,
                                                      **self.options)

@@ -43,8 +43,8 @@ class ITASC_PG_retarget(bpy.types.PropertyGroup):
     calibration_frame: IntProperty(name="Calibration Frame", default=-1,
                                    description="The frame whose source pose the target's rest pose matches "
                                                "(-1: the first frame)")
-    method: EnumProperty(name="Method", items=(("itasc", "iTaSC (contacts held)", "Contacts pinned, floor, limits"),
-                                               ("naive", "Copy rotations", "What the usual tools do, for contrast")))
+    method: EnumProperty(name="Method", items=(("ik", "iTaSC (contacts held)", "Contacts pinned, floor, limits"),
+                                               ("copy", "Copy rotations", "What the usual tools do, for contrast")))
     layer: BoolProperty(name="As a Layer", default=False,
                         description="Put the target's action on an NLA track (as Push Down does) and key the "
                                     "retarget into a new action over it; unmapped bones keep their animation")

@@ -175,7 +175,7 @@ def test_panel_operators_edit_spans_and_the_retarget_holds_them(metarig):
     # heel.R moved up above ball.L, heel.L (first) removed, a span added at the current frame.
     assert ui["listed"] == [["heel.R", 75, 140], ["ball.L", 12, 80], ["heel.L", 20, 30]]
     assert ui["run"] and ui["frame"] == 20
-    assert ui["summary"].startswith("itasc:") and "3 contact span(s)" in ui["summary"]
+    assert ui["summary"].startswith("ik:") and "3 contact span(s)" in ui["summary"]
     # Keys only on the target's mapped bones (their rotations, the hips' location); nothing else.
     assert ui["others_unchanged"]
     bones = {c.split('"]')[0].split('["')[1] for c in ui["changed_channels"]}
@@ -187,7 +187,7 @@ def test_panel_operators_edit_spans_and_the_retarget_holds_them(metarig):
     assert ["list", "bone_map", 22] in drawn and ["list", "spans", 3] in drawn
     assert {"itasc.retarget", "itasc.import_bvh_retarget", "itasc.retarget_auto_map", "itasc.retarget_span"} <= \
         {d[1] for d in drawn if d[0] == "operator"}
-    assert ["label", "Unmapped: spine"] in drawn and any(d[0] == "label" and "itasc:" in d[1] for d in drawn)
+    assert ["label", "Unmapped: spine"] in drawn and any(d[0] == "label" and "ik:" in d[1] for d in drawn)
     assert locations == {f'pose.bones["spine"].location[{i}]' for i in range(3)}
 
 

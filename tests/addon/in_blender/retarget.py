@@ -127,7 +127,7 @@ def metarig_session():
     out["metarig_feet"] = [list(rig.data.bones[n].head_local) for n in ("foot.L", "toe.L", "foot.R", "toe.R")]
     out["walk_frames"] = frames.tolist()
     out["fps"] = bpy.context.scene.render.fps / bpy.context.scene.render.fps_base
-    out["walk_naive"] = summary(api.retarget(rig, walk, calibration_frame=1, method="naive", contacts=ours.contacts))
+    out["walk_naive"] = summary(api.retarget(rig, walk, calibration_frame=1, method="copy", contacts=ours.contacts))
 
     # User-edited spans: one removed, one moved, one added; the result holds exactly those.
     edited = {p: list(s) for p, s in ours.contacts.items()}
@@ -142,7 +142,7 @@ def metarig_session():
 
     # The other clip (its walk part) onto the metarig.
     out["131"] = summary(api.retarget(rig, clip, 480, 720, calibration_frame=480))
-    out["131_naive"] = summary(api.retarget(rig, clip, 480, 720, calibration_frame=480, method="naive"))
+    out["131_naive"] = summary(api.retarget(rig, clip, 480, 720, calibration_frame=480, method="copy"))
 
     # T-pose source (the walk's frame 1 is the conversion's T-pose) onto an A-pose target (a copy
     # of the metarig with its arms lowered 40 degrees at rest), and an A-pose source (the metarig
@@ -411,7 +411,7 @@ def generated_session():
     out["walk"] = summary(ours)
     out["walk_jumps"] = control_jumps(rig, walk, ours)
     out["keyed_bones"] = sorted({path.split('"]')[0].split('["')[1] for path in all_keys(rig)})
-    out["walk_naive"] = summary(api.retarget(rig, walk, calibration_frame=1, method="naive", contacts=ours.contacts))
+    out["walk_naive"] = summary(api.retarget(rig, walk, calibration_frame=1, method="copy", contacts=ours.contacts))
     ours_131 = api.retarget(rig, clip, 480, 640, calibration_frame=480)
     out["131"] = summary(ours_131)
     out["131_jumps"] = control_jumps(rig, clip, ours_131)
