@@ -81,13 +81,14 @@ def figures(result, seconds) -> dict:
         "source_floor": float(result.source_floor),
         "floor_penetration_max": float(np.max(below, initial=0.0)) if below is not None else None,
         "bone_map": {r: list(p) for r, p in result.bone_map.items()},
-        "keys_written": int(result.keys_written), "warnings": list(result.warnings),
+        "scale": float(result.scale), "keys_written": int(result.keys_written), "warnings": list(result.warnings),
         "retarget_seconds": round(float(result.seconds), 6), "blender_seconds": round(seconds, 6),
     }
 
 
 def run(rig_file, clip, blend_out, scale=1.0, rig_name=None, calibration_frame=None, bone_map=None) -> dict:
-    """Open `rig_file`, retarget `clip` onto its rig, save the result to `blend_out`; the figures."""
+    """Open `rig_file`, retarget `clip` onto its rig, save the result to `blend_out` (the scene's
+    frame range the clip's); the figures."""
     import bpy
     from ..api import retarget
     from . import bone_maps
@@ -98,7 +99,9 @@ def run(rig_file, clip, blend_out, scale=1.0, rig_name=None, calibration_frame=N
     source.name = Path(clip).stem
     pairs = bone_maps.from_json(Path(bone_map).read_text(encoding="utf-8")) if bone_map else None
     result = retarget(rig, source, calibration_frame=calibration_frame, bone_map=pairs)
-    bpy.context.scene.frame_set(int(result.frames[0]))
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = int(result.frames[0]), int(result.frames[-1])
+    scene.frame_set(scene.frame_start)
     bpy.ops.wm.save_as_mainfile(filepath=str(blend_out), copy=True, compress=False)
     return figures(result, time.perf_counter() - started)
 

@@ -1,0 +1,115 @@
+"""`python -m solver batch retarget` (issue #33, item 5): three ~60-frame pieces of the CMU walk
+and a broken BVH onto Rigify's human metarig saved as a .blend, on 2 Dask workers, each clip in
+a Blender process of its own (the Blender of `blender_python()`: bpy 5.0, or 4.2 with
+$ITASC_TEST_PYTHON). Every piece is done and the broken one failed with the importer's message;
+one output .blend, read back in a fresh Blender with nothing of the add-on loaded, holds every
+contact span's point within 1 mm as Blender evaluates the rig's keys, and the rig's hips travel
+as the clip's own (the file's forward kinematics) scaled; a second run skips every clip done, a
+clip over its time limit fails as such."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.apps.retarget_bvh import DATA, read_bvh, world_joints, write_bvh
+from tools.blender_session import ROOT, blender_python, call_in_blender
+
+pytestmark = pytest.mark.blender
+
+MM = 1e-3
+CMU_UNIT = 0.056444                     # metres per CMU unit (SOURCES.md)
+STARTS = {"walk_a": 60, "walk_b": 150, "walk_c": 240}
+LENGTH = 60
+
+
+def piece(bvh, start):
+    """The clip's first frame (its T-pose, the retarget's calibration) and LENGTH frames from `start`."""
+    return dict(bvh, frames=np.concatenate([bvh["frames"][:1], bvh["frames"][start:start + LENGTH]]))
+
+
+def batch(rig, clips, out, *extra):
+    cmd = [sys.executable, "-m", "solver", "batch", "retarget", str(rig), str(clips), "-o", str(out), "--workers", "2",
+           "--scale", str(CMU_UNIT), "--blender-python", blender_python(), "-q", *extra]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("batch_retarget")
+    clips = tmp / "clips"
+    clips.mkdir()
+    walk = read_bvh(DATA / "cmu_02_01_walk.bvh")
+    for name, start in STARTS.items():
+        write_bvh(piece(walk, start), clips / f"{name}.bvh")
+    (clips / "broken.bvh").write_text("HIERARCHY\nROOT Hips\n{\n\tOFFSET 0 0\n")
+    rig = tmp / "metarig.blend"
+    call_in_blender("batch_retarget:save_metarig", path=str(rig), exit_at_once=True)
+    first = batch(rig, clips, tmp / "out")
+    reports = {p.stem: json.loads(p.read_text()) for p in (tmp / "out").glob("*.json")}
+    second = batch(rig, clips, tmp / "out", "--resume")
+    return {"tmp": tmp, "clips": clips, "rig": rig, "walk": walk, "first": first, "second": second, "reports": reports}
+
+
+def test_every_clip_done_and_the_broken_one_failed_with_its_message(run):
+    first, reports = run["first"], run["reports"]
+    assert first.returncode == 1, first.stdout + first.stderr          # one trial failed
+    assert "4 trials: 3 solved, 1 failed, 0 skipped" in first.stdout, first.stdout + first.stderr
+    assert reports["broken"]["status"] == "failed"
+    assert reports["broken"]["message"].startswith("Blender's BVH importer could not read broken.bvh: ")
+    for name in STARTS:
+        r = reports[name]
+        assert r["status"] == "done", r
+        assert r["frames"] == LENGTH + 1 and r["frame_start"] == 1
+        assert r["converged"] >= LENGTH - 2, r["converged"]
+        assert r["spans"] >= 2 and r["foot_slide_max"] <= MM and r["pin_distance_max"] <= MM, r
+        assert r["floor_penetration_max"] <= MM
+        assert (run["tmp"] / "out" / f"{name}.blend").stat().st_size > 0
+    assert not (run["tmp"] / "out" / "broken.blend").exists()
+    summary = (run["tmp"] / "out" / "batch_summary.csv").read_text().splitlines()
+    assert len(summary) == 5 and summary[0].startswith("trial,kind,status,frames,converged,spans,foot_slide_max")
+
+
+def test_an_output_blend_holds_the_contacts_as_blender_evaluates_it(run):
+    r = run["reports"]["walk_b"]
+    seen = call_in_blender("batch_retarget:contact_slides", path=str(run["tmp"] / "out" / "walk_b.blend"),
+                           bone_map=r["bone_map"], contacts=r["contacts"])
+    assert seen["armatures"] == ["metarig", "walk_b"] and seen["action"]
+    assert seen["frame_range"] == [1, LENGTH + 1]
+    slides = [s for point in seen["slides"] for s in seen["slides"][point]]
+    assert len(slides) == sum(len(v) for p, v in r["contacts"].items() if not p.startswith("toe_tip"))
+    assert slides and max(slides) <= MM, seen["slides"]
+    for point, values in seen["slides"].items():            # the report's figures are Blender's too
+        np.testing.assert_allclose(values, r["foot_slide"][point], atol=1e-5)
+    hips = world_joints(piece(run["walk"], STARTS["walk_b"]))[:, 0]
+    source_travel = np.linalg.norm(hips[-1] - hips[1]) * CMU_UNIT * r["scale"]
+    assert seen["hips_travel"] == pytest.approx(source_travel, rel=0.03)
+
+
+def test_a_second_run_skips_every_clip_done(run):
+    second = run["second"]
+    assert "4 trials: 0 solved, 1 failed, 3 skipped" in second.stdout, second.stdout + second.stderr
+
+
+def test_a_clip_over_its_time_limit_fails_as_such(run):
+    out = run["tmp"] / "limited"
+    done = batch(run["rig"], run["clips"] / "walk_a.bvh", out, "--time-limit", "0.5")
+    report = json.loads((out / "walk_a.json").read_text())
+    assert done.returncode == 1 and report["status"] == "failed"
+    assert report["message"] == "stopped at the time limit of 0.5 s"
+    assert not (out / "walk_a.blend").exists()
+
+
+def test_bad_arguments_are_refused_clearly(run, tmp_path):
+    done = batch(tmp_path / "none.blend", run["clips"], tmp_path / "out")
+    assert done.returncode == 1 and "error: no such rig file: " in done.stderr
+    done = batch(run["rig"], run["clips"] / "walk_a.bvh", tmp_path / "out", "--rig", "nobody")
+    report = json.loads((tmp_path / "out" / "walk_a.json").read_text())
+    assert report["message"] == "the rig file has no armature object 'nobody' (armatures: metarig)"
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, *sys.argv[1:]]))
