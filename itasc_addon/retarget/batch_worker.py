@@ -65,6 +65,7 @@ def _floats(values):
 
 def figures(result, seconds) -> dict:
     """The JSON report's figures from an `api.retarget` result."""
+    import bpy
     import numpy as np
     spans = result.spans()
     slides = [s for *_, s in spans]
@@ -82,7 +83,7 @@ def figures(result, seconds) -> dict:
         "floor_penetration_max": float(np.max(below, initial=0.0)) if below is not None else None,
         "bone_map": {r: list(p) for r, p in result.bone_map.items()},
         "scale": float(result.scale), "keys_written": int(result.keys_written), "warnings": list(result.warnings),
-        "retarget_seconds": round(float(result.seconds), 6), "blender_seconds": round(seconds, 6),
+        "blender": bpy.app.version_string, "retarget_seconds": round(float(result.seconds), 6), "blender_seconds": round(seconds, 6),
     }
 
 
