@@ -2,12 +2,12 @@
 .blend, import the BVH clip with Blender's own importer, retarget it onto the rig
 (`api.retarget`), save the .blend and write the report's figures as JSON.
 
-Run as a script (`python .../itasc_addon/retarget/batch_worker.py --rig-file ... --clip ...
---blend OUT.blend --report OUT.json`): it loads the extension from the folder holding this
-package (the extension's root: its `__init__.py`, `solver/` and `itasc_addon/`) as the package
-`itasc_ik`, registers it, then runs `run`. A bad clip or rig writes {"error": message} and exits
-with 1; the solver side (solver/batch/kinds.py) reports anything else (a crash) from the exit
-status and the output.
+Run as a script (`python .../itasc_addon/retarget/batch_worker.py REPLY_FD`): it loads the
+extension from the folder holding this package (the extension's root: its `__init__.py`,
+`solver/` and `itasc_addon/`) as the package `itasc_ik`, registers it once, then `serve`s one
+clip after another, each read from stdin and answered on the file descriptor REPLY_FD (Blender
+prints to stdout). A bad clip or rig is answered with {"error": message} and the next clip goes
+on; the solver side (solver/batch/blender.py) reports a crash from the process's end and output.
 """
 
 from __future__ import annotations
@@ -118,41 +118,33 @@ def load_extension(root: Path):
     return package
 
 
-def main(argv) -> int:
-    import argparse
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rig-file", required=True)
-    parser.add_argument("--clip", required=True)
-    parser.add_argument("--blend", required=True, help="where the retargeted .blend goes")
-    parser.add_argument("--report", required=True, help="where the figures (or the error) go, as JSON")
-    parser.add_argument("--rig")
-    parser.add_argument("--scale", type=float, default=1.0)
-    parser.add_argument("--calibration-frame", type=int)
-    parser.add_argument("--bone-map")
-    args = parser.parse_args(argv)
-    report = Path(args.report)
+def serve(replies) -> int:
+    """Retarget clips one after another: a request per line on stdin ({"rig_file", "clip",
+    "blend_out", "scale", "rig_name", "calibration_frame", "bone_map"}), a reply per line on the
+    file `replies` ({"figures": ...} or {"error": message}); ends at the end of stdin."""
+    import importlib
     try:
         import bpy  # noqa: F401  (Blender starts here)
     except ImportError as exc:
-        report.write_text(json.dumps({"error": f"{sys.executable} cannot import bpy ({exc})"}))
+        replies.write(json.dumps({"error": f"{sys.executable} cannot import bpy ({exc})"}) + "\n")
         return 1
-    import importlib
     load_extension(Path(__file__).resolve().parents[2])
     worker = importlib.import_module(f"{PACKAGE}.itasc_addon.retarget.batch_worker")
-    RigError = importlib.import_module(f"{PACKAGE}.itasc_addon.rig").RigError
-    try:
-        out = worker.run(args.rig_file, args.clip, args.blend, args.scale, args.rig, args.calibration_frame,
-                               args.bone_map)
-    except (RigError, ValueError, OSError, RuntimeError) as exc:
-        report.write_text(json.dumps({"error": str(exc) or type(exc).__name__}))
-        return 1
-    report.write_text(json.dumps(out))
+    for line in sys.stdin:
+        try:
+            reply = {"figures": worker.run(**json.loads(line))}
+        except Exception as exc:                      # this clip failed; the next one starts afresh
+            reply = {"error": str(exc) or type(exc).__name__}
+        sys.stdout.flush()
+        replies.write(json.dumps(reply) + "\n")
+        replies.flush()
     return 0
 
 
 if __name__ == "__main__":
     sys.path[:] = sys.path[1:]                        # not this file's folder: its modules are the package's
-    status = main(sys.argv[1:])
+    with open(int(sys.argv[1]), "w", encoding="utf-8") as replies:
+        status = serve(replies)
     sys.stdout.flush()
     sys.stderr.flush()
     import os

@@ -1,16 +1,18 @@
 """`python -m solver batch retarget` (issue #33, item 5): three ~60-frame pieces of the CMU walk
-and a broken BVH onto Rigify's human metarig saved as a .blend, on 2 Dask workers, each clip in
-a Blender process of its own (the Blender of `blender_python()`: bpy 5.0, or 4.2 with
+and a broken BVH onto Rigify's human metarig saved as a .blend, on 2 Dask workers, each with a
+Blender process of its own (the Blender of `blender_python()`: bpy 5.0, or 4.2 with
 $ITASC_TEST_PYTHON). Every piece is done and the broken one failed with the importer's message;
 one output .blend, read back in a fresh Blender with nothing of the add-on loaded, holds every
 contact span's point within 1 mm as Blender evaluates the rig's keys, and the rig's hips travel
 as the clip's own (the file's forward kinematics) scaled; a second run skips every clip done, a
-clip over its time limit fails as such."""
+clip over its time limit or whose Blender crashes fails as such, the next clip done."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
-from pathlib import Path
+import threading
 
 import numpy as np
 import pytest
@@ -102,6 +104,24 @@ def test_a_clip_over_its_time_limit_fails_as_such(run):
     assert done.returncode == 1 and report["status"] == "failed"
     assert report["message"] == "stopped at the time limit of 0.5 s"
     assert not (out / "walk_a.blend").exists()
+
+
+def test_a_blender_crash_fails_that_clip_alone(run, tmp_path):
+    """Blender's process ended by SIGSEGV while it works on a clip: that clip fails with how
+    Blender ended, and the next clip is retarget by a new Blender."""
+    from solver.batch import blender
+    python, options = blender_python(), {"scale": CMU_UNIT}
+    process = blender._process(python)
+    crash = threading.Timer(0.5, os.kill, (process.proc.pid, signal.SIGSEGV))
+    crash.start()
+    with pytest.raises(blender.BlenderError, match=r"^Blender crashed \(SIGSEGV\)"):
+        blender.retarget_clip(python, run["rig"], run["clips"] / "walk_a.bvh", options)
+    crash.join()
+    assert not process.alive
+    data, figures = blender.retarget_clip(python, run["rig"], run["clips"] / "walk_c.bvh", options)
+    assert data.startswith(b"BLENDER") and figures["frames"] == LENGTH + 1
+    assert blender._process(python) is not process
+    blender.close_all()
 
 
 def test_bad_arguments_are_refused_clearly(run, tmp_path):
