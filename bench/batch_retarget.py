@@ -1,7 +1,8 @@
 """Batches of BVH retargets: `python -m solver batch retarget` of 8 clips onto Rigify's human
-metarig on a LocalCluster of 1 and 2 workers, against the same clips one by one (each clip's
-Blender process run in turn, as a worker runs it) and against one warm Blender process that
-retargets every clip in turn (the add-on registered once, the rig file opened anew per clip).
+metarig on a LocalCluster of 1 and 2 workers, against the same clips one by one in one Blender
+process (as each batch worker runs its clips: the add-on registered once, the rig file opened
+anew per clip) and one by one with a new Blender process per clip (Blender's start and the
+add-on's registration paid per clip).
 
 Clips: 120-frame pieces (1 s at 120 fps) of both CMU clips (../shared/data/bvh), each with its
 file's first frame (the T-pose the retarget calibrates on). Wall times of the whole run as a
@@ -29,20 +30,7 @@ PIECES = [("cmu_02_01_walk.bvh", s) for s in (20, 90, 160, 220)] + \
 LENGTH = 120
 COLUMNS = [("runner", "runner", "{}"), ("workers", "workers", "{}"), ("clips", "clips", "{}"),
            ("seconds", "wall s", "{:.2f}"), ("per_clip", "s / clip", "{:.2f}"),
-           ("speedup", "vs one by one", "{:.2f}x")]
-
-WARM = """
-import importlib, importlib.util, json, sys, time
-from pathlib import Path
-spec = importlib.util.spec_from_file_location("_worker", sys.argv[1])
-worker = importlib.util.module_from_spec(spec); spec.loader.exec_module(worker)
-worker.load_extension(Path(sys.argv[1]).resolve().parents[2])
-run = importlib.import_module(worker.PACKAGE + ".itasc_addon.retarget.batch_worker").run
-for i, clip in enumerate(sys.argv[4:]):
-    run(sys.argv[2], clip, str(Path(sys.argv[3]) / f"{i}.blend"), scale=%r)
-import os; os._exit(0)
-"""
-
+           ("speedup", "vs one by one", "{:.2f}x"), ("vs_fresh", "vs a process per clip", "{:.2f}x")]
 
 def make_clips(folder: Path) -> None:
     sys.path.insert(0, str(ROOT))
@@ -64,20 +52,15 @@ def make_rig(python: str, path: Path) -> None:
     subprocess.run([python, "-c", code, str(path)], check=True, capture_output=True, cwd=path.parent)
 
 
-def one_by_one(specs) -> float:
-    from solver.batch.blender import retarget_clip
+def one_by_one(specs, fresh: bool) -> float:
+    """Wall time of the clips retargeted in turn by this process's Blender (fresh: a new one per clip)."""
+    from solver.batch.blender import close_all, retarget_clip
     start = time.perf_counter()
     for spec in specs:
         retarget_clip(spec.options["python"], spec.options["rig_file"], spec.input, spec.options)
-    return time.perf_counter() - start
-
-
-def warm_process(python: str, rig: Path, clips: list, out: Path) -> float:
-    from solver.batch.blender import WORKER
-    out.mkdir()
-    start = time.perf_counter()
-    subprocess.run([python, "-c", WARM % CMU_UNIT, str(WORKER), str(rig), str(out), *map(str, clips)], check=True,
-                   capture_output=True, cwd=out)
+        if fresh:
+            close_all()
+    close_all()
     return time.perf_counter() - start
 
 
@@ -105,21 +88,21 @@ def run(quick: bool = False):
         specs = retarget_specs(tmp / "metarig.blend", trials, python=python, scale=CMU_UNIT)
         load = os.getloadavg()[0]
         for r in range(repeats):
-            for key, measure in (("alone", lambda: one_by_one(specs)),
-                                 ("warm", lambda: warm_process(python, tmp / "metarig.blend", [p for _, p in trials],
-                                                               tmp / f"warm_{r}")),
+            for key, measure in (("fresh", lambda: one_by_one(specs, True)),
+                                 ("alone", lambda: one_by_one(specs, False)),
                                  (1, lambda: batch_seconds(specs, tmp / f"batch_1_{r}", 1)),
                                  (2, lambda: batch_seconds(specs, tmp / f"batch_2_{r}", 2))):
                 best[key] = min(best.get(key, float("inf")), measure())
             load = max(load, os.getloadavg()[0])
         frames = [json.loads(p.read_text())["frames"] for p in (tmp / "batch_2_0").glob("*.json")]
     n = len(specs)
-    rows = [{"runner": "one by one (a Blender process per clip, in turn)", "workers": 1, "seconds": best["alone"]},
-            {"runner": "one warm Blender process, clips in turn", "workers": 1, "seconds": best["warm"]},
+    rows = [{"runner": "one by one, a new Blender process per clip", "workers": 1, "seconds": best["fresh"]},
+            {"runner": "one by one in one Blender process", "workers": 1, "seconds": best["alone"]},
             *({"runner": "python -m solver batch retarget (LocalCluster)", "workers": w, "seconds": best[w]}
               for w in (1, 2))]
     for row in rows:
-        row.update(clips=n, per_clip=row["seconds"] / n, speedup=best["alone"] / row["seconds"], load=load)
+        row.update(clips=n, per_clip=row["seconds"] / n, speedup=best["alone"] / row["seconds"],
+                   vs_fresh=best["fresh"] / row["seconds"], load=load)
     note = " ".join(__doc__.split("\n\n")[:2]).replace("\n", " ")
     note += (f" {n} clips of {min(frames)}-{max(frames)} frames; Blender {_version(python)}; load average (1 min) "
              f"during the run: up to {load:.1f} on {os.cpu_count() or 1} cores.")
