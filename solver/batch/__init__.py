@@ -4,7 +4,7 @@ SETUPS...` (OpenSim's Scale tool, one ScaleTool setup per subject), `python -m s
 subjects FOLDERS...` (per subject folder: scale, then marker IK on its trials with the scaled
 model) `python -m solver batch fly KEYPOINTS...` (the fly's leg pipeline on every keypoint
 file) and `python -m solver batch retarget RIG.blend CLIPS...` (BVH clips retargeted onto one
-rig, each in a Blender process of its own), on a LocalCluster or an existing cluster (`--scheduler`).
+rig in Blender, a Blender process per worker), on a LocalCluster or an existing cluster (`--scheduler`).
 
     kinds.py       a trial of each kind: TrialSpec, solve_trial (outputs as bytes, failures as outcomes)
     groups.py      which trials share a task (short trials grouped)
@@ -12,7 +12,7 @@ rig, each in a Blender process of its own), on a LocalCluster or an existing clu
     runner.py      the Dask side: submit, collect, write outputs whole, summary CSV
     progress.py    the progress line (done / failed / left, time left)
     time_limit.py  the per-trial time limit inside a worker thread
-    blender.py     the Python with bpy, and one clip retargeted in a Blender process of its own
+    blender.py     the Python with bpy, and the Blender process a worker retargets clips in
     subjects.py    scale then IK per subject folder (two waves on one cluster)
     cli.py         the command line
 

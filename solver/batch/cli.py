@@ -39,8 +39,8 @@ def add_parser(commands) -> None:
     retarget = kinds.add_parser("retarget", help="BVH clips retargeted onto one rig in Blender (bpy)",
                                 fromfile_prefix_chars="@",
                                 description="Each clip is imported by Blender's BVH importer into a copy of the rig's "
-                                            ".blend and retargeted onto the rig (the add-on's api.retarget), in a "
-                                            "Blender process of its own; the .blend and a JSON report per clip.")
+                                            ".blend and retargeted onto the rig (the add-on's api.retarget) by the "
+                                            "Blender each worker keeps; the .blend and a JSON report per clip.")
     retarget.add_argument("rig_file", metavar="RIG.blend", help="the .blend holding the target rig")
     retarget.add_argument("trials", nargs="+", help=".bvh clips or folders")
     retarget.add_argument("--rig", help="the rig's object name (default: the file's only armature)")

@@ -31,7 +31,8 @@ Kinds:
 * 'retarget', a BVH clip retargeted onto one rig in Blender: `options['rig_file']` the rig's
   .blend (`rig` the armature object's name, None for the file's only one), `python` the Python
   with `bpy`, `scale` the BVH importer's scale, `calibration_frame`, `bone_map` (a bone map JSON
-  file, None for the automatic map). Each clip runs in a Blender process of its own (blender.py);
+  file, None for the automatic map). Each worker process hands its clips to one Blender process
+  of its own (blender.py), started anew after a crash;
   outputs: `<name>.blend` (the rig's file with the clip imported and retargeted) and `<name>.json`
   (frames, converged, contact spans, foot slide, floor, warnings; docs/retarget-contacts.md).
 """
