@@ -26,6 +26,7 @@ MM = 1e-3
 CMU_UNIT = 0.056444                     # metres per CMU unit (SOURCES.md)
 STARTS = {"walk_a": 60, "walk_b": 150, "walk_c": 240}
 LENGTH = 60
+ARMS = ("shoulder", "upper_arm", "forearm", "hand")
 
 
 def piece(bvh, start):
@@ -106,6 +107,21 @@ def test_a_clip_over_its_time_limit_fails_as_such(run):
     assert not (out / "walk_a.blend").exists()
 
 
+def test_a_bone_map_file_is_the_map_used(run, tmp_path):
+    """The report's automatic map without the arms, saved as the panel saves maps: the clip is
+    retargeted with exactly that map; a map without the legs fails with the retarget's reason."""
+    legs = {r: p for r, p in run["reports"]["walk_a"]["bone_map"].items() if r.split(".")[0] not in ARMS}
+    for name, pairs in (("legs", legs), ("hips", {"hips": legs["hips"]})):
+        roles = {r: {"source": s, "target": t} for r, (s, t) in pairs.items()}
+        (tmp_path / f"{name}.json").write_text(json.dumps({"format": "itasc_ik bone map", "version": 1, "roles": roles}))
+    batch(run["rig"], run["clips"] / "walk_a.bvh", tmp_path / "legs", "--bone-map", str(tmp_path / "legs.json"))
+    report = json.loads((tmp_path / "legs" / "walk_a.json").read_text())
+    assert report["status"] == "done" and report["bone_map"] == legs and report["foot_slide_max"] <= MM
+    batch(run["rig"], run["clips"] / "walk_a.bvh", tmp_path / "hips", "--bone-map", str(tmp_path / "hips.json"))
+    report = json.loads((tmp_path / "hips" / "walk_a.json").read_text())
+    assert report["status"] == "failed" and "the bone map leaves required role(s) unmapped" in report["message"]
+
+
 def test_a_blender_crash_fails_that_clip_alone(run, tmp_path):
     """Blender's process ended by SIGSEGV while it works on a clip: that clip fails with how
     Blender ended, and the next clip is retarget by a new Blender."""
@@ -130,6 +146,12 @@ def test_bad_arguments_are_refused_clearly(run, tmp_path):
     done = batch(run["rig"], run["clips"] / "walk_a.bvh", tmp_path / "out", "--rig", "nobody")
     report = json.loads((tmp_path / "out" / "walk_a.json").read_text())
     assert report["message"] == "the rig file has no armature object 'nobody' (armatures: metarig)"
+    no_bpy = tmp_path / "python-without-site"                 # this Python without site-packages: no bpy
+    no_bpy.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    no_bpy.chmod(0o755)
+    done = batch(run["rig"], run["clips"], tmp_path / "out", "--blender-python", str(no_bpy))
+    assert done.returncode == 1
+    assert f"error: --blender-python {no_bpy} cannot import bpy" in done.stderr
 
 
 if __name__ == "__main__":
