@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import traceback
 from pathlib import Path
 
 PACKAGE = "itasc_ik"
@@ -133,8 +134,11 @@ def serve(replies) -> int:
     for line in sys.stdin:
         try:
             reply = {"figures": worker.run(**json.loads(line))}
-        except Exception as exc:                      # this clip failed; the next one starts afresh
+        except ValueError as exc:                     # bad input (RigError is one): its message says what
             reply = {"error": str(exc) or type(exc).__name__}
+        except Exception as exc:                      # anything else fails this clip alone, named, traced in the log
+            traceback.print_exc()
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
         sys.stdout.flush()
         replies.write(json.dumps(reply) + "\n")
         replies.flush()
