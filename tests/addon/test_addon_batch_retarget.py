@@ -4,7 +4,7 @@ Blender process of its own (the Blender of `blender_python()`: bpy 5.0, or 4.2 w
 $ITASC_TEST_PYTHON). Every piece is done and the broken one failed with the importer's message;
 one output .blend, read back in a fresh Blender with nothing of the add-on loaded, holds every
 contact span's point within 1 mm as Blender evaluates the rig's keys, and the rig's hips travel
-as the clip's own (the file's forward kinematics) scaled; a second run skips every clip done, a
+as the clip's own (the file's forward kinematics) scaled; onto the rig Rigify generates too; a second run skips every clip done, a
 clip over its time limit or whose Blender crashes fails as such, the next clip done."""
 
 import json
@@ -91,6 +91,18 @@ def test_an_output_blend_holds_the_contacts_as_blender_evaluates_it(run):
     hips = world_joints(piece(run["walk"], STARTS["walk_b"]))[:, 0]
     source_travel = np.linalg.norm(hips[-1] - hips[1]) * CMU_UNIT * r["scale"]
     assert seen["hips_travel"] == pytest.approx(source_travel, rel=0.03)
+
+
+def test_onto_the_rig_rigify_generates(run, tmp_path):
+    """The same clips onto the rig Rigify generates (keys on its controls): done, contacts held."""
+    rig = tmp_path / "generated.blend"
+    assert call_in_blender("batch_retarget:save_metarig", path=str(rig), generate=True, exit_at_once=True) == ["rig"]
+    done = batch(rig, run["clips"], tmp_path / "out", "--pattern", "walk_*.bvh")
+    assert done.returncode == 0 and "3 trials: 3 solved, 0 failed" in done.stdout, done.stdout + done.stderr
+    for name in STARTS:
+        r = json.loads((tmp_path / "out" / f"{name}.json").read_text())
+        assert r["spans"] >= 2 and r["foot_slide_max"] <= MM and r["pin_distance_max"] <= MM, r
+        assert r["bone_map"]["foot.L"][1] == "ORG-foot.L" and r["keys_written"] > 0
 
 
 def test_a_second_run_skips_every_clip_done(run):

@@ -5,16 +5,21 @@ import bpy
 import numpy as np
 
 
-def save_metarig(path):
-    """Rigify's human metarig alone in a new file at `path` (needs Rigify; call with exit_at_once)."""
+def save_metarig(path, generate=False):
+    """Rigify's human metarig alone in a new file at `path`, or with `generate` the rig Rigify
+    generates from it alone (needs Rigify; call with exit_at_once)."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     if bpy.ops.preferences.addon_enable(module="rigify") != {"FINISHED"}:
         raise RuntimeError("could not enable Blender's bundled Rigify add-on")
     bpy.ops.object.armature_human_metarig_add()
-    bpy.context.view_layer.objects.active.name = "metarig"
+    meta = bpy.context.view_layer.objects.active
+    meta.name = "metarig"
     bpy.ops.object.mode_set(mode="OBJECT")
+    if generate:
+        bpy.ops.pose.rigify_generate()
+        bpy.data.objects.remove(meta)
     bpy.ops.wm.save_as_mainfile(filepath=path)
-    return bpy.app.version_string
+    return [o.name for o in bpy.data.objects if o.type == "ARMATURE"]
 
 
 def _ground(rig, bones):
