@@ -1,4 +1,4 @@
-"""`python -m solver batch {ik,scale,subjects,fly} ...`: the command line of the batch runner."""
+"""`python -m solver batch {ik,scale,subjects,fly,retarget} ...`: the command line of the batch runner."""
 
 from __future__ import annotations
 
@@ -36,11 +36,26 @@ def add_parser(commands) -> None:
     fly.add_argument("trials", nargs="+", help=".pkl keypoint files or folders")
     fly.add_argument("--rate", type=float, default=100.0, help="frame rate of the keypoints (Hz), for the time column")
     fly.add_argument("--method", default="sequential", choices=("sequential", "sequential-iterative", "whole_chain"))
-    for p in (ik, scale, subjects, fly):
+    retarget = kinds.add_parser("retarget", help="BVH clips retargeted onto one rig in Blender (bpy)",
+                                fromfile_prefix_chars="@",
+                                description="Each clip is imported by Blender's BVH importer into a copy of the rig's "
+                                            ".blend and retargeted onto the rig (the add-on's api.retarget) by the "
+                                            "Blender each worker keeps; the .blend and a JSON report per clip.")
+    retarget.add_argument("rig_file", metavar="RIG.blend", help="the .blend holding the target rig")
+    retarget.add_argument("trials", nargs="+", help=".bvh clips or folders")
+    retarget.add_argument("--rig", help="the rig's object name (default: the file's only armature)")
+    retarget.add_argument("--scale", type=float, default=1.0, help="the BVH importer's scale: scene units per "
+                                                                   "BVH unit (default 1)")
+    retarget.add_argument("--calibration-frame", type=int, help="the frame whose source pose the rig's rest pose "
+                                                                "matches (default: the first)")
+    retarget.add_argument("--bone-map", help="a bone map JSON file (the panel's Save; default: mapped from the "
+                                             "skeletons)")
+    retarget.add_argument("--blender-python", help="a Python with bpy (default: this one)")
+    for p in (ik, scale, subjects, fly, retarget):
         p.add_argument("-o", "--output-dir", required=True, help="where every trial's outputs and the summary go")
         p.add_argument("--pattern", action="append", help="file pattern to take from folders (repeatable; "
                                                           "default *.trc and *.c3d (ik, subjects' trials), *.xml "
-                                                          "(scale), *.pkl (fly))")
+                                                          "(scale), *.pkl (fly), *.bvh (retarget))")
         p.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786); "
                                            "default: a LocalCluster on this machine")
         p.add_argument("--workers", type=int, help="LocalCluster worker processes (default: one per core)")
@@ -54,7 +69,7 @@ def add_parser(commands) -> None:
 def run(args, out=None) -> int:
     """Exit status: 0 all done, 1 some trial failed (or bad arguments), 130 interrupted."""
     out = out or sys.stdout
-    from .plan import find_trials, fly_specs, ik_specs, scale_specs
+    from .plan import find_trials, fly_specs, ik_specs, retarget_specs, scale_specs
     from .runner import run_batch, start_fork_server
     if args.scheduler is None:
         start_fork_server()                               # its imports run while the trials are planned
@@ -76,6 +91,9 @@ def run(args, out=None) -> int:
                 specs = ik_specs(args.setup, trials, keep_time_range=args.setup_time_range, warm_start=args.warm_start)
             elif args.kind == "scale":
                 specs = scale_specs(trials)
+            elif args.kind == "retarget":
+                specs = retarget_specs(args.rig_file, trials, python=args.blender_python, rig=args.rig, scale=args.scale,
+                                       calibration_frame=args.calibration_frame, bone_map=args.bone_map)
             else:
                 specs = fly_specs(trials, rate=args.rate, method=args.method)
     except (OSError, ValueError, KeyError) as exc:

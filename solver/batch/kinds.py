@@ -28,8 +28,13 @@ Kinds:
   markers only in the model or only in the trial, the scale factors, the notes).
 * 'fly', the fly's leg pipeline (solver.fly.solve_legs) on one keypoint pickle: `<name>_angles.mot`
   (time at `options['rate']` Hz, `<leg>_<angle>` in degrees) and `<name>.json`.
-* BVH retargets onto one rig are not a kind: such a kind would run Blender in each worker
-  (docs/marker-ik.md, "Batches on Dask").
+* 'retarget', a BVH clip retargeted onto one rig in Blender: `options['rig_file']` the rig's
+  .blend (`rig` the armature object's name, None for the file's only one), `python` the Python
+  with `bpy`, `scale` the BVH importer's scale, `calibration_frame`, `bone_map` (a bone map JSON
+  file, None for the automatic map). Each worker process hands its clips to one Blender process
+  of its own (blender.py), started anew after a crash;
+  outputs: `<name>.blend` (the rig's file with the clip imported and retargeted) and `<name>.json`
+  (frames, converged, contact spans, foot slide, floor, warnings; docs/retarget-contacts.md).
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ import numpy as np
 from ..runtime import one_blas_thread
 from .time_limit import TrialTimeLimit, time_limit
 
-KINDS = ("ik", "scale", "fly")
+KINDS = ("ik", "scale", "fly", "retarget")
 SCALE_OUTPUTS = {"scaled_model": "_scaled.osim", "scale_set": "_scale_set.xml", "placed_model": "_placed.osim",
                  "static_motion": "_static.mot", "marker_set": "_marker_set.xml"}
 
@@ -83,6 +88,8 @@ def output_names(spec: TrialSpec) -> list:
         names = [f"{spec.name}{SCALE_OUTPUTS[role]}" for role in spec.options["outputs"]]
     elif spec.kind == "fly":
         names = [f"{spec.name}_angles.mot"]
+    elif spec.kind == "retarget":
+        names = [f"{spec.name}.blend"]
     else:
         raise ValueError(f"unknown batch kind {spec.kind!r} (expected one of {KINDS})")
     return names + [f"{spec.name}.json"]
@@ -281,4 +288,13 @@ def _fly(spec: TrialSpec):
     return files, details
 
 
-SOLVERS = {"ik": _marker_ik, "scale": _scale, "fly": _fly}
+# ------------------------------------------------------------------------------------- retarget
+
+def _retarget(spec: TrialSpec):
+    from .blender import retarget_clip
+    o = spec.options
+    blend, figures = retarget_clip(o["python"], o["rig_file"], spec.input, o)
+    return {f"{spec.name}.blend": blend}, {"rig_file": o["rig_file"], **figures}
+
+
+SOLVERS = {"ik": _marker_ik, "scale": _scale, "fly": _fly, "retarget": _retarget}

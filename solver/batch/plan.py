@@ -3,14 +3,15 @@
 Trials are files given one by one or found in folders (recursively): `.trc` and `.c3d` marker
 files for 'ik', ScaleTool setup files for 'scale' (the `.xml` files whose document is a
 ScaleTool: a folder's models, marker sets and task sets are passed over), `.pkl` keypoint files
-for 'fly'. A trial's name is its path relative to the folder
+for 'fly', `.bvh` clips for 'retarget'. A trial's name is its path relative to the folder
 it was found in (the file name alone for a file given directly), without suffix; its outputs go
 to the output folder under that name, so sub-folders are mirrored. Two trials with one name
 (walk.trc beside walk.c3d) are an error: pick one with --pattern.
 
 Resuming. A trial is up to date when all its outputs exist, its JSON report says 'done', and
 the oldest output is newer than every file it depends on (the trial's file, the setup template,
-the model, the task set, the coordinate file; for 'scale', the setup and every file it names). `select` keeps what a run must solve: everything;
+the model, the task set, the coordinate file; for 'scale', the setup and every file it names;
+for 'retarget', the clip, the rig's .blend and the bone map file). `select` keeps what a run must solve: everything;
 with resume, what is not up to date; with only_failed, the trials whose last report says 'failed'.
 """
 
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from .kinds import TrialSpec, output_names
 
-PATTERNS = {"ik": ("*.trc", "*.c3d"), "scale": ("*.xml",), "fly": ("*.pkl",)}
+PATTERNS = {"ik": ("*.trc", "*.c3d"), "scale": ("*.xml",), "fly": ("*.pkl",), "retarget": ("*.bvh",)}
 
 
 def tool_tag(path) -> str | None:
@@ -166,6 +167,29 @@ def scale_specs(trials) -> list:
 def fly_specs(trials, rate: float = 100.0, method: str = "sequential") -> list:
     return [TrialSpec("fly", name, str(path), (str(path),), {"rate": rate, "method": method})
             for name, path in trials]
+
+
+def retarget_specs(rig_file, trials, *, python=None, rig=None, scale: float = 1.0, calibration_frame=None,
+                   bone_map=None) -> list:
+    """One 'retarget' trial per clip of `trials` onto the rig in `rig_file` (kinds.py); `python`
+    the Python with bpy (default: this one). ValueError where the rig file, the bone map or a
+    Python with bpy is missing, or the scale is not positive."""
+    from .blender import blender_python
+    rig_file = Path(rig_file).resolve()
+    if not rig_file.is_file():
+        raise ValueError(f"no such rig file: {rig_file}")
+    if not (scale > 0):
+        raise ValueError(f"--scale must be positive, not {scale}")
+    depends = (str(rig_file),)
+    if bone_map is not None:
+        bone_map = Path(bone_map).resolve()
+        if not bone_map.is_file():
+            raise ValueError(f"no such bone map file: {bone_map}")
+        depends += (str(bone_map),)
+        bone_map = str(bone_map)
+    options = {"rig_file": str(rig_file), "python": blender_python(python), "rig": rig, "scale": float(scale),
+               "calibration_frame": calibration_frame, "bone_map": bone_map}
+    return [TrialSpec("retarget", name, str(path), (str(path),) + depends, dict(options)) for name, path in trials]
 
 
 # --------------------------------------------------------------------------------- what to run

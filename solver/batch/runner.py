@@ -47,6 +47,7 @@ COLUMNS = {
     "scale": ["marker_error_rms", "marker_error_max", "worst_marker", "fixed_error_rms", "fixed_error_max",
               "worst_fixed_marker", "moved_by_rms", "moved_by_max", "markers"],
     "fly": ["keypoint_error_mean", "keypoint_error_max", "worst_leg", "worst_keypoint"],
+    "retarget": ["converged", "spans", "foot_slide_max", "pin_distance_max", "floor", "floor_penetration_max"],
 }
 BLAS_ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                                           "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")}
