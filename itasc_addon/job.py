@@ -96,6 +96,7 @@ class Job:
         self.stage = None            # the Stage under way
         self.stage_results = []      # the engine's figures of the stages written
         self.blended = {}            # per constraint aimed short of its target: (influence, its effector before)
+        self.engine_result = None    # the stages' engine figures joined, once all are written
         self.reader = None           # Blender's evaluation of what was written
         self.to_read, self.v = [], 0     # the frames (indices) to read there, how many are read
         self.verify_warnings = []
