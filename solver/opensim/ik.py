@@ -130,6 +130,7 @@ from ..scene import Evaluation, Scene
 from ..settings import Settings
 from .errors import OpenSimFileError, OpenSimFileWarning
 from .gauss_newton import GaussNewton
+from .limit_start import off_limits
 from .coupling import coupler_tangent, fill_dependents
 from .marker_file import read_trial
 from .marker_kinematics import MarkerKinematics
@@ -586,6 +587,8 @@ class MarkerIK:
             free = ~self.scene.frozen
             start[:, free] = q0[:, free]
             start = self.scene.project(start)
+        else:
+            start = self.scene.project(off_limits(start, self.scene.lower, self.scene.upper, ~self.scene.frozen))
         if seed_root or (seed_root is None and warm_start == "previous" and q0 is None):
             start = self._seeded(start)
         q = start.copy()
