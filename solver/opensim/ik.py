@@ -72,6 +72,11 @@ warm_start='sweep' is the recurrence itself, one frame at a time in OpenSim's or
 slower; a reference for the passes). warm_start='none' solves every frame from the start pose in
 one call.
 
+Limits in the start pose. Without q0, a free clamped coordinate whose start pose (the model's
+default) sits on a limit, or within 1 % of its range from one, starts at the middle of its range
+(limit_start.py): started on a limit at a singular pose of its chain (a straight elbow), the step
+would hold it there and the frame settle in a worse minimum. q0 is taken as given.
+
 Root seeds. With warm_start 'previous', every frame's start pose (what frame 0, the seeds of pass
 1 and a frame after undetermined ones are solved from) has the root body (the pelvis) placed on
 its own markers where at least three are present (root_seed.py: a rigid fit, the root joint's
