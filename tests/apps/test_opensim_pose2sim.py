@@ -45,7 +45,8 @@ def test_a_start_on_a_limit_moves_to_the_middle_of_the_range():
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
-    """(folder, our IK run, the IK setup): our scaled model and both tools' outputs in `folder`."""
+    """(opensim, folder, our IK run, the IK setup): our scaled model and both tools' outputs in `folder`."""
+    osim = opensim()
     folder = tmp_path_factory.mktemp("pose2sim")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -60,7 +61,7 @@ def pipeline(tmp_path_factory):
     setup.write_text(text)
     (folder / "ours").mkdir()
     ours = run_ik_setup(setup, folder / "ours")
-    return folder, ours, read_ik_setup(setup)
+    return osim, folder, ours, read_ik_setup(setup)
 
 
 def scored_by_opensim(osim, model_path, motion_path, setup):
@@ -104,8 +105,7 @@ def scored_by_opensim(osim, model_path, motion_path, setup):
 
 
 def test_our_ik_after_our_scaling_is_no_worse_than_opensims_on_any_frame(pipeline):
-    osim = opensim()
-    folder, ours, setup = pipeline
+    osim, folder, ours, setup = pipeline
     assert ours.result.converged.all() and ours.result.n_frames == 100
     tool = osim.InverseKinematicsTool(str(folder / "ik_setup.xml"))
     assert tool.run()
