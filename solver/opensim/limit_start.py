@@ -8,10 +8,11 @@ the chain (a straight elbow, elbow_flex = 0), a coordinate whose motion only it 
 (the upper arm's long-axis rotation moves the wrist only once the elbow bends: d x_wrist /
 d arm_rot = 0 at elbow_flex = 0) gets no direction from the markers, and the frame settles with
 the limb on its limit in a worse local minimum, a KKT point that first-order steps do not leave.
-OpenSim's assembler holds clamped ranges as bounds of an interior-point optimizer, which moves a
-start that close to a bound into the interior first and reaches a bound only as its barrier
-fades, while the other coordinates settle. The middle of the range is the start farthest from
-both limits; a coordinate away from its limits keeps its start.
+OpenSim's assembler gives clamped ranges to Simbody's optimizer as bounds; with constraints held
+exactly that is an interior-point method, which moves a start that close to a bound into the
+interior first and reaches a bound only as its barrier fades, while the other coordinates
+settle. The middle of the range is the start farthest from both limits; a coordinate away from
+its limits keeps its start.
 """
 
 from __future__ import annotations
