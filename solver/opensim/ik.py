@@ -720,10 +720,11 @@ class MarkerIK:
     def _above_neighbours(self, q, start, run, accuracy: float, every: bool = False) -> np.ndarray:
         """Frames whose objective is above what solving them from their neighbours' solutions
         gives (module docstring, "A worse local minimum"), solved so; q is updated in place and
-        the frames so lowered are returned. Round one solves the suspects (`_suspects`), or with
-        `every` each frame from its successor's solution and then from its predecessor's; each
-        further round solves the neighbours of the frames the last round lowered from their new
-        solutions, until a round lowers none. A new solution is kept where it lowers the
+        the frames so lowered are returned. Round one solves each frame that holds a free clamped
+        coordinate on a limit (limit_start.py) from the start pose, then from its successor's
+        solution and from its predecessor's (with `every`: each frame from both), then the
+        suspects (`_suspects`); each further round solves the neighbours of the frames the last
+        round lowered from their new solutions, until a round lowers none. A new solution is kept where it lowers the
         frame's objective by more than NEIGHBOUR_MARGIN of it and by more than accuracy^2 (the
         objective's resolution at that accuracy, m^2)."""
         F = q.shape[0]
@@ -744,19 +745,20 @@ class MarkerIK:
             above[rows[lower]] = True
             return rows[lower]
 
-        ok = self.determined
-        if every:
-            changed = []
-            for shift in (-1, 1):                          # from the successor, then the predecessor
-                valid = np.roll(ok, shift) & ok
-                valid[0 if shift == 1 else F - 1] = False
-                rows = np.flatnonzero(valid)
-                if rows.size:
-                    changed.append(attempt(rows, self._carry(start[rows], q[rows - shift])))
-            changed = np.unique(np.concatenate(changed)) if changed else np.zeros(0, dtype=int)
-        else:
+        ok, scene = self.determined, self.scene
+        held = ok & np.any(off_limits(q, scene.lower, scene.upper, ~scene.frozen) != q, axis=1)
+        changed = [attempt(np.flatnonzero(held), start[held])] if held.any() else []
+        for shift in (-1, 1):                              # from the successor, then the predecessor
+            valid = np.roll(ok, shift) & ok & (held | every)
+            valid[0 if shift == 1 else F - 1] = False
+            rows = np.flatnonzero(valid)
+            if rows.size:
+                changed.append(attempt(rows, self._carry(start[rows], q[rows - shift])))
+        if not every:
             rows, begin = self._suspects(q, start, own)
-            changed = attempt(rows, begin) if rows.size else rows
+            if rows.size:
+                changed.append(attempt(rows, begin))
+        changed = np.unique(np.concatenate(changed)) if changed else np.zeros(0, dtype=int)
         for _ in range(F):
             nxt = {}                                          # neighbour -> the changed frame it starts from
             for f in changed:
