@@ -75,7 +75,8 @@ one call.
 Limits in the start pose. Without q0, a free clamped coordinate whose start pose (the model's
 default) sits on a limit, or within 1 % of its range from one, starts at the middle of its range
 (limit_start.py): started on a limit at a singular pose of its chain (a straight elbow), the step
-would hold it there and the frame settle in a worse minimum. q0 is taken as given.
+would hold it there and the frame settle in a worse minimum. q0 is taken as given. A frame
+warm-started from a neighbour that ended on such a limit can stay there too: see below.
 
 Root seeds. With warm_start 'previous', every frame's start pose (what frame 0, the seeds of pass
 1 and a frame after undetermined ones are solved from) has the root body (the pelvis) placed on
@@ -87,8 +88,10 @@ turn can go the wrong way round and the legs follow into another minimum.
 
 A worse local minimum. A frame can settle in a local minimum where its neighbours found a lower
 one (the root's Euler angles flipped, a limb folded the other way; the seeds solved from the
-start pose are where that happens, and frames near the root's gimbal lock). After the passes,
-each frame the markers determine is scored (on its own markers) at its predecessor's solution,
+start pose are where that happens, and frames near the root's gimbal lock) or with a limb held
+on a limit (a straight elbow, limit_start.py). After the passes, each frame the markers
+determine that holds a free clamped coordinate on a limit is solved again from the start pose
+and from each neighbour's solution; then each frame is scored (on its own markers) at its predecessor's solution,
 its successor's and their mean; where one scores below the frame's own objective, the frame is
 solved again from the lowest, and the new solution kept where it lowers the frame's objective
 by more than NEIGHBOUR_MARGIN of it (and accuracy^2, the objective's resolution): its objective
