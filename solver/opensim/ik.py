@@ -91,11 +91,11 @@ one (the root's Euler angles flipped, a limb folded the other way; the seeds sol
 start pose are where that happens, and frames near the root's gimbal lock) or with a limb held
 on a limit (a straight elbow, limit_start.py). After the passes, each frame the markers
 determine that holds a free clamped coordinate on a limit is solved again from the start pose
-and from each neighbour's solution; then each frame is scored (on its own markers) at its predecessor's solution,
-its successor's and their mean; where one scores below the frame's own objective, the frame is
-solved again from the lowest, and the new solution kept where it lowers the frame's objective
-by more than NEIGHBOUR_MARGIN of it (and accuracy^2, the objective's resolution): its objective
-was above what a neighbour's solution leads to. The neighbours of each frame so lowered are
+and from each neighbour's solution; then each frame is scored (on its own markers) at its
+predecessor's solution, its successor's and their mean; where one scores below the frame's own
+objective, the frame is solved again from the lowest. A new solution is kept where it lowers the
+frame's objective by more than NEIGHBOUR_MARGIN of it (and accuracy^2, the objective's
+resolution): its objective was above what a neighbour's solution (or the start) leads to. The neighbours of each frame so lowered are
 then solved from its new solution, round after round (each batched) while some frame is
 lowered: a stretch in the worse minimum is taken back a frame from each end per round.
 The result marks those frames (`above_neighbour`) and the run's summary names them. Scoring
@@ -727,9 +727,9 @@ class MarkerIK:
         coordinate on a limit (limit_start.py) from the start pose, then from its successor's
         solution and from its predecessor's (with `every`: each frame from both), then the
         suspects (`_suspects`); each further round solves the neighbours of the frames the last
-        round lowered from their new solutions, until a round lowers none. A new solution is kept where it lowers the
-        frame's objective by more than NEIGHBOUR_MARGIN of it and by more than accuracy^2 (the
-        objective's resolution at that accuracy, m^2)."""
+        round lowered from their new solutions, until a round lowers none. A new solution is
+        kept where it lowers the frame's objective by more than NEIGHBOUR_MARGIN of it and by
+        more than accuracy^2 (the objective's resolution at that accuracy, m^2)."""
         F = q.shape[0]
         above = np.zeros(F, dtype=bool)
         if F < 2:
