@@ -95,9 +95,10 @@ and from each neighbour's solution; then each frame is scored (on its own marker
 predecessor's solution, its successor's and their mean; where one scores below the frame's own
 objective, the frame is solved again from the lowest. A new solution is kept where it lowers the
 frame's objective by more than NEIGHBOUR_MARGIN of it (and accuracy^2, the objective's
-resolution): its objective was above what a neighbour's solution (or the start) leads to. The neighbours of each frame so lowered are
-then solved from its new solution, round after round (each batched) while some frame is
-lowered: a stretch in the worse minimum is taken back a frame from each end per round.
+resolution): its objective was above what a neighbour's solution (or the start) leads to. The
+neighbours of each frame so lowered are then solved from its new solution, round after round
+(each batched) while some frame is lowered: a stretch in the worse minimum is taken back a frame
+from each end per round.
 The result marks those frames (`above_neighbour`) and the run's summary names them. Scoring
 misses a frame alone in a worse minimum only slightly above the better one where the markers'
 noise between frames exceeds that gap; `neighbours='solve'` solves every frame once more from
