@@ -7,7 +7,10 @@ Cases, all on OpenSim's gait2354 regression trial (subject01, 73 frames at 60 Hz
 plus 1 cm Gaussian noise (seed 7) with 2 percent of the marker samples missing. 'couplers' is
 OpenSim's constraint test (../shared/data/opensim_constraints: 58 coordinates, 8 knee/patella
 CoordinateCouplerConstraints, 101 frames at 200 Hz, 42 markers) with its setup as written
-(constraint_weight 10, accuracy 1e-3); fewer repeats there.
+(constraint_weight 10, accuracy 1e-3); 'pose2sim' is Pose2Sim's IK setup as written
+(../shared/data/markerless_pose2sim: the Butterworth-filtered balancing trial, 100 frames at
+60 Hz, 21 keypoints, 62 coordinates, 20 couplers held exactly) on the model our Scale tool makes
+from Pose2Sim's scaling setup. Fewer repeats on those two.
 
 Timed per frame, best of the repeats (interleaved: OpenSim, then ours, each repeat):
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -39,15 +43,17 @@ from pathlib import Path
 import numpy as np
 
 from solver.opensim import (MarkerData, MarkerIK, OpenSimFileWarning, read_ik_setup, read_storage, read_trc,
-                            run_ik_setup, write_trc)
+                            run_ik_setup, run_scale_setup, write_trc)
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "opensim_gait2354"
 FILES = ("subject01_simbody.osim", "subject01_synthetic_marker_data.trc", "gait2354_IK_Tasks.xml",
          "gait2354_IK_Tasks_uniform.xml", "subject01_Setup_InverseKinematics.xml")
 CONSTRAINTS = DATA.parent / "opensim_constraints"
 CONSTRAINT_FILES = ("constraintTest_ikOnly.osim", "constraintTest.trc", "constraintTest_setup_ik.xml")
-CASES = ("uniform", "weighted", "noisy", "couplers")
-REPEATS = {"couplers": 2}
+P2S = DATA.parent / "markerless_pose2sim"
+P2S_TRIAL = "balancing_0-100_filt_butterworth.trc"
+CASES = ("uniform", "weighted", "noisy", "couplers", "pose2sim")
+REPEATS = {"couplers": 2, "pose2sim": 2}
 COLUMNS = [("case", "case", "{}"), ("frames", "frames", "{}"),
            ("opensim_tool_ms", "OpenSim tool ms/frame", "{:.2f}"), ("ours_tool_ms", "ours tool ms/frame", "{:.2f}"),
            ("tool_ratio", "tool: OpenSim / ours", "{:.2f}"),
@@ -115,6 +121,7 @@ def prepare(folder: Path) -> dict:
         shutil.copy(CONSTRAINTS / name, folder / name)
         (folder / name).chmod(0o644)
     setups["couplers"] = folder / "constraintTest_setup_ik.xml"
+    setups["pose2sim"] = _pose2sim(folder)
     for case in CASES[:3]:
         text = template.replace('name="subject01"', f'name="{case}"')
         text = text.replace("subject01_walk1_ik_test.mot", f"{case}_ik.mot")
@@ -126,6 +133,25 @@ def prepare(folder: Path) -> dict:
         setups[case] = folder / f"{case}_setup.xml"
         setups[case].write_text(text)
     return setups
+
+
+def _pose2sim(folder: Path) -> Path:
+    """Pose2Sim's scaling setup run by our Scale tool, and its IK setup with its paths put on
+    that model and the trial: the IK setup's path."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scaled = run_scale_setup(P2S / "Scaling_Setup_Pose2Sim_Halpe26.xml", write=False,
+                                 model_file=P2S / "Model_Pose2Sim_Halpe26.osim", marker_file=P2S / "static_0-12.trc")
+    scaled.scaled.write(folder / "pose2sim_scaled.osim")
+    shutil.copy(P2S / P2S_TRIAL, folder / P2S_TRIAL)
+    (folder / P2S_TRIAL).chmod(0o644)
+    text = (P2S / "IK_Setup_Pose2Sim_Halpe26.xml").read_text()
+    for tag, value in (("model_file", "pose2sim_scaled.osim"), ("marker_file", P2S_TRIAL),
+                       ("output_motion_file", "pose2sim_ik.mot"), ("results_directory", ".")):
+        text = re.sub(rf"<{tag}>[^<]*</{tag}>", f"<{tag}>{value}</{tag}>", text)
+    path = folder / "pose2sim_setup.xml"
+    path.write_text(text)
+    return path
 
 
 def _solver_loop(osim, setup_path: Path):
@@ -218,8 +244,8 @@ def run(quick: bool = False, verbose: bool = True) -> dict:
         rows = [run_case(osim, setups[case], min(repeats, REPEATS.get(case, repeats)), case) for case in CASES]
     result = {"rows": rows, "repeats": repeats, "opensim": osim.GetVersion()}
     if verbose:
-        print("Marker IK, OpenSim's InverseKinematicsTool vs ours (gait2354 trial, 73 frames, and OpenSim's "
-              f"coupler model; best of {repeats}; ratios above 1: ours faster)\n")
+        print("Marker IK, OpenSim's InverseKinematicsTool vs ours (gait2354 trial, 73 frames, OpenSim's "
+              f"coupler model, Pose2Sim's balancing trial; best of {repeats}; ratios above 1: ours faster)\n")
         print(markdown(rows))
     return result
 

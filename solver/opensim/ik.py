@@ -72,6 +72,12 @@ warm_start='sweep' is the recurrence itself, one frame at a time in OpenSim's or
 slower; a reference for the passes). warm_start='none' solves every frame from the start pose in
 one call.
 
+Limits in the start pose. Without q0, a free clamped coordinate whose start pose (the model's
+default) sits on a limit, or within 1 % of its range from one, starts at the middle of its range
+(limit_start.py): started on a limit at a singular pose of its chain (a straight elbow), the step
+would hold it there and the frame settle in a worse minimum. q0 is taken as given. A frame
+warm-started from a neighbour that ended on such a limit can stay there too: see below.
+
 Root seeds. With warm_start 'previous', every frame's start pose (what frame 0, the seeds of pass
 1 and a frame after undetermined ones are solved from) has the root body (the pelvis) placed on
 its own markers where at least three are present (root_seed.py: a rigid fit, the root joint's
@@ -82,14 +88,17 @@ turn can go the wrong way round and the legs follow into another minimum.
 
 A worse local minimum. A frame can settle in a local minimum where its neighbours found a lower
 one (the root's Euler angles flipped, a limb folded the other way; the seeds solved from the
-start pose are where that happens, and frames near the root's gimbal lock). After the passes,
-each frame the markers determine is scored (on its own markers) at its predecessor's solution,
-its successor's and their mean; where one scores below the frame's own objective, the frame is
-solved again from the lowest, and the new solution kept where it lowers the frame's objective
-by more than NEIGHBOUR_MARGIN of it (and accuracy^2, the objective's resolution): its objective
-was above what a neighbour's solution leads to. The neighbours of each frame so lowered are
-then solved from its new solution, round after round (each batched) while some frame is
-lowered: a stretch in the worse minimum is taken back a frame from each end per round.
+start pose are where that happens, and frames near the root's gimbal lock) or with a limb held
+on a limit (a straight elbow, limit_start.py). After the passes, each frame the markers
+determine that holds a free clamped coordinate on a limit is solved again from the start pose
+and from each neighbour's solution; then each frame is scored (on its own markers) at its
+predecessor's solution, its successor's and their mean; where one scores below the frame's own
+objective, the frame is solved again from the lowest. A new solution is kept where it lowers the
+frame's objective by more than NEIGHBOUR_MARGIN of it (and accuracy^2, the objective's
+resolution): its objective was above what a neighbour's solution (or the start) leads to. The
+neighbours of each frame so lowered are then solved from its new solution, round after round
+(each batched) while some frame is lowered: a stretch in the worse minimum is taken back a frame
+from each end per round.
 The result marks those frames (`above_neighbour`) and the run's summary names them. Scoring
 misses a frame alone in a worse minimum only slightly above the better one where the markers'
 noise between frames exceeds that gap; `neighbours='solve'` solves every frame once more from
@@ -130,6 +139,7 @@ from ..scene import Evaluation, Scene
 from ..settings import Settings
 from .errors import OpenSimFileError, OpenSimFileWarning
 from .gauss_newton import GaussNewton
+from .limit_start import off_limits
 from .coupling import coupler_tangent, fill_dependents
 from .marker_file import read_trial
 from .marker_kinematics import MarkerKinematics
@@ -586,6 +596,8 @@ class MarkerIK:
             free = ~self.scene.frozen
             start[:, free] = q0[:, free]
             start = self.scene.project(start)
+        else:
+            start = self.scene.project(off_limits(start, self.scene.lower, self.scene.upper, ~self.scene.frozen))
         if seed_root or (seed_root is None and warm_start == "previous" and q0 is None):
             start = self._seeded(start)
         q = start.copy()
@@ -712,12 +724,13 @@ class MarkerIK:
     def _above_neighbours(self, q, start, run, accuracy: float, every: bool = False) -> np.ndarray:
         """Frames whose objective is above what solving them from their neighbours' solutions
         gives (module docstring, "A worse local minimum"), solved so; q is updated in place and
-        the frames so lowered are returned. Round one solves the suspects (`_suspects`), or with
-        `every` each frame from its successor's solution and then from its predecessor's; each
-        further round solves the neighbours of the frames the last round lowered from their new
-        solutions, until a round lowers none. A new solution is kept where it lowers the
-        frame's objective by more than NEIGHBOUR_MARGIN of it and by more than accuracy^2 (the
-        objective's resolution at that accuracy, m^2)."""
+        the frames so lowered are returned. Round one solves each frame that holds a free clamped
+        coordinate on a limit (limit_start.py) from the start pose, then from its successor's
+        solution and from its predecessor's (with `every`: each frame from both), then the
+        suspects (`_suspects`); each further round solves the neighbours of the frames the last
+        round lowered from their new solutions, until a round lowers none. A new solution is
+        kept where it lowers the frame's objective by more than NEIGHBOUR_MARGIN of it and by
+        more than accuracy^2 (the objective's resolution at that accuracy, m^2)."""
         F = q.shape[0]
         above = np.zeros(F, dtype=bool)
         if F < 2:
@@ -736,19 +749,20 @@ class MarkerIK:
             above[rows[lower]] = True
             return rows[lower]
 
-        ok = self.determined
-        if every:
-            changed = []
-            for shift in (-1, 1):                          # from the successor, then the predecessor
-                valid = np.roll(ok, shift) & ok
-                valid[0 if shift == 1 else F - 1] = False
-                rows = np.flatnonzero(valid)
-                if rows.size:
-                    changed.append(attempt(rows, self._carry(start[rows], q[rows - shift])))
-            changed = np.unique(np.concatenate(changed)) if changed else np.zeros(0, dtype=int)
-        else:
+        ok, scene = self.determined, self.scene
+        held = ok & np.any(off_limits(q, scene.lower, scene.upper, ~scene.frozen) != q, axis=1)
+        changed = [attempt(np.flatnonzero(held), start[held])] if held.any() else []
+        for shift in (-1, 1):                              # from the successor, then the predecessor
+            valid = np.roll(ok, shift) & ok & (held | every)
+            valid[0 if shift == 1 else F - 1] = False
+            rows = np.flatnonzero(valid)
+            if rows.size:
+                changed.append(attempt(rows, self._carry(start[rows], q[rows - shift])))
+        if not every:
             rows, begin = self._suspects(q, start, own)
-            changed = attempt(rows, begin) if rows.size else rows
+            if rows.size:
+                changed.append(attempt(rows, begin))
+        changed = np.unique(np.concatenate(changed)) if changed else np.zeros(0, dtype=int)
         for _ in range(F):
             nxt = {}                                          # neighbour -> the changed frame it starts from
             for f in changed:
