@@ -162,6 +162,9 @@ def solve_frame(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float 
         x, s = _sdls(A_blocks, b_blocks, rcond, gamma_max,
                      None if weight is None else _block_weight(blocks, weight[None], A[None], b[None]))
         return blocks.scatter(x, 1)[0], float(blocks.smallest(s, 1)[0])
+    if method == "sdls":            # `solve`'s own arithmetic on the one frame: alone and batched agree
+        x, s = _sdls(A[None], b[None], rcond, gamma_max, None if weight is None else weight[None])
+        return x[0], float(_smallest(s, None if rank is None else np.array([rank]))[0])
     if method == "gradient":
         g = b @ A
         Ag = A @ g
@@ -183,14 +186,4 @@ def solve_frame(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float 
         lam2 = (1.0 - (s_min / epsilon) ** 2) * damping_max**2 if s_min < epsilon else 0.0
         inv = s / np.maximum(s**2 + lam2, 1e-300)
         return ((inv if every else np.where(keep, inv, 0.0)) * alpha) @ Vt, s_min
-    # SDLS, as in `solve`: direction i's step c_i v_i clamped to gamma_i, the sum to gamma_max.
-    abs_Vt = np.abs(Vt)
-    s_safe = s if every else np.where(keep, s, 1.0)
-    M = (abs_Vt @ np.add.reduce(np.abs(A), axis=0)) / s_safe
-    gamma = np.minimum(1.0, np.add.reduce(np.abs(U), axis=0) / np.maximum(M, 1e-300)) * gamma_max
-    c = alpha / s_safe if every else np.where(keep, alpha / s_safe, 0.0)
-    largest = np.abs(c) * np.maximum.reduce(abs_Vt if weight is None else abs_Vt * weight, axis=1)
-    c = c * np.minimum(1.0, gamma / np.maximum(largest, 1e-300))   # = 1 exactly where largest <= gamma
-    x = c @ Vt
-    largest = float(np.maximum.reduce(np.abs(x if weight is None else weight * x)))
-    return (x * (gamma_max / largest) if largest > gamma_max else x), s_min
+    raise AssertionError(method)

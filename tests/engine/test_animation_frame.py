@@ -120,7 +120,8 @@ def batched_alone(scene, q0, objects, settings, values):
 def determined(scene, q0, objects, settings, values, batched):
     """Frames whose batched answer stays within 1e-11, iterations and flags the same, when the
     start moves by +-1e-13, when the targets move by 1e-13 of their distance, and when the
-    batched loop solves the frame on its own (F = 1, where numpy's kernels round differently)."""
+    batched loop solves the frame on its own (F = 1, where numpy's kernels round differently);
+    and whose one-frame answer keeps its iterations and flags when its start moves by +-1e-13."""
     q, iterations, converged, _ = batched
     ok = np.ones(len(q0), bool)
     nearer, farther = objects.copy(), objects.copy()
@@ -135,6 +136,11 @@ def determined(scene, q0, objects, settings, values, batched):
         alone = animation._solve_block(scene, q0[f:f + 1], pick(objects), None, pick(values), settings, 0.0)
         ok[f] = (alone.iterations[0] == iterations[f] and alone.converged[0] == converged[f]
                  and np.abs(alone.q[0] - q[f]).max() <= 1e-11)
+        # and the one-frame loop's own answer does not hang on rounding either
+        one = [solve_animation(scene, q0[f:f + 1] + d, pick(objects), settings=settings, values=pick(values))
+               for d in (0.0, 1e-13, -1e-13)]
+        ok[f] &= all(o.iterations[0] == one[0].iterations[0] and o.converged[0] == one[0].converged[0]
+                     for o in one[1:])
     return ok
 
 
