@@ -10,7 +10,7 @@ import pytest
 
 from solver.keypoints import keypoint_set
 from solver.keypoints import data_term as data_term_module
-from solver.keypoints import smoothness
+from solver.keypoints import second_order, smoothness
 from solver.keypoints.block_tridiagonal import solve_block_tridiagonal
 from solver.keypoints.calibration import _shared_blocks, calibrate
 from solver.keypoints.data_term import data_cost, data_term
@@ -133,6 +133,33 @@ def test_data_term_gradient_and_hessian_against_finite_differences(rig):
         del J
         W = np.repeat(w[f], 3)
         np.testing.assert_allclose(term.H[f], Jx.T @ (W[:, None] * Jx), rtol=1e-6, atol=1e-8)
+
+
+def test_full_hessian_is_the_derivative_of_the_gradient(rig):
+    """second_order's Hessian (one gradient per group of coordinates moving no keypoint in
+    common, from forward kinematics alone) against central differences of data_term's gradient
+    coordinate by coordinate, with per-axis weights and residuals large enough that the
+    curvature Gauss-Newton leaves out is far above the tolerance."""
+    placement = dense_placement(rig)
+    rng = np.random.default_rng(7)
+    Q = motion(placement.model, placement.root, F=2)
+    y = placement.evaluate(Q, jacobian=False) + rng.normal(0, 0.1, (2, len(placement.names), 3))
+    w = rng.uniform(0.2, 1.0, y.shape)
+    term = data_term(placement, Q, y, w)
+    np.testing.assert_allclose(second_order.gradient(placement, Q, y, w), term.g, rtol=0, atol=1e-12)
+    groups = second_order.grouping(placement)
+    assert groups.steps.shape[0] < placement.model.n_coordinates / 2
+    H = second_order.full_hessian(placement, Q, y, w, term.g, groups)
+    n, h = placement.model.n_coordinates, 1e-6
+    reference = np.zeros_like(H)
+    for c in range(n):
+        step = np.zeros(n)
+        step[c] = h
+        reference[:, :, c] = (data_term(placement, Q - step, y, w).g - data_term(placement, Q + step, y, w).g) / (2 * h)
+    reference = 0.5 * (reference + np.swapaxes(reference, 1, 2))
+    tolerance = 1e-5 * np.abs(reference).max()
+    np.testing.assert_allclose(H, reference, rtol=0, atol=tolerance)
+    assert np.abs(reference - term.H).max() > 100 * tolerance
 
 
 def test_calibration_gradient_against_finite_differences(rig):
