@@ -12,9 +12,9 @@ where one rests lower.
 
 In the fit (fit.py), a contact point is drawn to its pin in every frame of its spans and, in any
 frame where it lies below the floor, up to the floor (on the height alone), each with `weight`
-times the mean keypoint weight: penalties, so a pin holds to within the pull of the keypoints on
-that foot over that weight (a few micrometres on a rig 2 units tall), and a point rests on the
-floor within as little.
+times the mean keypoint weight: penalties, so a point held stays still to within the pull of the
+keypoints on its foot over that weight, and one pushed up to the floor stays within a few
+hundredths of a millimetre below it (on Pose2Sim's balancing trial).
 
 Up is +Z: the rig's world, as Blender's (KeypointTrial.z_up).
 """
@@ -31,7 +31,7 @@ from ..retarget.skeletons import leg_length
 from .placement import Placement
 
 UP = np.array([0.0, 0.0, 1.0])
-CONTACT_WEIGHT = 1e4        # a pin's and the floor's weight, relative to the mean keypoint weight
+CONTACT_WEIGHT = 1e3        # a pin's and the floor's weight, relative to the mean keypoint weight
 FOOT_ROLES = ("foot.L", "foot.R", "toe.L", "toe.R")
 
 

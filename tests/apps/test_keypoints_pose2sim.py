@@ -9,12 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.markerless import marker_errors, opensim_ik
 from solver.bones import Bone, rest_matrix
 from solver.keypoints import read_keypoints
 from solver.keypoints.pipeline import fit_keypoints
 from solver.limits import violation
 from solver.retarget import Target, target_model
 from tests.apps.retarget_walk import walk_target
+from tests.opensim_reference import opensim
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "markerless_pose2sim"
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="shared/data/markerless_pose2sim is not beside the repository")
@@ -156,9 +158,26 @@ def test_still_feet_are_held_and_kept_above_the_floor(rig, static, balancing, co
     heights = held_x[:, [placement.names.index(n) for n in complete.fit.contact_names], 2] * s
     pins = [held_x[span.frames, placement.names.index(n), 2].mean() * s
             for n in complete.fit.contact_names for span in complete.contacts[n]]
-    assert np.min(heights) >= complete.floor - 1e-6 and complete.floor <= np.min(pins) + 1e-6
-    assert np.max(complete.fit.floor_penetration) <= 1e-6
+    assert np.min(heights) >= complete.floor - 1e-4 and complete.floor <= np.min(pins) + 1e-4
+    assert np.max(complete.fit.floor_penetration) <= 1e-4          # rig units: 0.05 mm
     assert np.nanmean(complete.fit.error) <= 1.10 * np.nanmean(free.fit.error)
+
+
+def test_mean_keypoint_error_is_below_opensims_marker_rms(balancing, complete, tmp_path):
+    """The issue's bar, on the same frames: OpenSim 4.6's own IK with Pose2Sim's model scaled by
+    its scaling setup and Pose2Sim's IK setup. OpenSim's marker RMS is computed here from the
+    model marker locations OpenSim writes, against the trial, and equals its own error report
+    (printed to 8 decimals). The comparison does not need OpenSim's optimizer to converge: where
+    it stops early its RMS is only higher."""
+    opensim()
+    raw = read_keypoints(DATA / "balancing_0-100.trc")                    # Y up, as OpenSim reads it
+    window = raw.time[FRAMES]
+    run = opensim_ik(DATA / "balancing_0-100.trc", tmp_path, (window[0], window[-1]))
+    _, _, locations, names, reported, setup = run
+    assert locations.shape[0] == balancing.n_frames
+    rms = np.sqrt(np.mean(marker_errors(locations, names, raw.frames(FRAMES), setup) ** 2, axis=1))
+    np.testing.assert_allclose(rms, reported, rtol=0, atol=1e-8)
+    assert np.nanmean(complete.fit.error) / complete.calibration.scale <= rms.mean()
 
 
 def test_bad_input_is_named(rig, static, balancing):
