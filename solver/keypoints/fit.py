@@ -15,18 +15,17 @@ With contacts (contacts.py) each foot keypoint is also drawn to its pin through 
 to the floor where it lies below it: two more rows of points on the same bones, with their own
 targets and weights (the floor's on the height alone, and only where the point lies below it).
 
-Levenberg-Marquardt, first frame by frame (batched, each frame its own damping; with smoothing to
-follow, only until a step gains less than START_FLAT of the cost, as it is only a start), then,
-with the smoothness term, on the whole trajectory from there: its normal matrix is sum_f H_f (block
+Levenberg-Marquardt, first frame by frame (batched, each frame its own damping), then, with the
+smoothness term, on the whole trajectory from there: its normal matrix is sum_f H_f (block
 diagonal) plus D^T D (x) Lambda, banded with each frame tied to the two before and after it.
 Pairs of frames as blocks of 2n make it block tridiagonal, solved exactly by cyclic reduction
 (block_tridiagonal.py). The damping adds mu times the frame's mean data stiffness to the
 diagonal (so directions no keypoint sees take short steps); a step that lowers the cost is taken
 and mu divided by 3, else mu multiplied by 4. Coordinates on a limit that the step would push out
 are locked, and a step's end is projected into the limits (limits.project). Once a step gains
-less than NEWTON_FROM of the cost, the keypoint term's full Hessian (second_order.py, refreshed
-every NEWTON_EVERY steps) takes Gauss-Newton's place: the valleys that only the pull to rest
-decides are then crossed in a few steps instead of crept along.
+less than NEWTON_FROM of the cost, the keypoint term's full Hessian (second_order.py; in the
+trajectory refreshed every NEWTON_EVERY steps) takes Gauss-Newton's place: the valleys that only
+the pull to rest decides are then crossed in a few steps instead of crept along.
 
 The result reports per frame and keypoint the error |x - s p| (rig units, NaN where missing),
 which keypoints were missing (the gaps the smoothness bridged) and per frame the RMS over the
@@ -55,7 +54,6 @@ _MU_START = 1e-3            # Levenberg-Marquardt damping, relative to the mean 
 _MU_TRAJECTORY = 1e-6       # the same for the whole trajectory, which starts from the frames' solutions
 _MU_GIVE_UP = 1e12
 FLAT = 1e-8                # relative: a step lowering the cost less than this has converged
-START_FLAT = 1e-8          # the same for the frame-by-frame start of a smoothed fit
 NEWTON_FROM = 1e-3         # relative gain of a step below which the trajectory takes Newton's steps
 NEWTON_EVERY = 3           # steps between two evaluations of the full Hessian
 
@@ -173,10 +171,10 @@ def _paired_system(H, g, Lambda, free):
     return D, L, (g * free).reshape(N, 2 * n), F2
 
 
-def _frame_by_frame(terms: _Terms, Q, rho, max_iterations, tolerance, flat_gain=FLAT):
+def _frame_by_frame(terms: _Terms, Q, rho, max_iterations, tolerance):
     """Every frame on its own (no smoothness): Levenberg-Marquardt per frame, batched over the
-    frames still going, each until its step is below `tolerance` or gains less than `flat_gain`
-    of its cost, with Newton's steps once a step of its gains less than NEWTON_FROM.
+    frames still going, each until its step is below `tolerance` or gains less than FLAT of its
+    cost, with Newton's steps once a step of its gains less than NEWTON_FROM.
     Returns Q, iterations (F,), converged (F,)."""
     model = terms.placement.model
     F, n = Q.shape
@@ -211,7 +209,7 @@ def _frame_by_frame(terms: _Terms, Q, rho, max_iterations, tolerance, flat_gain=
         iterations[active] += 1
         mu[active] = np.where(better, mu[active] / 3.0, mu[active] * 4.0)
         newton[active[better & (gain < NEWTON_FROM)]] = True
-        done = (better & ((step < tolerance) | (gain <= flat_gain))) | (mu[active] > _MU_GIVE_UP)
+        done = (better & ((step < tolerance) | (gain <= FLAT))) | (mu[active] > _MU_GIVE_UP)
         converged[active[done]] = True
         active = active[~done]
     return Q, iterations, converged
@@ -286,8 +284,7 @@ def fit_trajectory(placement: Placement, positions: np.ndarray, weights: np.ndar
         Q = project(model, np.array(start, float)) if start is not None else start_pose(placement, y, w)
         stiffness = np.diagonal(data_term(placement, Q, y, w).H, axis1=1, axis2=2)
         rho = rest_weights(placement, stiffness[seen])
-        Q, frame_iterations, frame_converged = _frame_by_frame(terms, Q, rho, max_iterations, tolerance,
-                                                               START_FLAT if smoothed else FLAT)
+        Q, frame_iterations, frame_converged = _frame_by_frame(terms, Q, rho, max_iterations, tolerance)
         iterations, converged = int(frame_iterations.max()), bool(frame_converged.all())
         Lambda = np.zeros(n)
         if smoothed:
