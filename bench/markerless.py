@@ -6,7 +6,7 @@ OpenSim's model scaler's: tests/apps/test_opensim_scale.py; the setup's marker p
 with Pose2Sim's IK setup (its keypoint weights, accuracy 1e-5).
 
 Per row: the mean keypoint error (|x - p| over frames and keypoints, mm of the data) and the mean
-over frames of the per-frame RMS (OpenSim's marker RMS: its own report); joint jitter (RMS joint
+over frames of the per-frame RMS (OpenSim's marker RMS: its own report); joint jitter (JSON only: RMS joint
 acceleration over the rotational coordinates, rad/s^2: our rig's rotation vectors, OpenSim's
 joint angles, so only like against like); keypoint jitter (RMS acceleration of the fitted
 keypoints or OpenSim's model markers, m/s^2; the file's own in the caption); their mean distance
@@ -39,11 +39,9 @@ STANCE = slice(5, 66)
 STANCE_FOOT = ("LHeel", "LBigToe", "LSmallToe")
 CASES = (("ours, frames alone", None, None), ("ours, 6 Hz", 6.0, None), ("ours, 6 Hz, contacts", 6.0, "auto"))
 COLUMNS = [Column("trial", "trial", text=True), Column("method", "method", text=True),
-           Column("error_mm", "mean error (mm)", "{:.1f}"), Column("rms_mm", "RMS (mm)", "{:.1f}"),
-           Column("joint_jitter", "joint jitter (rad/s²)", "{:.1f}"),
-           Column("keypoint_jitter", "keypoint jitter (m/s²)", "{:.2f}"),
-           Column("to_filtered_mm", "to filtered file (mm)", "{:.1f}"),
-           Column("stance_drift_mm", "stance foot drift (mm)", "{:.1f}"), Column("seconds", "seconds", "{:.1f}")]
+           Column("error_mm", "error (mm)", "{:.1f}"), Column("rms_mm", "RMS (mm)", "{:.1f}"),
+           Column("keypoint_jitter", "jitter (m/s²)", "{:.1f}"), Column("to_filtered_mm", "to filtered (mm)", "{:.1f}"),
+           Column("stance_drift_mm", "stance drift (mm)", "{:.1f}"), Column("seconds", "s", "{:.1f}")]
 
 
 def keypoint_jitter(positions: np.ndarray, rate: float) -> float:
@@ -142,19 +140,17 @@ def run(quick: bool = False) -> Table:
     rows, files = [], []
     for label, name in TRIALS.items():
         trial = read_keypoints(DATA / name).z_up()
-        files.append(f"{label}: {keypoint_jitter(trial.positions, trial.rate):.2f} m/s², stance foot "
+        files.append(f"{label} {keypoint_jitter(trial.positions, trial.rate):.1f} m/s², stance drift "
                      f"{1000 * stance_drift(trial.positions, trial.names):.1f} mm")
-        for method, cutoff, contacts in CASES[1:] if quick else CASES:
+        for method, cutoff, contacts in CASES:
             rows.append(dict(trial=label, method=method,
                              **ours(trial, static, filtered.z_up().positions, rig, cutoff, contacts)))
         theirs = opensim_row(DATA / name, filtered.positions)
         if theirs is not None:
             rows.append(dict(trial=label, method="OpenSim (Pose2Sim's model)", **theirs))
-    caption = ("Pose2Sim's balancing trial (100 frames, 21 keypoints): ours onto a 2-unit humanoid rig, OpenSim's "
-               "IK on Pose2Sim's scaled model; errors and drift in mm of the data. The files' own keypoint jitter "
-               "and stance foot drift: " + "; ".join(files) + ". `python -m bench.markerless`")
-    return Table("markerless", "Markerless keypoints (Pose2Sim): ours vs OpenSim on Pose2Sim's model", caption,
-                 COLUMNS, rows)
+    caption = ("Pose2Sim's balancing trial: ours on a humanoid rig, OpenSim's IK on Pose2Sim's scaled model "
+               "(columns: bench/markerless.py). The files': " + "; ".join(files) + ".")
+    return Table("markerless", "Markerless keypoints: ours vs OpenSim's IK on Pose2Sim's model", caption, COLUMNS, rows)
 
 
 def draw(table: Table, path) -> None:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..limits import project
+from ..runtime.blas_threads import one_blas_thread
 from . import smoothness
 from .block_tridiagonal import solve_block_tridiagonal
 from .contacts import UP, FootContacts
@@ -256,6 +257,7 @@ def _trajectory(terms: _Terms, Q, rho, Lambda, max_iterations, tolerance):
     return Q, max_iterations, False
 
 
+@one_blas_thread()
 def fit_trajectory(placement: Placement, positions: np.ndarray, weights: np.ndarray, *, scale: float = 1.0,
                    rate: float = 60.0, cutoff: float | None = 6.0, start: np.ndarray | None = None,
                    max_iterations: int = 200, tolerance: float = 1e-7, contacts: FootContacts | None = None,
