@@ -8,16 +8,7 @@ rotation-copy baseline, for contrast), `job` (one fit in steps, measured); above
 controls) is the retarget's (`..retarget`).
 """
 
+from ..registration import modules_factory
 from . import operators, panels, properties
 
-_modules = (properties, operators, panels)
-
-
-def register():
-    for module in _modules:
-        module.register()
-
-
-def unregister():
-    for module in reversed(_modules):
-        module.unregister()
+register, unregister = modules_factory((properties, operators, panels))

@@ -32,15 +32,6 @@ class ITASC_OT_fit_keypoints(ModalJob, bpy.types.Operator):
         p = context.scene.itasc_keypoints
         return job.Job(p.rig, bpy.path.abspath(p.filepath), **job_options(p))
 
-    def execute(self, context):
-        try:
-            self._job = self._make_job(context)
-            self._job.run()
-        except self.job_errors as err:
-            self.report({"ERROR"}, str(err))
-            return {"CANCELLED"}
-        return self._finish()
-
     def _finish(self):
         result = self._job.result
         bpy.context.scene.itasc_keypoints.summary = result.summary()[:1000]

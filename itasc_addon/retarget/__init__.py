@@ -10,16 +10,7 @@ animator controls), `posed_keys` (keys that pose the solved bones, either way; t
 writes through it too), `job` (one retarget in steps, measured); above them the UI: `properties`, `operators`, `panels`.
 """
 
+from ..registration import modules_factory
 from . import operators, panels, properties
 
-_modules = (properties, operators, panels)
-
-
-def register():
-    for module in _modules:
-        module.register()
-
-
-def unregister():
-    for module in reversed(_modules):
-        module.unregister()
+register, unregister = modules_factory((properties, operators, panels))
