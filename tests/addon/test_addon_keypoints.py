@@ -54,6 +54,7 @@ def assert_measured_as_solved(f, rigify):
 def test_balancing_onto_the_generated_rigify_rig(generated):
     ours, copy = generated["ours"], generated["copy"]
     assert ours["frames"] == list(range(1, FRAMES + 1)) and len(ours["error"]) == FRAMES
+    assert not np.isnan(errors(ours)).any()                # every keypoint in every frame measured
     assert ours["finite_pose"] and generated["nan_keys"] == 0
     assert not ours["gap_frames"] and not ours["left_out"] and len(ours["names"]) == 21
     assert_measured_as_solved(ours, rigify=True)
@@ -110,6 +111,9 @@ def test_panel_operator_and_undo(metarig):
     assert op["frames"] == list(range(1, 13))                  # the static trial's 12 frames
     assert "12 frame(s)" in op["summary"]
     assert metarig["undone"] == ["FINISHED"] and metarig["restored"]
+    # the modal job's progress: rising to its total, the fit before anything is written
+    progress, total = metarig["progress"], metarig["total"]
+    assert progress == sorted(progress) and progress[-1] == total == 12 + 2
 
 
 def test_bad_input_is_refused_clearly(metarig):

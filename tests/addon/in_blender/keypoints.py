@@ -138,6 +138,10 @@ def metarig_session(count=20):
     out["undone"] = list(bpy.ops.ed.undo())            # every reference to Blender data is stale after this
     rig = bpy.data.objects[name]
     props = bpy.context.scene.itasc_keypoints
+    job = addon("keypoints.job").Job(rig, DATA / "static_0-12.trc", frame_start=1)
+    out["progress"] = [job.done] + list(job.steps())
+    out["total"] = job.total
+    api.clear_bake(rig)
     out["restored"] = all_keys(rig) == before
     # Bad input: nothing written, a message saying what to change.
     tmp = Path(tempfile.mkdtemp())
