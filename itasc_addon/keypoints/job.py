@@ -30,7 +30,7 @@ from ...solver.keypoints import calibrate, fit_keypoints, place_keypoints
 from ...solver.retarget import REQUIRED_ROLES, ROLES, target_model
 from .. import keys, solving
 from ..rig import RigError
-from ..retarget import auto_map, posed_keys, rigify_controls, source, target
+from ..retarget import auto_map, posed_keys, source, target
 from . import aim, reading
 
 CHUNK = 48          # frames read per step
@@ -162,7 +162,6 @@ class Job:
             self.model = target_model(self.target)
         except ValueError as err:
             raise RigError(f"the rig '{rig.name}': {err}; nothing was written") from None
-        self.rigify = rigify_controls.is_generated_rigify(rig)
         self.options = dict(static=self.static, threshold=float(threshold), cutoff=cutoff,
                             offset_prior=float(offset_prior), roles=roles, max_iterations=int(max_iterations))
         if static_frames is not None:
