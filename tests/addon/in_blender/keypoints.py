@@ -4,6 +4,7 @@ the rotation-copy baseline, measured by Blender's evaluation of the keys; a wris
 panel's operator and its undo; bad input. Sessions that call these end with exit_at_once
 (Blender 4.2 crashes on exit once Rigify was enabled)."""
 
+import importlib
 import json
 import tempfile
 from pathlib import Path
@@ -11,31 +12,33 @@ from pathlib import Path
 import bpy
 import numpy as np
 
-from . import addon
+from . import EXTENSION, addon
 from .panels import Layout
 from .scenes import all_keys, clear_scene
 
 api = addon("api")
 rig_module = addon("rig")
+kp = importlib.import_module(f"{EXTENSION}.solver.keypoints")
 
 DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "markerless_pose2sim"
 
 
-def _solver():
-    import importlib
-    return importlib.import_module("bl_ext.user_default.itasc_ik.solver.keypoints")
-
-
-def generated_rig():
+def metarig():
+    """Rigify's human metarig in an empty scene."""
     if bpy.ops.preferences.addon_enable(module="rigify") != {"FINISHED"}:
         raise RuntimeError("could not enable Blender's bundled Rigify add-on")
     clear_scene()
     bpy.ops.object.armature_human_metarig_add()
     bpy.ops.object.mode_set(mode="OBJECT")
-    metarig = bpy.context.view_layer.objects.active
+    return bpy.context.view_layer.objects.active
+
+
+def generated_rig():
+    """(the rig Rigify generates from its human metarig, the metarig)."""
+    metarig_obj = metarig()
     if bpy.ops.pose.rigify_generate() != {"FINISHED"}:
         raise RuntimeError("Rigify could not generate its rig")
-    return bpy.context.view_layer.objects.active, metarig
+    return bpy.context.view_layer.objects.active, metarig_obj
 
 
 def figures(result):
@@ -57,7 +60,6 @@ def generated_session(first=0, count=30):
     """The balancing trial's frames first..first+count onto the generated rig: ours, the
     baseline, a 0.3 s gap in the right wrist; keys and Clear Bake."""
     rig, _ = generated_rig()
-    kp = _solver()
     static = kp.read_keypoints(DATA / "static_0-12.trc")
     trial = kp.read_keypoints(DATA / "balancing_0-100.trc").frames(slice(first, first + count))
     out = {"rate": trial.rate}
@@ -91,15 +93,6 @@ def generated_session(first=0, count=30):
     return json.loads(json.dumps(out, default=float))
 
 
-def metarig():
-    if bpy.ops.preferences.addon_enable(module="rigify") != {"FINISHED"}:
-        raise RuntimeError("could not enable Blender's bundled Rigify add-on")
-    clear_scene()
-    bpy.ops.object.armature_human_metarig_add()
-    bpy.ops.object.mode_set(mode="OBJECT")
-    return bpy.context.view_layer.objects.active
-
-
 def attempt(fn, objects):
     """(the RigError's message or None, whether every object's keys stayed as they were)."""
     before = {o.name: all_keys(o) for o in objects}
@@ -115,7 +108,6 @@ def metarig_session(count=20):
     """The balancing trial's first `count` frames onto Rigify's metarig, ours and the baseline;
     the panel drawn and its operator run on the static trial with one undo; bad input."""
     rig = metarig()
-    kp = _solver()
     static = kp.read_keypoints(DATA / "static_0-12.trc")
     trial = kp.read_keypoints(DATA / "balancing_0-100.trc").frames(slice(0, count))
     out = {"ours": figures(api.fit_keypoints(rig, trial, static=static)),
