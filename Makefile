@@ -68,6 +68,14 @@ demo: build
 demo-retarget: build
 	$(PY) tools/demo_retarget.py --zip $(ZIP)
 
+# Markerless demo: Pose2Sim's balancing trial (../shared/data/markerless_pose2sim, calibrated on its
+# static trial) onto the generated Rigify rig and onto the metarig, ours beside the rotation-copy
+# baseline; prints keypoint error, jitter and foot drift, writes out/markerless.blend and
+# out/markerless.png.
+.PHONY: demo-markerless
+demo-markerless: build
+	$(PY) tools/demo_markerless.py --zip $(ZIP)
+
 ZIP = dist/$(shell sed -n 's/^id *= *"\(.*\)"/\1/p' blender_manifest.toml)-$(shell sed -n 's/^version *= *"\(.*\)"/\1/p' blender_manifest.toml).zip
 
 build: venv

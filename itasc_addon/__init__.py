@@ -5,16 +5,18 @@ Modules by role, lowest first: `rig` reads armatures into the engine's terms and
 aside, `own_pose` keeps the user's own pose of the bones live preview poses, `handover` mutes
 Blender's IK while ours drives and gives it back, `two_bone` is the closed-form fast path,
 `solving` runs solves and bakes, `live` is live preview; above them `properties` holds our
-settings on each armature object, `operators`, `panels` and `modal_job` are the UI, `api` is for
-scripts. OpenSim marker IK in Blender is the package `opensim`, motion-capture retargeting `retarget`. Imports only go downwards.
+settings on each armature object, `operators`, `panels` and `modal_job` are the UI
+(`registration` registers a package's modules), `api` is for scripts. OpenSim marker IK in
+Blender is the package `opensim`, motion-capture retargeting `retarget`, markerless keypoints
+`keypoints`. Imports only go downwards.
 """
 
 import bpy
 
 from .. import solver
-from . import live, opensim, operators, panels, properties, retarget
+from . import keypoints, live, opensim, operators, panels, properties, retarget
 
-_modules = (properties, operators, panels, live, opensim, retarget)
+_modules = (properties, operators, panels, live, opensim, retarget, keypoints)
 
 
 def register():

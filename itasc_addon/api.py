@@ -39,11 +39,13 @@ import bpy
 import numpy as np
 
 from . import handover, job, keys
+from .keypoints import job as keypoints_job
 from .retarget import job as retarget_job
 from .rig import RigError
 from .solving import SolveResult
 
-__all__ = ["RigError", "SolveResult", "bake", "clear_bake", "drive", "release", "retarget", "solve_frame"]
+__all__ = ["RigError", "SolveResult", "bake", "clear_bake", "drive", "fit_keypoints", "release", "retarget",
+           "solve_frame"]
 
 
 def _armature(obj):
@@ -108,6 +110,26 @@ def retarget(rig, source, frame_start=None, frame_end=None, *, bone_map=None, co
     arrays plus ``contacts`` and ``foot_slide`` (per span, scene units). Bad input raises
     `RigError` and writes nothing."""
     return retarget_job.Job(rig, source, frame_start, frame_end, bone_map=bone_map, contacts=contacts, **options).run()
+
+
+def fit_keypoints(rig, trial_or_path, *, static=None, keypoint_set=None, bone_map=None, cutoff=6.0, threshold=0.0,
+                  frame_start=None, **options):
+    """Fit 3-D keypoints (a file `solver.keypoints.read_keypoints` reads: .trc, MediaPipe .json,
+    .csv, .npy, .npz; or a `KeypointTrial`) onto the armature `rig` and key it, trial frame i at
+    scene frame `frame_start` + i (default: the scene's start). The rig's bones by role come from
+    its names and skeleton as the retarget's (on a rig Rigify generated: its ORG- skeleton, keys
+    on its controls), or `bone_map` {role: bone}. `static`: a trial of the person standing still
+    (file or trial; None: the trial itself) on which each keypoint's place on its bone and one
+    uniform scale are calibrated; `keypoint_set` (e.g. "HALPE_26") where the file does not say;
+    `cutoff` (Hz, None: no smoothing) and `threshold` (confidence below it counts as missing) as
+    the engine's. Options: method ('fit', or 'copy' for the rotation-copy baseline: each bone
+    aimed along its two keypoints), static_frames, offset_prior, max_iterations, roles, rate,
+    units, up, rigid_limbs (as `retarget`'s). Keys are written as `bake` writes them (Clear Bake
+    removes them). Returns a `keypoints.job.KeypointsResult` measured on Blender's evaluation of
+    the keys: ``error`` per frame and keypoint (scene units, NaN where missing), ``gap_frames``,
+    ``gaps``, the engine's own fit as ``engine``. Bad input raises `RigError` and writes nothing."""
+    return keypoints_job.Job(rig, trial_or_path, static=static, keypoint_set=keypoint_set, bone_map=bone_map,
+                             cutoff=cutoff, threshold=threshold, frame_start=frame_start, **options).run()
 
 
 def clear_bake(obj) -> int:

@@ -4,7 +4,8 @@ write step; what a job keeps when cancelled later, its `cancel()` says).
 An operator mixes `ModalJob` in and gives `_make_job(context)` (an object with `steps()`, a
 generator that yields after each piece of work, and `done` and `total`), `_finish()` (the report once the job is through), the exceptions it
 reports as errors and how to word them, and the noun its cancel message uses. Without a window
-(background Blender, scripts) `invoke` runs `execute` to the end instead.
+(background Blender, scripts) `invoke` runs `execute` to the end instead: by default the job's
+`run()`, then `_finish()`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ class ModalJob:
 
     def error_text(self, err) -> str:
         return str(err)
+
+    def execute(self, context):
+        try:
+            self._job = self._make_job(context)
+            self._job.run()
+        except self.job_errors as err:
+            self.report({"ERROR"}, self.error_text(err))
+            return {"CANCELLED"}
+        return self._finish()
 
     def invoke(self, context, event):
         if context.window is None or bpy.app.background:     # no event loop: run to the end

@@ -96,6 +96,26 @@ def call_in_blender(target, *, extension_zip=None, python=None, sys_path=(), tim
                           sys_path=[IN_BLENDER, *sys_path], exit_at_once=exit_at_once)
 
 
+def run_demo_scene(module, args, out_dir, extension_zip=None, python=None):
+    """(out_dir resolved and made, what ``tools.<module>.run_in_scene(*args)`` returns in a fresh
+    Blender with the extension installed): the zip built into dist/ where none is given; the
+    session ends at once (Blender 4.2 crashes on exit after Rigify was enabled, see
+    `run_in_blender`). `args`: values whose repr reads back, ``OUT`` for the output folder."""
+    from tools import build_extension
+
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if extension_zip is None:                  # the sources as they are now, where `make build` puts them
+        extension_zip = build_extension.write_zip(ROOT / "dist")
+    args = [str(out_dir) if a is OUT else a for a in args]
+    snippet = f"from tools.{module} import run_in_scene\nresult = run_in_scene(*{args!r})\n"
+    return out_dir, run_in_blender(snippet, extension_zip=extension_zip, python=python, sys_path=[ROOT],
+                                   exit_at_once=True)
+
+
+OUT = object()          # stands for the output folder in `run_demo_scene`'s args
+
+
 def install_extension(zip_path):
     """Inside Blender: install and enable an extension zip into the ``user_default`` repository."""
     import bpy

@@ -22,8 +22,7 @@ from pathlib import Path
 if __package__ in (None, ""):              # run as a script: make `tools` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tools import build_extension  # noqa: E402
-from tools.blender_session import EXTENSION_MODULE, ROOT, run_in_blender  # noqa: E402
+from tools.blender_session import EXTENSION_MODULE, OUT, ROOT, run_demo_scene  # noqa: E402
 
 CLIP = ROOT.parent / "shared" / "data" / "bvh" / "cmu_02_01_walk.bvh"
 CMU_UNIT = 0.056444          # metres per CMU unit (the data's SOURCES.md)
@@ -134,14 +133,7 @@ def plot(data, path):
 
 
 def run_demo(out_dir=ROOT / "out", extension_zip=None, python=None):
-    out_dir = Path(out_dir).resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if extension_zip is None:
-        extension_zip = build_extension.write_zip(ROOT / "dist")
-    snippet = (f"from tools.demo_retarget import run_in_scene\n"
-               f"result = run_in_scene({str(out_dir)!r})\n")
-    # exit_at_once: Blender 4.2 crashes on exit after Rigify was enabled (see run_in_blender).
-    data = run_in_blender(snippet, extension_zip=extension_zip, python=python, sys_path=[ROOT], exit_at_once=True)
+    out_dir, data = run_demo_scene("demo_retarget", [OUT], out_dir, extension_zip, python)
     data["plot"] = str(plot(data, out_dir / "retarget_feet.png"))
     data["table"] = table(data)
     return data

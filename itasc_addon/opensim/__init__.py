@@ -2,16 +2,7 @@
 `scaling` (OpenSim's Scale tool on an imported model), `solve` (bind, solve, bake, files), `properties` (what is kept on objects), `operators` and
 `panels` (the UI). `register` / `unregister` register the three that hold Blender classes."""
 
+from ..registration import modules_factory
 from . import operators, panels, properties
 
-_modules = (properties, operators, panels)
-
-
-def register():
-    for module in _modules:
-        module.register()
-
-
-def unregister():
-    for module in reversed(_modules):
-        module.unregister()
+register, unregister = modules_factory((properties, operators, panels))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import bpy
 import numpy as np
@@ -30,8 +30,8 @@ from ...solver import retarget as engine
 from ...solver.retarget.roles import mapped_parent
 from ...solver.retarget.skeletons import rest_ground
 from .. import keys, solving
-from ..rig import RigError, engine_bone
-from . import auto_map, bone_maps, naive, rigify_controls, source, target, writing
+from ..rig import RigError
+from . import auto_map, bone_maps, naive, posed_keys, rigify_controls, source, target
 
 CHUNK = 48          # frames read per step
 
@@ -153,40 +153,6 @@ def split_map(rig, src, bone_map):
     return {r: s_map[r] for r in both}, {r: t_map[r] for r in both}, notes
 
 
-def parents_of(rig):
-    """{bone: parent bone name or None}: the armature's own hierarchy, or on a rig Rigify generated
-    the metarig's hierarchy of its ORG- bones (`rigify_controls.org_parents`)."""
-    out = {b.name: b.parent.name if b.parent else None for b in rig.data.bones}
-    if rigify_controls.is_generated_rigify(rig):
-        out.update(rigify_controls.org_parents(rig))
-    return out
-
-
-def solved_bones(rig, t_map, parents):
-    """The target bones the solve moves: the mapped ones and those between them and the hips,
-    in the armature's parent-first order."""
-    hips = t_map["hips"]
-    keep = set()
-    for bone in t_map.values():
-        b = bone
-        chain = []
-        while b is not None and b != hips:
-            chain.append(b)
-            b = parents[b]
-        if b is None:
-            raise RigError(f"target bone '{bone}' does not hang from the hips bone '{hips}'; fix the bone map")
-        keep.update(chain)
-    keep.add(hips)
-    order, placed = [], set()
-    pending = [b.name for b in rig.data.bones if b.name in keep]
-    while pending:                                  # parents first (Rigify lists ORG- bones otherwise)
-        ready = [n for n in pending if n == hips or parents[n] in placed]
-        order += ready
-        placed.update(ready)
-        pending = [n for n in pending if n not in placed]
-    return order
-
-
 def _angle(A, B):
     """Angle (...) between rotations A and B (..., 3, 3)."""
     c = (np.trace(np.swapaxes(A, -1, -2) @ B, axis1=-2, axis2=-1) - 1.0) / 2.0
@@ -241,29 +207,13 @@ class Job:
         self.rigify = rigify_controls.is_generated_rigify(rig)
         self.rigid_limbs = bool(rigid_limbs)
         self.warnings = [f"bone map: {n}" for n in map_notes]
-        self.parents = parents_of(rig)
-        names = solved_bones(rig, self.t_map, self.parents)
-        settings_of = rigify_controls.ik_settings_of(rig) if self.rigify else {}
-        hinges = rigify_controls.hinge_limits(rig) if self.rigify else {}
-        bones = []
-        for i, n in enumerate(names):
-            bone = replace(engine_bone(rig, n, False), parent=None if i == 0 else self.parents[n])
-            if n in settings_of:                     # a Rigify ORG bone moves as its IK chain's bone may
-                chain = engine_bone(rig, settings_of[n], False)
-                bone = replace(bone, lock=chain.lock, limits=chain.limits, stiffness=chain.stiffness)
-            if n in hinges:                          # and bends to the side its pole does
-                x = bone.limits[0]
-                lo, hi = hinges[n] if x is None else (max(x[0], hinges[n][0]), min(x[1], hinges[n][1]))
-                bone = replace(bone, limits=((lo, hi), *bone.limits[1:]))
-            bones.append(bone)
-        self.bone_names = names
-        self.target = engine.Target(bones=bones, roles=dict(self.t_map))
+        self.bone_names, self.parents, self.target = target.rig_target(rig, self.t_map)
         try:
             self.target.check()
             self.points = list(self.target.points())
         except ValueError as err:
             raise RigError(f"target '{rig.name}': {err}; nothing was written") from None
-        self.floor = rest_ground(bones)
+        self.floor = rest_ground(self.target.bones)
         render = bpy.context.scene.render
         self.fps = render.fps / render.fps_base
         self.contacts_in = self._contacts(contacts)
@@ -476,44 +426,12 @@ class Job:
 
     def _write(self):
         """Keys: on the solved bones (their bases), or on a generated Rigify rig's controls."""
-        hips = self.t_map["hips"]
-        self.passes = 0
-        if self.rigify:
-            wanted = {n: self.posed[:, i] for i, n in enumerate(self.bone_names)}
-            need = rigify_controls.needed_bones(self.rig)
-            missing = sorted(need - set(wanted))
-            if missing:
-                raise RigError(f"the bone map leaves the Rigify rig's ORG- bone(s) {', '.join(missing)} unsolved; "
-                               "use the 'rigify' preset")
-            if self.rigid_limbs:
-                changed = rigify_controls.rigid_ik_chains(self.rig)
-                if changed:
-                    self.warnings.append("IK Stretch set to 0 on Rigify's IK chain bones " + ", ".join(
-                        f"{b} (was {v:g})" for b, v in changed) + " so that knees and elbows keep the solved "
-                        "pose; pass rigid_limbs=False to keep the rig's stretch")
-            self._open_layer()
-            self.keys_written, self.passes, _, _, seen = rigify_controls.write_controls(
-                self.rig, self.frames, wanted, record=self.record, also=self.bone_names)
-            self.seen = [np.array(self.rig.matrix_world) @ seen]       # read after the last keys: no second reading
-            return
-        rest = {b: np.array(self.rig.data.bones[b].matrix_local) for b in self.bone_names}
-        bases = {}
-        for i, name in enumerate(self.bone_names):
-            parent = self.parents[name]
-            if i == 0 or parent not in rest:
-                local_rest = rest[name]
-                parent_pose = np.eye(4)
-            else:
-                parent_pose = self.posed[:, self.bone_names.index(parent)]
-                local_rest = np.linalg.inv(rest[parent]) @ rest[name]
-            bases[name] = np.linalg.inv(parent_pose @ local_rest) @ self.posed[:, i]
-        for name in bases:
-            u, _, vt = np.linalg.svd(bases[name][:, :3, :3])
-            bases[name][:, :3, :3] = u @ vt
-        plan = writing.plan(self.rig, bases, located={hips})
-        writing.check(plan)
-        self._open_layer()
-        self.keys_written = writing.write(self.rig, self.frames, plan, record=self.record)
+        self.keys_written, self.passes, seen, warnings = posed_keys.write_posed(
+            self.rig, self.frames, self.bone_names, self.parents, self.posed, record=self.record,
+            rigid_limbs=self.rigid_limbs, before_write=self._open_layer)
+        self.warnings += warnings
+        if seen is not None:
+            self.seen = [seen]                     # read after the last keys: no second reading
 
     def _open_layer(self):
         """With `layer`, the keys go into a new action over the target's animation (`keys.new_layer`)."""

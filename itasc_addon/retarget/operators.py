@@ -54,15 +54,6 @@ class ITASC_OT_retarget(ModalJob, bpy.types.Operator):
     def _make_job(self, context):
         return make_job(context, _props(context))
 
-    def execute(self, context):
-        try:
-            self._job = self._make_job(context)
-            self._job.run()
-        except self.job_errors as err:
-            self.report({"ERROR"}, str(err))
-            return {"CANCELLED"}
-        return self._finish()
-
     def _finish(self):
         result = self._job.result
         props = bpy.context.scene.itasc_retarget

@@ -3,9 +3,12 @@ pose solved for it and the result stays editable.
 
 The retarget solves on the ORG- bones (the `bone_maps` preset "rigify"); the keys go on the
 controls an animator uses, with the limbs in IK: the torso (location and rotation, carrying the
-hips), the FK spine's top control, neck and head, the shoulders, per limb the IK control of the
-foot or hand (location and rotation), the toe's IK control, and the pole (location), with each
-limb's IK_FK switch at IK and its pole switched on, the pole carried by the limb's upper bone.
+hips), the FK spine's top control, neck and head (location and rotation: Rigify's neck hangs
+from the FK spine's end, which the spine's tweak controls leave where they bend it, not at the
+solved chest's top), the shoulders, per limb the IK control of the foot or hand (location and
+rotation), the toe's IK control, and the pole (location), with each limb's IK_FK switch at IK
+and its pole switched on, the pole carried by the limb's upper bone. The neck's middle bone
+(ORG-spine.005) keeps Rigify's own twist, half the head's.
 
 Each control c is paired with the ORG- bone o it carries rigidly (its pose is c's times a fixed
 offset). Rigify hangs controls under helper bones driven by other controls, so a control's
@@ -131,7 +134,7 @@ def pairs(obj):
     controls carry each spine bone, so the spine bends as solved."""
     out = [("torso", "ORG-spine", "full"), ("tweak_spine.001", "ORG-spine.001", "full"),
            ("tweak_spine.002", "ORG-spine.002", "full"), ("spine_fk.003", "ORG-spine.003", "turn"),
-           ("tweak_spine.003", "ORG-spine.003", "move"), ("neck", "ORG-spine.004", "turn"),
+           ("tweak_spine.003", "ORG-spine.003", "move"), ("neck", "ORG-spine.004", "full"),
            ("head", "ORG-spine.006", "turn")]
     for s in "LR":
         out += [(f"foot_ik.{s}", f"ORG-foot.{s}", "full"), (f"toe_ik.{s}", f"ORG-toe.{s}", "turn"),

@@ -1,14 +1,14 @@
 """Blender for the batch kinds that need it ('retarget'): which Python runs it, and the Blender
 process that runs the add-on's batch worker (itasc_addon/retarget/batch_worker.py).
 
-The solver never imports `bpy`: each Dask worker process keeps one Blender process of the Python
-that has it, started on its first clip, and hands it one clip after another (the rig file opened
+The solver never imports `bpy`: each Dask worker (a process, or a thread of a threads cluster)
+keeps one Blender process of the Python that has it, started on its first clip, and hands it one clip after another (the rig file opened
 anew for each). A clip that raises is answered with its message and the next goes on; a clip
 that crashes Blender, or runs over its time limit (the process is killed), fails alone and the
 next clip starts a new Blender. That process starts with Blender's factory preferences (its
 user resources in a temporary folder): the user's own add-ons and extensions, this one among
 them, are not loaded beside the worker's copy. It ends when its stdin closes (its Dask worker
-gone) or at this process's exit.
+process gone), at `close_all` or at this process's exit.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 WORKER = Path(__file__).resolve().parents[2] / "itasc_addon" / "retarget" / "batch_worker.py"
@@ -152,25 +153,27 @@ _processes: dict = {}
 
 
 def _process(python: str) -> BlenderProcess:
-    """This process's Blender for `python`, started anew where the last one is gone."""
-    process = _processes.get(python)
+    """This thread's Blender for `python`, started anew where the last one is gone."""
+    key = (python, threading.get_ident())
+    process = _processes.get(key)
     if process is None or not process.alive:
         if process is not None:
             process.close()
-        process = _processes[python] = BlenderProcess(python)
+        process = _processes[key] = BlenderProcess(python)
     return process
 
 
 @atexit.register
 def close_all() -> None:
-    for process in _processes.values():
+    """End every Blender process this process's threads started."""
+    for process in list(_processes.values()):
         process.close()
     _processes.clear()
 
 
 def retarget_clip(python: str, rig_file, clip, options: dict) -> tuple:
     """(the .blend's bytes, the figures) of one clip retargeted onto the rig in `rig_file`, by this
-    process's Blender (started on first use, and again after a crash or a time limit)."""
+    thread's Blender (started on first use, and again after a crash or a time limit)."""
     with tempfile.TemporaryDirectory(prefix="itasc-retarget-") as tmp:
         blend = Path(tmp) / "out.blend"
         figures = _process(python).retarget(

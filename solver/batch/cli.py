@@ -58,7 +58,7 @@ def add_parser(commands) -> None:
                                                           "(scale), *.pkl (fly), *.bvh (retarget))")
         p.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786); "
                                            "default: a LocalCluster on this machine")
-        p.add_argument("--workers", type=int, help="LocalCluster worker processes (default: one per core)")
+        p.add_argument("--workers", type=int, help="LocalCluster workers (default: one per core)")
         p.add_argument("--resume", action="store_true",
                        help="skip trials whose outputs are newer than the trial, the setup and the model")
         p.add_argument("--only-failed", action="store_true", help="solve only the trials whose last run failed")

@@ -6,6 +6,10 @@ or an existing cluster's scheduler (`scheduler='tcp://host:8786'`), or a Client 
 must see the trial files, the model, the task set and the output folder at the same paths (a
 cluster's shared file system) and import `solver` (installed, or on PYTHONPATH).
 
+A batch of the 'retarget' kind runs on a LocalCluster of threads instead: its work happens in a
+Blender process per worker (blender.py), so a worker only waits, and threads start in
+milliseconds where processes take a fork server's start; the batch's Blender processes end with it.
+
 Starting warm: the LocalCluster's worker processes are forked from a fork server that has
 imported `distributed`, numpy and the solver once (multiprocessing's 'forkserver' method with
 those modules preloaded, where the platform has it; Dask's default 'spawn' elsewhere), so a
@@ -89,15 +93,17 @@ def start_fork_server() -> str:
     return "forkserver"
 
 
-def local_cluster(workers: int | None = None):
+def local_cluster(workers: int | None = None, processes: bool = True):
     """A LocalCluster of `workers` processes (default: one per core), one thread each, BLAS on one
-    thread, started warm (module docstring)."""
+    thread, started warm (module docstring); with `processes` false, of threads in this process."""
     import dask
     from distributed import LocalCluster
+    options = dict(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, dashboard_address=":0",
+                   scheduler_kwargs={"dashboard": False}, silence_logs=logging.ERROR)
+    if not processes:
+        return LocalCluster(processes=False, **options)
     with dask.config.set({"distributed.worker.multiprocessing-method": start_fork_server()}):
-        return LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                            dashboard_address=":0", scheduler_kwargs={"dashboard": False},
-                            silence_logs=logging.ERROR, env=dict(BLAS_ONE_THREAD))
+        return LocalCluster(processes=True, env=dict(BLAS_ONE_THREAD), **options)
 
 
 def lost(spec: TrialSpec, exc: BaseException) -> Outcome:
@@ -155,12 +161,13 @@ def run_batch(specs, out_dir, *, scheduler: str | None = None, workers: int | No
     result = BatchResult(out_dir, skipped=[s.name for s in skipped], trials=len(specs))
     bar = Progress(len(todo), skipped=len(skipped), stream=stream, enabled=progress)
     cluster = own_client = None
+    in_blender = bool(todo) and all(spec.kind == "retarget" for spec in todo)
     futures = []
     try:
         if todo:
             if client is None:
                 if scheduler is None:
-                    cluster = local_cluster(workers)
+                    cluster = local_cluster(workers, processes=not in_blender)
                     own_client = client = Client(cluster)
                 else:
                     own_client = client = Client(scheduler)
@@ -208,6 +215,9 @@ def run_batch(specs, out_dir, *, scheduler: str | None = None, workers: int | No
             own_client.close()
         if cluster is not None:
             cluster.close()
+            if in_blender:
+                from .blender import close_all
+                close_all()
         bar.close()
         result.summary = write_summary(out_dir, specs, summary)
         result.seconds = time.perf_counter() - started

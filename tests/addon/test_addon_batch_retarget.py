@@ -168,3 +168,26 @@ def test_bad_arguments_are_refused_clearly(run, tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, *sys.argv[1:]]))
+
+
+def test_a_batch_in_this_process_runs_a_blender_per_worker_and_ends_them(run, tmp_path):
+    """run_batch called from Python: the retarget kind's workers are threads of this process, each
+    with a Blender process of its own, and those processes end with the batch."""
+    from solver.batch import blender, find_trials, retarget_specs, run_batch
+    specs = retarget_specs(run["rig"], find_trials("retarget", [run["clips"]], ["walk_*.bvh"]), python=blender_python(),
+                           scale=CMU_UNIT)
+    started = []
+    real = blender.BlenderProcess.__init__
+
+    def record(self, python):
+        real(self, python)
+        started.append(self)
+
+    blender.BlenderProcess.__init__ = record
+    try:
+        result = run_batch(specs, tmp_path / "out", workers=2, progress=False)
+    finally:
+        blender.BlenderProcess.__init__ = real
+    assert sorted(result.solved) == sorted(STARTS) and not result.failed and result.workers == 2
+    assert len(started) == 2 and len({p.proc.pid for p in started}) == 2
+    assert not blender._processes and all(not p.alive for p in started)
