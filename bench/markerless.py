@@ -9,8 +9,8 @@ Per row: the mean keypoint error (|x - p| over frames and keypoints, mm of the d
 over frames of the per-frame RMS (OpenSim's marker RMS: its own report); joint jitter (JSON only: RMS joint
 acceleration over the rotational coordinates, rad/s^2: our rig's rotation vectors, OpenSim's
 joint angles, so only like against like); keypoint jitter (RMS acceleration of the fitted
-keypoints or OpenSim's model markers, m/s^2; the file's own in the caption); their mean distance
-to the Butterworth-filtered file's keypoints (mm: how far from a filtered reference); the stance
+keypoints or OpenSim's model markers, m/s^2; the file's own in the caption); in the JSON only,
+their mean distance to the Butterworth-filtered file's keypoints (mm); the stance
 foot's drift (the left heel's and toes' largest distance from their mean over frames
 STANCE, where the left foot stands: mm; the file's own in the caption); the seconds of the fit
 (ours: calibration and fit; OpenSim: its IK tool on the trial).
@@ -37,11 +37,11 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "markerl
 TRIALS = {"raw": "balancing_0-100.trc", "filtered": "balancing_0-100_filt_butterworth.trc"}
 STANCE = slice(5, 66)
 STANCE_FOOT = ("LHeel", "LBigToe", "LSmallToe")
-CASES = (("ours, frames alone", None, None), ("ours, 6 Hz", 6.0, None), ("ours, 6 Hz, contacts", 6.0, "auto"))
+CASES = (("ours, 6 Hz", 6.0, None), ("ours, 6 Hz + feet", 6.0, "auto"))
 COLUMNS = [Column("trial", "trial", text=True), Column("method", "method", text=True),
            Column("error_mm", "error (mm)", "{:.1f}"), Column("rms_mm", "RMS (mm)", "{:.1f}"),
-           Column("keypoint_jitter", "jitter (m/s²)", "{:.1f}"), Column("to_filtered_mm", "to filtered (mm)", "{:.1f}"),
-           Column("stance_drift_mm", "stance drift (mm)", "{:.1f}"), Column("seconds", "s", "{:.1f}")]
+           Column("keypoint_jitter", "jitter (m/s²)", "{:.1f}"), Column("stance_drift_mm", "stance drift (mm)", "{:.1f}"),
+           Column("seconds", "s", "{:.1f}")]
 
 
 def keypoint_jitter(positions: np.ndarray, rate: float) -> float:
@@ -147,9 +147,8 @@ def run(quick: bool = False) -> Table:
                              **ours(trial, static, filtered.z_up().positions, rig, cutoff, contacts)))
         theirs = opensim_row(DATA / name, filtered.positions)
         if theirs is not None:
-            rows.append(dict(trial=label, method="OpenSim (Pose2Sim's model)", **theirs))
-    caption = ("Pose2Sim's balancing trial: ours on a humanoid rig, OpenSim's IK on Pose2Sim's scaled model "
-               "(columns: bench/markerless.py). The files': " + "; ".join(files) + ".")
+            rows.append(dict(trial=label, method="OpenSim", **theirs))
+    caption = ("Pose2Sim's balancing trial; columns: bench/markerless.py. The files': " + "; ".join(files) + ".")
     return Table("markerless", "Markerless keypoints: ours vs OpenSim's IK on Pose2Sim's model", caption, COLUMNS, rows)
 
 
