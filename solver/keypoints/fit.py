@@ -46,7 +46,7 @@ from ..runtime.blas_threads import one_blas_thread
 from . import smoothness
 from .block_tridiagonal import solve_block_tridiagonal
 from .contacts import UP, FootContacts
-from .data_term import data_term, free_coordinates, rest_weights, targets_and_weights
+from .data_term import data_term, free_coordinates, per_axis, rest_weights, targets_and_weights
 from .placement import Placement
 from .root_start import start_pose
 from .second_order import full_hessian, grouping
@@ -97,23 +97,22 @@ class _Terms:
     """The fit's point terms: the keypoints (K rows) and, with contacts, each contact point's pin
     and floor rows; the floor rows weigh only where their point lies below the floor."""
 
-    def __init__(self, placement: Placement, y, w, contacts: FootContacts | None, frames=slice(None)):
+    def __init__(self, placement: Placement, y, w, contacts: FootContacts | None):
         self.keypoints = len(placement.names)
         self.contacts = contacts
         if contacts is None:
             self.placement, self.y, self.w = placement, y, w
             return
         i, P = contacts.index, contacts.index.size
-        pinned = contacts.pinned[frames]
         self.placement = Placement(placement.model, placement.names + contacts.names * 2,
                                    np.concatenate([placement.segments, placement.segments[i], placement.segments[i]]),
                                    np.concatenate([placement.offsets, placement.offsets[i], placement.offsets[i]]),
                                    placement.root)
         F = y.shape[0]
         floor = np.broadcast_to(contacts.floor * UP, (F, P, 3))
-        self.y = np.concatenate([y, np.nan_to_num(contacts.pins[frames]), floor], axis=1)
+        self.y = np.concatenate([y, np.nan_to_num(contacts.pins), floor], axis=1)
         self.w = np.concatenate([np.broadcast_to(w[..., None], (F, self.keypoints, 3)),
-                                 np.broadcast_to(contacts.weight * pinned[..., None], (F, P, 3)),
+                                 np.broadcast_to(contacts.weight * contacts.pinned[..., None], (F, P, 3)),
                                  np.broadcast_to(contacts.weight * UP, (F, P, 3))], axis=1)
 
     def frames(self, index) -> "_Terms":
@@ -137,7 +136,7 @@ class _Terms:
         x = self.placement.evaluate(Q, jacobian=False)
         e = x - self.y
         w = self.weights(x)
-        return np.sum((w[..., None] if w.ndim == 2 else w) * e * e, axis=(1, 2))
+        return np.sum(per_axis(w) * e * e, axis=(1, 2))
 
     def term(self, Q):
         """data_term at Q with the weights that hold there, and those weights."""
