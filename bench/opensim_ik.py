@@ -157,7 +157,7 @@ def pose2sim_ik_setup(folder: Path, trial: Path, time_range=None, marker_locatio
     tags = [("model_file", "pose2sim_scaled.osim"), ("marker_file", trial.name),
             ("output_motion_file", "pose2sim_ik.mot"), ("results_directory", ".")]
     if time_range is not None:
-        tags.append(("time_range", f"{time_range[0]!r} {time_range[1]!r}"))
+        tags.append(("time_range", f"{float(time_range[0])!r} {float(time_range[1])!r}"))
     if marker_locations:
         tags.append(("report_marker_locations", "true"))
     for tag, value in tags:
