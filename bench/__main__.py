@@ -17,7 +17,8 @@ reachable poses: ours with random restarts, IKPy, TRAC-IK's published figures), 
 frame in animation and in simulation mode on the 6-bone chain, Rigify's metarig and the generated rig, ours
 vs Blender's iTaSC in the same mode or the generated rig's Standard IK), batch (marker IK trials per second:
 `python -m solver batch` on 1 and 2 Dask workers vs one by one vs OpenSim's tool one by one), batch_retarget
-(8 BVH clips retargeted onto Rigify's metarig: `python -m solver batch retarget` on 1 and 2 workers vs one by one). --markdown rewrites
+(8 BVH clips retargeted onto Rigify's metarig: `python -m solver batch retarget` on 1 and 2 workers vs one by one),
+markerless (Pose2Sim's keypoints onto a rig, ours vs OpenSim's IK on Pose2Sim's model). --markdown rewrites
 the part of that file between the bench markers: each table run, with the command, date, commit and
 machine that measured it (tables it did not run stay as they were).
 """
@@ -38,7 +39,8 @@ import numpy as np
 
 from solver import keep_freed_memory
 
-from . import bake, batch, batch_retarget, blender, chains, fly_vs_ikpy, live, long_bake, opensim_ik, opensim_scale, opensim_scapula
+from . import bake, batch, batch_retarget, blender, chains, fly_vs_ikpy, live, long_bake, markerless, opensim_ik, opensim_scale
+from . import opensim_scapula
 from . import random_poses, rigify_rigs, scaling
 from . import retarget as retarget_bench
 from .common import RESULTS
@@ -62,6 +64,7 @@ BENCHMARKS = {
     "retarget": (retarget_bench.run, retarget_bench.draw),
     "batch": (batch.table, batch.draw),
     "batch_retarget": (batch_retarget.run, batch_retarget.draw),
+    "markerless": (markerless.run, markerless.draw),
 }
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 

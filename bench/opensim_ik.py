@@ -138,16 +138,29 @@ def prepare(folder: Path) -> dict:
 def _pose2sim(folder: Path) -> Path:
     """Pose2Sim's scaling setup run by our Scale tool, and its IK setup with its paths put on
     that model and the trial: the IK setup's path."""
+    return pose2sim_ik_setup(folder, P2S / P2S_TRIAL)
+
+
+def pose2sim_ik_setup(folder: Path, trial: Path, time_range=None, marker_locations: bool = False) -> Path:
+    """Pose2Sim's model scaled by its scaling setup (our Scale tool: the factors and model
+    OpenSim's model scaler gives, tests/apps/test_opensim_scale.py) into `folder`, and its IK
+    setup on that model and `trial` (copied there), optionally over `time_range` (s, s) and
+    reporting the model's marker locations: the IK setup's path."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         scaled = run_scale_setup(P2S / "Scaling_Setup_Pose2Sim_Halpe26.xml", write=False,
                                  model_file=P2S / "Model_Pose2Sim_Halpe26.osim", marker_file=P2S / "static_0-12.trc")
     scaled.scaled.write(folder / "pose2sim_scaled.osim")
-    shutil.copy(P2S / P2S_TRIAL, folder / P2S_TRIAL)
-    (folder / P2S_TRIAL).chmod(0o644)
+    shutil.copy(trial, folder / trial.name)
+    (folder / trial.name).chmod(0o644)
     text = (P2S / "IK_Setup_Pose2Sim_Halpe26.xml").read_text()
-    for tag, value in (("model_file", "pose2sim_scaled.osim"), ("marker_file", P2S_TRIAL),
-                       ("output_motion_file", "pose2sim_ik.mot"), ("results_directory", ".")):
+    tags = [("model_file", "pose2sim_scaled.osim"), ("marker_file", trial.name),
+            ("output_motion_file", "pose2sim_ik.mot"), ("results_directory", ".")]
+    if time_range is not None:
+        tags.append(("time_range", f"{float(time_range[0])!r} {float(time_range[1])!r}"))
+    if marker_locations:
+        tags.append(("report_marker_locations", "true"))
+    for tag, value in tags:
         text = re.sub(rf"<{tag}>[^<]*</{tag}>", f"<{tag}>{value}</{tag}>", text)
     path = folder / "pose2sim_setup.xml"
     path.write_text(text)

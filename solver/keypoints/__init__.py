@@ -11,7 +11,9 @@ SMPL fits) read into one KeypointTrial and fitted onto a rig.
     calibration.py                offsets and one uniform scale on a static window
     smoothness.py                 the acceleration penalty and its cutoff in Hz
     block_tridiagonal.py          the banded solve (block cyclic reduction)
-    fit.py                        all frames in one solve; errors and gaps reported
+    second_order.py               the keypoint term's full Hessian, for Newton's steps
+    contacts.py                   still feet: spans (the retarget's detection), pins, the floor
+    fit.py                        all frames in one solve; errors, gaps and contacts reported
     pipeline.py                   fit_keypoints(trial, target_model, static=...): all of it
 
     result = fit_keypoints(read_keypoints("trial.trc").z_up(), target_model(target),

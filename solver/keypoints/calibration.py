@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..limits import project
+from ..runtime.blas_threads import one_blas_thread
 from .data_term import data_cost, data_term, free_coordinates, rest_weights, targets_and_weights
 from .placement import Placement
 from .root_start import data_scale, start_pose
@@ -87,6 +88,7 @@ def _shared_blocks(R, J, w, p, e, offsets, prior, beta):
     return H_qt, H_tt, g_t
 
 
+@one_blas_thread()
 def calibrate(placement: Placement, positions: np.ndarray, weights: np.ndarray, *, offset_prior: float = 1.0,
               scale: float | None = None, max_iterations: int = 200, tolerance: float = 1e-7) -> Calibration:
     """Offsets and scale (module docstring) from keypoints `positions` (Fw, K, 3) in the

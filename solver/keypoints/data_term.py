@@ -3,7 +3,8 @@
     E_f(q) = sum_k w_fk |x_k(q) - y_fk|^2,
 
 with its Gauss-Newton normal equations H_f = sum_k w_fk J_k^T J_k and g_f = -sum_k w_fk J_k^T e_k
-(e = x - y; g is the descent side: H dq = g), and the bounds a step keeps: a coordinate on its
+(e = x - y; g is the descent side: H dq = g). The weights are (F, K), or (F, K, 3) one per axis
+(a floor weighs only the height: contacts.py); and the bounds a step keeps: a coordinate on its
 limit whose descent direction points out of the range is locked (left out of the step), as
 update.weighted_step locks it; limits.project puts a step's end back inside. And a weak pull to rest, rho |q|^2 (rest_weights).
 """
@@ -53,18 +54,24 @@ def targets_and_weights(positions: np.ndarray, weights: np.ndarray, scale: float
     return np.where(present[..., None], scale * np.nan_to_num(positions), 0.0), w
 
 
+def per_axis(w: np.ndarray) -> np.ndarray:
+    """Weights (F, K) or (F, K, 3) as (F, K, 1) or (F, K, 3): one per axis, broadcast."""
+    return w[..., None] if w.ndim == 2 else w
+
+
 def data_cost(placement: Placement, Q, y, w) -> np.ndarray:
     """E_f (F,) alone."""
     e = placement.evaluate(Q, jacobian=False) - y
-    return np.einsum("fk,fki,fki->f", w, e, e)
+    return np.sum(per_axis(w) * e * e, axis=(1, 2))
 
 
 def data_term(placement: Placement, Q, y, w) -> DataTerm:
     """The term and its normal equations at Q (module docstring)."""
     x, J, R = placement.evaluate(Q)
     e = x - y
-    cost = np.einsum("fk,fki,fki->f", w, e, e)
-    Jw = J * w[..., None, None]
+    w = per_axis(w)
+    cost = np.sum(w * e * e, axis=(1, 2))
+    Jw = J * w[..., None]
     F, K, _, n = J.shape
     H = np.swapaxes(Jw.reshape(F, 3 * K, n), 1, 2) @ J.reshape(F, 3 * K, n)
     g = -np.einsum("fkai,fka->fi", Jw, e)

@@ -11,6 +11,10 @@ rest for coordinates no keypoint sees (data_term.rest_weights). Where keypoints 
 carries their bones across the gap (a bone with no keypoint for a while moves as smoothly as it
 can between the frames that have them).
 
+With contacts (contacts.py) each foot keypoint is also drawn to its pin through its spans and up
+to the floor where it lies below it: two more rows of points on the same bones, with their own
+targets and weights (the floor's on the height alone, and only where the point lies below it).
+
 Levenberg-Marquardt, first frame by frame (batched, each frame its own damping), then, with the
 smoothness term, on the whole trajectory from there: its normal matrix is sum_f H_f (block
 diagonal) plus D^T D (x) Lambda, banded with each frame tied to the two before and after it.
@@ -18,31 +22,41 @@ Pairs of frames as blocks of 2n make it block tridiagonal, solved exactly by cyc
 (block_tridiagonal.py). The damping adds mu times the frame's mean data stiffness to the
 diagonal (so directions no keypoint sees take short steps); a step that lowers the cost is taken
 and mu divided by 3, else mu multiplied by 4. Coordinates on a limit that the step would push out
-are locked, and a step's end is projected into the limits (limits.project).
+are locked, and a step's end is projected into the limits (limits.project). Once a step gains
+less than NEWTON_FROM of the cost, the keypoint term's full Hessian (second_order.py; in the
+trajectory refreshed every NEWTON_EVERY steps) takes Gauss-Newton's place: the valleys that only
+the pull to rest decides are then crossed in a few steps instead of crept along.
 
 The result reports per frame and keypoint the error |x - s p| (rig units, NaN where missing),
 which keypoints were missing (the gaps the smoothness bridged) and per frame the RMS over the
-keypoints present.
+keypoints present; with contacts, the spans, the floor, each contact point's distance from its pin
+and how far it lies below the floor.
 """
+
 
 from __future__ import annotations
 
 import time as _time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..limits import project
+from ..runtime.blas_threads import one_blas_thread
 from . import smoothness
 from .block_tridiagonal import solve_block_tridiagonal
-from .data_term import data_cost, data_term, free_coordinates, rest_weights, targets_and_weights
+from .contacts import UP, FootContacts
+from .data_term import data_term, free_coordinates, per_axis, rest_weights, targets_and_weights
 from .placement import Placement
 from .root_start import start_pose
+from .second_order import full_hessian, grouping
 
 _MU_START = 1e-3            # Levenberg-Marquardt damping, relative to the mean data stiffness
 _MU_TRAJECTORY = 1e-6       # the same for the whole trajectory, which starts from the frames' solutions
 _MU_GIVE_UP = 1e12
 FLAT = 1e-8                # relative: a step lowering the cost less than this has converged
+NEWTON_FROM = 1e-3         # relative gain of a step below which the trajectory takes Newton's steps
+NEWTON_EVERY = 3           # steps between two evaluations of the full Hessian
 
 
 @dataclass
@@ -50,7 +64,11 @@ class KeypointFit:
     """q (F, n) coordinates; error (F, K) |x - s p| in rig units (NaN where missing); missing
     (F, K) keypoints the fit did not see (NaN or below the confidence threshold); rms (F,) over
     the keypoints present (NaN in a frame without any); bridged (F,) frames with a keypoint
-    missing; iterations, converged, seconds; the smoothness weight per coordinate `smoothing`."""
+    missing; iterations, converged, seconds; the smoothness weight per coordinate `smoothing` and
+    the pull to rest `rest` (rho). With contacts: `contacts` {contact keypoint: [Span, ...]}, the `floor` height (rig units,
+    along +Z), and per frame and contact point (`contact_names`) `pin_error` (F, P) the distance
+    from its pin (NaN where no span holds it) and `floor_penetration` (F, P) how far below the
+    floor it lies (0 above it)."""
 
     q: np.ndarray
     error: np.ndarray
@@ -62,11 +80,68 @@ class KeypointFit:
     converged: bool
     seconds: float
     smoothing: np.ndarray
+    rest: np.ndarray | None = None
+    contacts: dict = field(default_factory=dict)
+    floor: float | None = None
+    contact_names: tuple = ()
+    pin_error: np.ndarray | None = None
+    floor_penetration: np.ndarray | None = None
 
     @property
     def gap_frames(self) -> np.ndarray:
         """Frame indices with a keypoint missing."""
         return np.flatnonzero(self.bridged)
+
+
+class _Terms:
+    """The fit's point terms: the keypoints (K rows) and, with contacts, each contact point's pin
+    and floor rows; the floor rows weigh only where their point lies below the floor."""
+
+    def __init__(self, placement: Placement, y, w, contacts: FootContacts | None):
+        self.keypoints = len(placement.names)
+        self.contacts = contacts
+        if contacts is None:
+            self.placement, self.y, self.w = placement, y, w
+            return
+        i, P = contacts.index, contacts.index.size
+        self.placement = Placement(placement.model, placement.names + contacts.names * 2,
+                                   np.concatenate([placement.segments, placement.segments[i], placement.segments[i]]),
+                                   np.concatenate([placement.offsets, placement.offsets[i], placement.offsets[i]]),
+                                   placement.root)
+        F = y.shape[0]
+        floor = np.broadcast_to(contacts.floor * UP, (F, P, 3))
+        self.y = np.concatenate([y, np.nan_to_num(contacts.pins), floor], axis=1)
+        self.w = np.concatenate([np.broadcast_to(w[..., None], (F, self.keypoints, 3)),
+                                 np.broadcast_to(contacts.weight * contacts.pinned[..., None], (F, P, 3)),
+                                 np.broadcast_to(contacts.weight * UP, (F, P, 3))], axis=1)
+
+    def frames(self, index) -> "_Terms":
+        """The terms of some frames only."""
+        sub = object.__new__(_Terms)
+        sub.keypoints, sub.contacts, sub.placement = self.keypoints, self.contacts, self.placement
+        sub.y, sub.w = self.y[index], self.w[index]
+        return sub
+
+    def weights(self, x) -> np.ndarray:
+        """The weights at points x: the floor rows' only where they lie below the floor."""
+        if self.contacts is None:
+            return self.w
+        below = x[:, -self.contacts.index.size:] @ UP < self.contacts.floor
+        w = self.w.copy()
+        w[:, -below.shape[1]:] *= below[..., None]
+        return w
+
+    def cost(self, Q) -> np.ndarray:
+        """The terms' cost per frame (F,)."""
+        x = self.placement.evaluate(Q, jacobian=False)
+        e = x - self.y
+        w = self.weights(x)
+        return np.sum(per_axis(w) * e * e, axis=(1, 2))
+
+    def term(self, Q):
+        """data_term at Q with the weights that hold there, and those weights."""
+        w = self.weights(self.placement.evaluate(Q, jacobian=False)) if self.contacts is not None else self.w
+        return data_term(self.placement, Q, self.y, w), w
 
 
 def _paired_system(H, g, Lambda, free):
@@ -96,57 +171,73 @@ def _paired_system(H, g, Lambda, free):
     return D, L, (g * free).reshape(N, 2 * n), F2
 
 
-def _frame_by_frame(placement, Q, y, w, rho, max_iterations, tolerance):
+def _frame_by_frame(terms: _Terms, Q, rho, max_iterations, tolerance):
     """Every frame on its own (no smoothness): Levenberg-Marquardt per frame, batched over the
-    frames still going. Returns Q, iterations (F,), converged (F,)."""
-    model = placement.model
+    frames still going, each until its step is below `tolerance` or gains less than FLAT of its
+    cost, with Newton's steps once a step of its gains less than NEWTON_FROM.
+    Returns Q, iterations (F,), converged (F,)."""
+    model = terms.placement.model
     F, n = Q.shape
     Q = Q.copy()
+    groups = grouping(terms.placement)
     mu = np.full(F, _MU_START)
-    iterations, converged = np.zeros(F, int), np.zeros(F, bool)
+    iterations, converged, newton = np.zeros(F, int), np.zeros(F, bool), np.zeros(F, bool)
     active = np.arange(F)
     for _ in range(max_iterations):
         if not active.size:
             break
-        term = data_term(placement, Q[active], y[active], w[active])
+        these = terms.frames(active)
+        term, w = these.term(Q[active])
         cost = term.cost + np.sum(rho * Q[active] ** 2, axis=1)
         g = term.g - rho * Q[active]
         free = free_coordinates(model, Q[active], g)
         H = term.H + np.diag(rho)
-        scale = np.mean(np.diagonal(H, axis1=1, axis2=2), axis=1) + 1e-300
+        close = newton[active]
+        if close.any():
+            H[close] = full_hessian(these.placement, Q[active[close]], these.y[close], w[close], term.g[close],
+                                    groups) + np.diag(rho)
+        scale = np.mean(np.diagonal(term.H, axis1=1, axis2=2), axis=1) + 1e-300
         H = H + (mu[active] * scale)[:, None, None] * np.eye(n)
         H = np.where(free[:, :, None] & free[:, None, :], H, 0.0) + np.eye(n) * (~free)[:, None, :]
         dQ = np.linalg.solve(H, (g * free)[..., None])[..., 0]
         trial = project(model, Q[active] + dQ)
-        trial_cost = data_cost(placement, trial, y[active], w[active]) + np.sum(rho * trial ** 2, axis=1)
+        trial_cost = these.cost(trial) + np.sum(rho * trial ** 2, axis=1)
         better = trial_cost <= cost
         step = np.max(np.abs(trial - Q[active]), axis=1, initial=0.0)
-        flat = cost - trial_cost <= FLAT * cost
+        gain = (cost - trial_cost) / np.where(cost > 0, cost, 1.0)
         Q[active[better]] = trial[better]
         iterations[active] += 1
         mu[active] = np.where(better, mu[active] / 3.0, mu[active] * 4.0)
-        done = (better & ((step < tolerance) | flat)) | (mu[active] > _MU_GIVE_UP)
+        newton[active[better & (gain < NEWTON_FROM)]] = True
+        done = (better & ((step < tolerance) | (gain <= FLAT))) | (mu[active] > _MU_GIVE_UP)
         converged[active[done]] = True
         active = active[~done]
     return Q, iterations, converged
 
 
-def _trajectory(placement, Q, y, w, rho, Lambda, max_iterations, tolerance):
+def _trajectory(terms: _Terms, Q, rho, Lambda, max_iterations, tolerance):
     """All frames together with the smoothness term: Levenberg-Marquardt on the trajectory,
-    each step solved by block cyclic reduction. Returns Q, iterations, converged."""
-    model = placement.model
+    each step solved by block cyclic reduction, Newton's steps once the gains are small (module
+    docstring). Returns Q, iterations, converged."""
+    model = terms.placement.model
     F, n = Q.shape
+    groups = grouping(terms.placement)
 
     def total(Q):
-        return data_cost(placement, Q, y, w).sum() + smoothness.cost(Q, Lambda) + np.sum(rho * Q * Q)
+        return terms.cost(Q).sum() + smoothness.cost(Q, Lambda) + np.sum(rho * Q * Q)
 
     cost, mu = total(Q), _MU_TRAJECTORY
+    newton, curvature, since = False, 0.0, NEWTON_EVERY
     for iteration in range(1, max_iterations + 1):
-        term = data_term(placement, Q, y, w)
+        term, w = terms.term(Q)
         g = term.g - rho * Q - smoothness.second_difference_normal(Q) * Lambda
         free = free_coordinates(model, Q, g)
-        H = term.H + np.diag(rho)
-        scale = np.mean(np.diagonal(H, axis1=1, axis2=2), axis=1) + 1e-300
+        if newton and since >= NEWTON_EVERY:
+            curvature = full_hessian(terms.placement, Q, terms.y, w, term.g, groups) - term.H
+            since = 0
+        since += 1
+        H = term.H + np.diag(rho) + curvature
+        scale = np.mean(np.diagonal(term.H, axis1=1, axis2=2), axis=1) + 1e-300
         while True:
             D, L, b, F2 = _paired_system(H + (mu * scale)[:, None, None] * np.eye(n), g, Lambda, free)
             trial = project(model, Q + solve_block_tridiagonal(D, L, b).reshape(F2, n)[:F])
@@ -157,43 +248,67 @@ def _trajectory(placement, Q, y, w, rho, Lambda, max_iterations, tolerance):
         if trial_cost > cost:
             return Q, iteration, True            # no step lowers the cost: at the minimum to rounding
         step = np.max(np.abs(trial - Q), initial=0.0)
-        flat = cost - trial_cost <= FLAT * cost
+        gain = (cost - trial_cost) / cost if cost > 0 else 0.0
         Q, cost, mu = trial, trial_cost, mu / 3.0
-        if step < tolerance or flat:
+        if step < tolerance or gain <= FLAT:
             return Q, iteration, True
+        newton = newton or gain < NEWTON_FROM
     return Q, max_iterations, False
 
 
+@one_blas_thread()
 def fit_trajectory(placement: Placement, positions: np.ndarray, weights: np.ndarray, *, scale: float = 1.0,
                    rate: float = 60.0, cutoff: float | None = 6.0, start: np.ndarray | None = None,
-                   max_iterations: int = 200, tolerance: float = 1e-7) -> KeypointFit:
+                   max_iterations: int = 200, tolerance: float = 1e-7, contacts: FootContacts | None = None,
+                   previous: KeypointFit | None = None) -> KeypointFit:
     """Fit the placement's model to keypoints `positions` (F, K, 3, data units, NaN where
     missing; the placement's order) with `weights` (F, K) (module docstring). `start` (F, n)
     overrides the rigid start (root_start.start_pose). Each frame is first solved on its own,
-    then, with a cutoff, all together with the smoothness term from there."""
+    then, with a cutoff, all together with the smoothness term from there. `contacts`
+    (contacts.foot_contacts) holds the feet; `previous`, a fit of the same keypoints, is then
+    carried on from (its coordinates, smoothing and pull to rest) with the contacts added."""
     began = _time.perf_counter()
     model = placement.model
     F, n = positions.shape[0], model.n_coordinates
     if not (np.isfinite(rate) and rate > 0):
         raise ValueError(f"the frame rate {rate} must be a positive number")
     y, w = targets_and_weights(positions, weights, scale, count=len(placement.names))
-    Q = project(model, np.array(start, float)) if start is not None else start_pose(placement, y, w)
-    stiffness = np.diagonal(data_term(placement, Q, y, w).H, axis1=1, axis2=2)
     seen = w.sum(axis=1) > 0
-    rho = rest_weights(placement, stiffness[seen])
-    Q, iterations, converged = _frame_by_frame(placement, Q, y, w, rho, max_iterations, tolerance)
-    iterations, converged = int(iterations.max()), bool(converged.all())
-    Lambda = np.zeros(n)
-    if cutoff is not None and F >= 3:
+    terms = _Terms(placement, y, w, contacts)
+    smoothed = cutoff is not None and F >= 3
+    iterations, converged = 0, True
+    if previous is not None:
+        Q, Lambda, rho = previous.q, previous.smoothing, previous.rest
+    else:
+        if smoothed:
+            smoothness.cutoff_weight(cutoff, rate)                    # the cutoff checked before solving
+        Q = project(model, np.array(start, float)) if start is not None else start_pose(placement, y, w)
         stiffness = np.diagonal(data_term(placement, Q, y, w).H, axis1=1, axis2=2)
-        Lambda = smoothness.cutoff_weight(cutoff, rate) * (np.median(stiffness[seen], axis=0) if seen.any()
-                                                           else np.zeros(n))
-        Q, more, converged = _trajectory(placement, Q, y, w, rho, Lambda, max_iterations, tolerance)
+        rho = rest_weights(placement, stiffness[seen])
+        Q, frame_iterations, frame_converged = _frame_by_frame(terms, Q, rho, max_iterations, tolerance)
+        iterations, converged = int(frame_iterations.max()), bool(frame_converged.all())
+        Lambda = np.zeros(n)
+        if smoothed:
+            stiffness = np.diagonal(data_term(placement, Q, y, w).H, axis1=1, axis2=2)
+            Lambda = smoothness.cutoff_weight(cutoff, rate) * (np.median(stiffness[seen], axis=0) if seen.any()
+                                                               else np.zeros(n))
+    if smoothed:
+        Q, more, converged = _trajectory(terms, Q, rho, Lambda, max_iterations, tolerance)
         iterations += more
+    elif previous is not None:
+        Q, frame_iterations, frame_converged = _frame_by_frame(terms, Q, rho, max_iterations, tolerance)
+        iterations, converged = int(frame_iterations.max()), bool(frame_converged.all())
     x = placement.evaluate(Q, jacobian=False)
     missing = w <= 0
     error = np.where(missing, np.nan, np.linalg.norm(x - y, axis=-1))
     count = (~missing).sum(axis=1)
     rms = np.where(count > 0, np.sqrt(np.nansum(error ** 2, axis=1) / np.maximum(count, 1)), np.nan)
-    return KeypointFit(Q, error, missing, rms, missing.any(axis=1), placement.names, iterations, converged,
-                       _time.perf_counter() - began, Lambda)
+    fit = KeypointFit(Q, error, missing, rms, missing.any(axis=1), placement.names, iterations, converged,
+                      0.0, Lambda, rest=rho)
+    if contacts is not None:
+        points = x[:, contacts.index]
+        fit.contacts, fit.floor, fit.contact_names = contacts.spans, contacts.floor, contacts.names
+        fit.pin_error = np.where(contacts.pinned, np.linalg.norm(points - contacts.pins, axis=-1), np.nan)
+        fit.floor_penetration = np.maximum(contacts.floor - points @ UP, 0.0)
+    fit.seconds = _time.perf_counter() - began
+    return fit

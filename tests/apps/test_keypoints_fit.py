@@ -10,11 +10,12 @@ import pytest
 
 from solver.keypoints import keypoint_set
 from solver.keypoints import data_term as data_term_module
-from solver.keypoints import smoothness
+from solver.keypoints import second_order, smoothness
 from solver.keypoints.block_tridiagonal import solve_block_tridiagonal
 from solver.keypoints.calibration import _shared_blocks, calibrate
 from solver.keypoints.data_term import data_cost, data_term
-from solver.keypoints.fit import _paired_system, fit_trajectory
+from solver.keypoints.contacts import FootContacts
+from solver.keypoints.fit import _Terms, _paired_system, fit_trajectory
 from solver.keypoints.placement import Placement, place_keypoints
 from solver.limits import project, violation
 from solver.model import Model, Segment, prismatic, sphere
@@ -133,6 +134,65 @@ def test_data_term_gradient_and_hessian_against_finite_differences(rig):
         del J
         W = np.repeat(w[f], 3)
         np.testing.assert_allclose(term.H[f], Jx.T @ (W[:, None] * Jx), rtol=1e-6, atol=1e-8)
+
+
+def test_full_hessian_is_the_derivative_of_the_gradient(rig):
+    """second_order's Hessian (one gradient per group of coordinates moving no keypoint in
+    common, from forward kinematics alone) against central differences of data_term's gradient
+    coordinate by coordinate, with per-axis weights and residuals large enough that the
+    curvature Gauss-Newton leaves out is far above the tolerance."""
+    placement = dense_placement(rig)
+    rng = np.random.default_rng(7)
+    Q = motion(placement.model, placement.root, F=2)
+    y = placement.evaluate(Q, jacobian=False) + rng.normal(0, 0.1, (2, len(placement.names), 3))
+    w = rng.uniform(0.2, 1.0, y.shape)
+    term = data_term(placement, Q, y, w)
+    np.testing.assert_allclose(second_order.gradient(placement, Q, y, w), term.g, rtol=0, atol=1e-12)
+    groups = second_order.grouping(placement)
+    assert groups.steps.shape[0] < placement.model.n_coordinates / 2
+    H = second_order.full_hessian(placement, Q, y, w, term.g, groups)
+    n, h = placement.model.n_coordinates, 1e-6
+    reference = np.zeros_like(H)
+    for c in range(n):
+        step = np.zeros(n)
+        step[c] = h
+        reference[:, :, c] = (data_term(placement, Q - step, y, w).g - data_term(placement, Q + step, y, w).g) / (2 * h)
+    reference = 0.5 * (reference + np.swapaxes(reference, 1, 2))
+    tolerance = 1e-5 * np.abs(reference).max()
+    np.testing.assert_allclose(H, reference, rtol=0, atol=tolerance)
+    assert np.abs(reference - term.H).max() > 100 * tolerance
+
+
+def test_contact_rows_cost_and_gradient(rig):
+    """A fit's contact rows: each contact point drawn to its pin in the frames a span holds it and
+    up to the floor (on the height alone) where it lies below it. The cost is that sum written
+    out here, and the gradient the fit steps on is its derivative (central differences, away
+    from the floor's kink)."""
+    placement = dense_placement(rig)
+    rng = np.random.default_rng(11)
+    Q = motion(placement.model, placement.root, F=3)
+    x = placement.evaluate(Q, jacobian=False)
+    y = x + rng.normal(0, 0.03, x.shape)
+    w = rng.uniform(0.5, 1.0, x.shape[:2])
+    index = np.array([0, 4, 9])
+    pins = np.full((3, 3, 3), np.nan)
+    pins[:2, 0] = x[0, 0] + 0.02
+    pins[1:, 2] = x[1, 9] - 0.01
+    heights = x[:, index, 2]
+    floor = float(np.mean(np.sort(heights, axis=None)[5:7]))
+    assert np.min(np.abs(heights - floor)) > 1e-3 and (heights < floor).any()
+    weight = 50.0
+    contacts = FootContacts(tuple(placement.names[i] for i in index), index, {}, pins, floor, weight)
+    terms = _Terms(placement, y, w, contacts)
+    held = np.isfinite(pins[..., 0])
+    expected = (np.sum(w[..., None] * (x - y) ** 2, axis=(1, 2))
+                + weight * np.sum(np.where(held, np.sum((x[:, index] - np.nan_to_num(pins)) ** 2, axis=-1), 0.0), axis=1)
+                + weight * np.sum(np.maximum(floor - heights, 0.0) ** 2, axis=1))
+    np.testing.assert_allclose(terms.cost(Q), expected, rtol=1e-12)
+    term, _ = terms.term(Q)
+    for f in range(3):
+        fd = fd_gradient(lambda q: terms.frames([f]).cost(q[None])[0], Q[f])
+        np.testing.assert_allclose(-2 * term.g[f], fd, rtol=1e-6, atol=1e-8)
 
 
 def test_calibration_gradient_against_finite_differences(rig):
