@@ -124,7 +124,8 @@ def fit_keypoints(rig, trial_or_path, *, static=None, keypoint_set=None, bone_ma
     `cutoff` (Hz, None: no smoothing) and `threshold` (confidence below it counts as missing) as
     the engine's. Options: method ('fit', or 'copy' for the rotation-copy baseline: each bone
     aimed along its two keypoints), static_frames, offset_prior, max_iterations, roles, rate,
-    units, up, rigid_limbs (as `retarget`'s). Keys are written as `bake` writes them (Clear Bake
+    units, up, rigid_limbs (as `retarget`'s), contacts ('auto': the feet held where they stand
+    still and above the floor, as the engine's; None: free), floor. Keys are written as `bake` writes them (Clear Bake
     removes them). Returns a `keypoints.job.KeypointsResult` measured on Blender's evaluation of
     the keys: ``error`` per frame and keypoint (scene units, NaN where missing), ``gap_frames``,
     ``gaps``, the engine's own fit as ``engine``. Bad input raises `RigError` and writes nothing."""

@@ -49,7 +49,10 @@ class KeypointsResult:
     (bridged by the fit's smoothness) and `gaps` {keypoint: [(first, last) scene frame]}.
     `bone_names` and `bone_matrices` (F, B, 4, 4): the moved bones' world matrices as Blender
     shows them. `engine` the engine's `KeypointResult` (None for the copy method), `report` its
-    calibration per keypoint, `left_out` {keypoint: why}."""
+    calibration per keypoint, `left_out` {keypoint: why}. With contacts (the fit's): `contacts`
+    {foot keypoint: [(first, last) scene frame]} where the fit held it still, and `foot_drift`
+    {foot keypoint: (spans,)} the keypoint's largest distance, as Blender shows it, from where it
+    is at the span's first frame (scene units)."""
 
     frames: np.ndarray
     names: list
@@ -75,6 +78,8 @@ class KeypointsResult:
     fit_seconds: float = 0.0
     write_seconds: float = 0.0
     verify_seconds: float = 0.0
+    contacts: dict = field(default_factory=dict)
+    foot_drift: dict = field(default_factory=dict)
 
     @property
     def mean_error(self) -> float:
@@ -126,7 +131,8 @@ class Job:
 
     def __init__(self, rig, trial, *, static=None, keypoint_set=None, bone_map=None, cutoff=6.0, threshold=0.0,
                  frame_start=None, method="fit", static_frames=None, offset_prior=1.0, max_iterations=100,
-                 roles=None, record=True, rigid_limbs=True, rate=None, units=None, up=None):
+                 roles=None, record=True, rigid_limbs=True, rate=None, units=None, up=None, contacts="auto",
+                 floor=None):
         self.started = time.perf_counter()
         if isinstance(rig, str):
             rig = bpy.data.objects.get(rig)
@@ -166,6 +172,7 @@ class Job:
                             offset_prior=float(offset_prior), roles=roles, max_iterations=int(max_iterations))
         if static_frames is not None:
             self.options["static_frames"] = static_frames
+        self.fit_options = dict(contacts=contacts, floor=floor)
         self.phase, self.i = "fit", 0
         self.seen = []
         self.result = None
@@ -250,7 +257,7 @@ class Job:
         """The engine's fit (or the baseline on the engine's calibration): `posed` (F, B, 4, 4)."""
         try:
             if self.method == "fit":
-                self.engine = fit_keypoints(self.trial, self.model, **self.options)
+                self.engine = fit_keypoints(self.trial, self.model, **self.options, **self.fit_options)
                 self.calibration, self.left_out = self.engine.calibration, self.engine.left_out
                 frames = forward_kinematics(self.model.model, self.engine.fit.q).frames
                 self.posed = frames[:, self.model.segment]
@@ -311,6 +318,11 @@ class Job:
         rms = np.where(count > 0, np.sqrt(np.nansum(error ** 2, axis=1) / np.maximum(count, 1)), np.nan)
         f0 = int(self.frames[0])
         gaps = {n: _spans(self.missing[:, k], f0) for k, n in enumerate(self.names) if self.missing[:, k].any()}
+        held = {} if self.engine is None else self.engine.contacts
+        contacts = {n: [(s.start + f0, s.end + f0) for s in spans] for n, spans in held.items() if spans}
+        drift = {n: np.array([np.linalg.norm(points[s.start:s.end + 1, self.names.index(n)]
+                                             - points[s.start, self.names.index(n)], axis=-1).max() for s in spans])
+                 for n, spans in held.items() if spans}
         return KeypointsResult(
             frames=self.frames.copy(), names=self.names, error=error, rms=rms, points=points, data=data,
             missing=self.missing.copy(), gap_frames=self.frames[self.missing.any(axis=1)].astype(int), gaps=gaps,
@@ -318,4 +330,4 @@ class Job:
             method=self.method, seconds=time.perf_counter() - self.started, engine=self.engine,
             report=self.calibration.report(), left_out=dict(self.left_out), bone_map=dict(self.t_map),
             keys_written=self.keys_written, control_passes=self.passes, warnings=list(self.warnings),
-            fit_seconds=self.times["fit"], write_seconds=self.times["write"])
+            fit_seconds=self.times["fit"], write_seconds=self.times["write"], contacts=contacts, foot_drift=drift)

@@ -1,5 +1,5 @@
 """The "Keypoints" panel in the 3D View's sidebar (iTaSC tab), beside "Retarget": rig, keypoint
-file, static file, keypoint set, smoothing, threshold, first frame, method, fit. Drawing only
+file, static file, keypoint set, smoothing, threshold, feet held, first frame, method, fit. Drawing only
 reads data."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class ITASC_PT_keypoints(bpy.types.Panel):
         sub.enabled = p.use_cutoff
         sub.prop(p, "cutoff")
         layout.prop(p, "threshold")
+        layout.prop(p, "hold_feet")
         layout.prop(p, "frame_start")
         layout.prop(p, "method")
         layout.operator("itasc.fit_keypoints", icon="ARMATURE_DATA")

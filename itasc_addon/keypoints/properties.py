@@ -1,6 +1,6 @@
 """The keypoint fit's settings, saved with the file on the scene (``scene.itasc_keypoints``): the
 rig, the keypoint file and the optional static file, the keypoint set, smoothing cutoff,
-confidence threshold, first frame, method, and the last result's summary."""
+confidence threshold, feet held, first frame, method, and the last result's summary."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ class ITASC_PG_keypoints(bpy.types.PropertyGroup):
                           description="Smoothing cutoff in Hz (Pose2Sim's Butterworth filter uses 6)")
     threshold: FloatProperty(name="Confidence Threshold", default=0.0, min=0.0, max=1.0,
                              description="Keypoints whose confidence is below this count as missing")
+    hold_feet: BoolProperty(name="Hold Feet", default=True,
+                            description="Hold each foot's keypoints on one point where the foot stands still, and "
+                                        "above the floor")
     frame_start: IntProperty(name="First Frame", default=-1,
                              description="Scene frame of the trial's first frame (-1: the scene's start)")
     method: EnumProperty(name="Method", items=(("fit", "iTaSC fit", "Calibrated keypoints, limits, smoothness"),
@@ -58,4 +61,5 @@ def job_options(props):
     return {"static": bpy.path.abspath(props.static_path) if props.static_path.strip() else None,
             "keypoint_set": None if props.keypoint_set == "AUTO" else props.keypoint_set,
             "cutoff": float(props.cutoff) if props.use_cutoff else None, "threshold": float(props.threshold),
+            "contacts": "auto" if props.hold_feet else None,
             "frame_start": None if props.frame_start < 0 else int(props.frame_start), "method": props.method}

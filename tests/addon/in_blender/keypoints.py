@@ -43,7 +43,7 @@ def generated_rig():
 
 def figures(result):
     """What the host asserts, as JSON-able values."""
-    engine = result.engine
+    engine, f0 = result.engine, int(result.frames[0])
     return {
         "frames": result.frames.tolist(), "names": result.names,
         "mean_error": result.mean_error, "error": np.nan_to_num(result.error, nan=-1.0).tolist(),
@@ -53,7 +53,16 @@ def figures(result):
         "gap_frames": result.gap_frames.tolist(), "gaps": {k: [list(s) for s in v] for k, v in result.gaps.items()},
         "scale": result.scale, "keys": result.keys_written, "warnings": result.warnings, "seconds": result.seconds,
         "fit_seconds": result.fit_seconds, "write_seconds": result.write_seconds, "passes": result.control_passes,
-        "bone_map": result.bone_map, "left_out": result.left_out}
+        "bone_map": result.bone_map, "left_out": result.left_out,
+        "contacts": {k: [list(s) for s in v] for k, v in result.contacts.items()},
+        "foot_drift": {k: v.tolist() for k, v in result.foot_drift.items()},
+        "source_drift": {k: [_drift(result.data[a - f0:b - f0 + 1, result.names.index(k)]) for a, b in v]
+                         for k, v in result.contacts.items()}}
+
+
+def _drift(path):
+    """The largest distance (NaN-aware) of a path (n, 3) from its first point."""
+    return float(np.nanmax(np.linalg.norm(path - path[0], axis=-1)))
 
 
 def generated_session(first=0, count=30):
