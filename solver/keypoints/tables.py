@@ -17,8 +17,8 @@ LShoulder,Neck,upper_arm.L,head
 RShoulder,Neck,upper_arm.R,head
 LElbow,LShoulder,forearm.L,head
 RElbow,RShoulder,forearm.R,head
-LWrist,LElbow,hand.L,head
-RWrist,RElbow,hand.R,head
+LWrist,LElbow,forearm.L,tail
+RWrist,RElbow,forearm.R,tail
 LHip,Hip,thigh.L,head
 RHip,Hip,thigh.R,head
 LKnee,LHip,shin.L,head
@@ -47,8 +47,8 @@ LShoulder,Nose,upper_arm.L,head
 RShoulder,Nose,upper_arm.R,head
 LElbow,LShoulder,forearm.L,head
 RElbow,RShoulder,forearm.R,head
-LWrist,LElbow,hand.L,head
-RWrist,RElbow,hand.R,head
+LWrist,LElbow,forearm.L,tail
+RWrist,RElbow,forearm.R,tail
 LHip,LShoulder,thigh.L,head
 RHip,RShoulder,thigh.R,head
 LKnee,LHip,shin.L,head
@@ -72,10 +72,10 @@ Nose,Neck,head,mid
 Head,Nose,head,tail
 LShoulder,Neck,upper_arm.L,head
 LElbow,LShoulder,forearm.L,head
-LWrist,LElbow,hand.L,head
+LWrist,LElbow,forearm.L,tail
 RShoulder,Neck,upper_arm.R,head
 RElbow,RShoulder,forearm.R,head
-RWrist,RElbow,hand.R,head
+RWrist,RElbow,forearm.R,tail
 """
 
 SMPL_24 = """
@@ -100,8 +100,8 @@ left_shoulder,left_collar,upper_arm.L,head
 right_shoulder,right_collar,upper_arm.R,head
 left_elbow,left_shoulder,forearm.L,head
 right_elbow,right_shoulder,forearm.R,head
-left_wrist,left_elbow,hand.L,head
-right_wrist,right_elbow,hand.R,head
+left_wrist,left_elbow,forearm.L,tail
+right_wrist,right_elbow,forearm.R,tail
 left_hand,left_wrist,hand.L,tail
 right_hand,right_wrist,hand.R,tail
 """
@@ -123,8 +123,8 @@ left_shoulder,nose,upper_arm.L,head
 right_shoulder,nose,upper_arm.R,head
 left_elbow,left_shoulder,forearm.L,head
 right_elbow,right_shoulder,forearm.R,head
-left_wrist,left_elbow,hand.L,head
-right_wrist,right_elbow,hand.R,head
+left_wrist,left_elbow,forearm.L,tail
+right_wrist,right_elbow,forearm.R,tail
 left_pinky,left_wrist,hand.L,tail
 right_pinky,right_wrist,hand.R,tail
 left_index,left_wrist,hand.L,tail

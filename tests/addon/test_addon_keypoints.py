@@ -82,6 +82,15 @@ def test_the_feet_stand_where_the_fit_holds_them_as_blender_shows_it(generated):
     print("held keypoints' drift (m):", max(held), "the data's:", max(source))
 
 
+def test_joints_jitter_less_than_the_keypoints_files_give_them(generated):
+    """Joint jitter (RMS angular acceleration of each bone relative to its parent, as Blender shows
+    the keys) of ours on the raw keypoints: far below what the raw keypoints give the bones (the
+    rotation copy of the raw file) and no more than the Butterworth-filtered file gives them."""
+    ours, raw, filtered = (generated[k]["jitter"] for k in ("ours", "copy", "copy_filtered"))
+    assert ours < 0.25 * raw and ours <= filtered, (ours, raw, filtered)
+    print("joint jitter (rad/s^2): ours", ours, "raw keypoints", raw, "filtered keypoints", filtered)
+
+
 def test_keys_on_rigify_controls_and_clear_bake(generated):
     keyed = set(generated["keyed_bones"])
     assert {"torso", "foot_ik.L", "foot_ik.R", "hand_ik.L", "hand_ik.R", "neck", "head"} <= keyed

@@ -12,12 +12,15 @@ from pathlib import Path
 import bpy
 import numpy as np
 
+from tools.demo_markerless import jitter
+
 from . import EXTENSION, addon
 from .panels import Layout
 from .scenes import all_keys, clear_scene
 
 api = addon("api")
 rig_module = addon("rig")
+target = addon("retarget.target")
 kp = importlib.import_module(f"{EXTENSION}.solver.keypoints")
 
 DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "markerless_pose2sim"
@@ -41,8 +44,9 @@ def generated_rig():
     return bpy.context.view_layer.objects.active, metarig_obj
 
 
-def figures(result):
-    """What the host asserts, as JSON-able values."""
+def figures(result, rig=None, rate=None):
+    """What the host asserts, as JSON-able values; with the rig and the trial's rate, the joint
+    jitter (`tools.demo_markerless.jitter`: mean over frames)."""
     engine, f0 = result.engine, int(result.frames[0])
     return {
         "frames": result.frames.tolist(), "names": result.names,
@@ -57,7 +61,9 @@ def figures(result):
         "contacts": {k: [list(s) for s in v] for k, v in result.contacts.items()},
         "foot_drift": {k: v.tolist() for k, v in result.foot_drift.items()},
         "source_drift": {k: [_drift(result.data[a - f0:b - f0 + 1, result.names.index(k)]) for a, b in v]
-                         for k, v in result.contacts.items()}}
+                         for k, v in result.contacts.items()},
+        "jitter": None if rig is None else float(np.nanmean(jitter(result.bone_matrices, target.parents_of(rig),
+                                                                   result.bone_names, rate)))}
 
 
 def _drift(path):
@@ -82,14 +88,17 @@ def generated_session(first=0, count=30):
     rig.pose.bones["torso"].keyframe_insert("location", frame=count + 20)
     user = all_keys(rig)
     ours = api.fit_keypoints(rig, trial, static=static, frame_start=1)
-    out["ours"] = figures(ours)
+    out["ours"] = figures(ours, rig, trial.rate)
     after = all_keys(rig)
     keyed = set(after) - set(user)
     out["user_keys_kept"] = all(after[p]["co"][-1] == v["co"][-1] if p.startswith('pose.bones["torso"]')
                                 else after[p] == v for p, v in user.items())
     out["keyed_bones"] = sorted({p.split('"]')[0].split('["')[1] for p in keyed if p.startswith("pose.bones")})
     out["nan_keys"] = sum(not np.all(np.isfinite(np.asarray(v["co"]))) for v in all_keys(rig).values())
-    out["copy"] = figures(api.fit_keypoints(rig, trial, static=static, frame_start=1, method="copy"))
+    out["copy"] = figures(api.fit_keypoints(rig, trial, static=static, frame_start=1, method="copy"), rig, trial.rate)
+    filtered = kp.read_keypoints(DATA / "balancing_0-100_filt_butterworth.trc").frames(slice(first, first + count))
+    out["copy_filtered"] = figures(api.fit_keypoints(rig, filtered, static=static, frame_start=1, method="copy"),
+                                   rig, trial.rate)
     gappy = trial.frames(slice(None))
     gappy.positions = trial.positions.copy()
     wrist = trial.index("RWrist")
