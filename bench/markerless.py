@@ -1,7 +1,8 @@
 """Markerless keypoints onto a rig: Pose2Sim's balancing trial (100 frames at 60 Hz, 21 HALPE_26
 keypoints, raw and Butterworth-filtered) onto the humanoid target of the retarget tests (2 units
 tall, an A-pose, knees limited), calibrated on Pose2Sim's static trial; beside it OpenSim 4.6's
-own IK on Pose2Sim's model, scaled with Pose2Sim's scaling setup (our Scale tool, whose model is
+own IK on Pose2Sim's model and the rotation copy the usual tools do (each bone aimed along its
+two keypoints: solver.keypoints.copy_keypoints, on our calibration), OpenSim's scaled with Pose2Sim's scaling setup (our Scale tool, whose model is
 OpenSim's model scaler's: tests/apps/test_opensim_scale.py; the setup's marker placer is off),
 with Pose2Sim's IK setup (its keypoint weights, accuracy 1e-5).
 
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from solver.keypoints import fit_keypoints, read_keypoints
+from solver.keypoints import copy_keypoints, fit_keypoints, read_keypoints
 from solver.opensim import read_ik_setup, read_storage
 from solver.retarget import target_model
 
@@ -71,6 +72,24 @@ def ours(trial, static, filtered, rig, cutoff, contacts) -> dict:
                 to_filtered_mm=1000 * np.nanmean(np.linalg.norm(fitted - filtered, axis=-1)),
                 stance_drift_mm=1000 * stance_drift(fitted, fit.names), seconds=seconds,
                 iterations=fit.iterations, converged=bool(fit.converged))
+
+
+def copied(trial, static, filtered, target) -> dict:
+    """The rotation copy's row, measured as ours is (the calibrated keypoints on its poses)."""
+    rig = target_model(target)
+    began = time.perf_counter()
+    poses, calibration, _ = copy_keypoints(trial, target, rig, static=static)
+    seconds = time.perf_counter() - began
+    placed, s = calibration.placement, calibration.scale
+    names = [b.name for b in target.bones]
+    M = poses[:, [names.index(rig.model.names[k]) for k in placed.segments]]
+    fitted = (np.einsum("fkij,kj->fki", M[..., :3, :3], placed.offsets) + M[..., :3, 3]) / s
+    data = trial.positions[:, [trial.index(n) for n in placed.names]]
+    error = np.linalg.norm(fitted - data, axis=-1)
+    return dict(error_mm=1000 * np.nanmean(error), rms_mm=1000 * np.nanmean(np.sqrt(np.nanmean(error ** 2, axis=1))),
+                keypoint_jitter=keypoint_jitter(fitted, trial.rate),
+                to_filtered_mm=1000 * np.nanmean(np.linalg.norm(fitted - filtered, axis=-1)),
+                stance_drift_mm=1000 * stance_drift(fitted, placed.names), seconds=seconds)
 
 
 def opensim_ik(trial_path: Path, folder: Path, time_range=None):
@@ -134,7 +153,8 @@ def opensim_row(trial_path: Path, filtered) -> dict | None:
 def run(quick: bool = False) -> Table:
     from tests.apps.retarget_walk import walk_target
 
-    rig = target_model(walk_target())
+    target = walk_target()
+    rig = target_model(target)
     static = read_keypoints(DATA / "static_0-12.trc").z_up()
     filtered = read_keypoints(DATA / TRIALS["filtered"])
     rows, files = [], []
@@ -145,11 +165,13 @@ def run(quick: bool = False) -> Table:
         for method, cutoff, contacts in CASES:
             rows.append(dict(trial=label, method=method,
                              **ours(trial, static, filtered.z_up().positions, rig, cutoff, contacts)))
+        rows.append(dict(trial=label, method="rotation copy", **copied(trial, static, filtered.z_up().positions, target)))
         theirs = opensim_row(DATA / name, filtered.positions)
         if theirs is not None:
             rows.append(dict(trial=label, method="OpenSim", **theirs))
     caption = ("Pose2Sim's balancing trial; columns: bench/markerless.py. The files': " + "; ".join(files) + ".")
-    return Table("markerless", "Markerless keypoints: ours vs OpenSim's IK on Pose2Sim's model", caption, COLUMNS, rows)
+    return Table("markerless", "Markerless keypoints: ours, a rotation copy, OpenSim's IK on Pose2Sim's model", caption,
+                 COLUMNS, rows)
 
 
 def draw(table: Table, path) -> None:

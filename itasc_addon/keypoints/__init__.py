@@ -2,8 +2,8 @@
 MotionBERT) fitted onto any rig by the engine (`solver.keypoints`), keys written as a bake writes
 them and every keypoint measured on Blender's evaluation of them.
 
-Modules by role, lowest first: `reading` (a keypoint file or trial, Z up), `aim` (the
-rotation-copy baseline, for contrast), `job` (one fit in steps, measured); above them the UI:
+Modules by role, lowest first: `reading` (a keypoint file or trial, Z up), `job` (one fit, or
+the engine's rotation-copy baseline for contrast, in steps, measured); above them the UI:
 `properties`, `operators`, `panels`. The rig side (bone maps, the bones moved, keys on Rigify's
 controls) is the retarget's (`..retarget`).
 """

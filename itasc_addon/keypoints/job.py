@@ -5,7 +5,8 @@ Data flows one way: the keypoint files (`reading`) and the rig's bone map (by na
 `retarget.auto_map`, or the one given) -> the bones the fit moves (`retarget.target.rig_target`;
 on a rig Rigify generated its ORG- skeleton) -> the engine's fit (`solver.keypoints.fit_keypoints`:
 keypoints placed by role, offsets and one uniform scale calibrated on the static trial, every
-frame in one smoothed solve), or the rotation-copy baseline (`aim`) on the same calibration ->
+frame in one smoothed solve), or the rotation-copy baseline (`solver.keypoints.copy_keypoints`) on
+the same calibration ->
 keys (`retarget.posed_keys`: as a bake writes them; on a generated Rigify rig, its controls) ->
 Blender's evaluation of every written frame -> per keypoint and frame the distance from the
 calibrated keypoint on the evaluated bone to the data.
@@ -26,12 +27,12 @@ import bpy
 import numpy as np
 
 from ...solver.kinematics import forward_kinematics
-from ...solver.keypoints import calibrate, fit_keypoints, place_keypoints
+from ...solver.keypoints import copy_keypoints, fit_keypoints
 from ...solver.retarget import REQUIRED_ROLES, ROLES, target_model
 from .. import keys, solving
 from ..rig import RigError
 from ..retarget import auto_map, posed_keys, source, target
-from . import aim, reading
+from . import reading
 
 CHUNK = 48          # frames read per step
 METHODS = ("fit", "copy")
@@ -273,23 +274,11 @@ class Job:
         self.missing = weights <= 0
 
     def _copy(self):
-        """The rotation-copy baseline (`aim`) on the calibration the fit would use."""
+        """The rotation-copy baseline (`solver.keypoints.copy_keypoints`) on the fit's calibration."""
         o = self.options
-        placement, self.left_out = place_keypoints(self.model, self.trial.keypoint_set, self.trial.names, o["roles"])
-        window = (self.trial if o["static"] is None else o["static"]).frames(o.get("static_frames", slice(None)))
-        missing = [n for n in placement.names if n not in window.names]
-        if missing:
-            raise ValueError(f"the calibration trial lacks the keypoints {missing}")
-        self.calibration = calibrate(placement, *self._in_order(window, placement.names),
-                                     offset_prior=o["offset_prior"])
-        positions, weights = self._in_order(self.trial, placement.names)
-        y = np.where((weights > 0)[..., None], self.calibration.scale * positions, np.nan)
-        rest = np.array([np.array(self.rig.data.bones[b].matrix_local) for b in self.bone_names])
-        role_of = {b: r for r, b in self.t_map.items()}
-        placed = self.calibration.placement
-        rest_points = placed.evaluate(self.model.model.neutral(1), jacobian=False)[0]
-        self.posed = aim.aimed_poses(y, self.trial.keypoint_set, list(placed.names), self.bone_names, self.parents,
-                                     rest, role_of, rest_points, lambda poses: self._points(poses, placed))
+        self.posed, self.calibration, self.left_out = copy_keypoints(
+            self.trial, self.target, self.model, static=o["static"], static_frames=o.get("static_frames", slice(None)),
+            threshold=o["threshold"], offset_prior=o["offset_prior"], roles=o["roles"])
 
     def _points(self, poses, placement):
         """The calibrated keypoints (F, K, 3) on bone matrices `poses` (F, B, 4, 4)."""

@@ -15,6 +15,7 @@ SMPL fits) read into one KeypointTrial and fitted onto a rig.
     contacts.py                   still feet: spans (the retarget's detection), pins, the floor
     fit.py                        all frames in one solve; errors, gaps and contacts reported
     pipeline.py                   fit_keypoints(trial, target_model, static=...): all of it
+    aim.py                        the rotation-copy baseline (copy_keypoints): bones aimed along keypoints
 
     result = fit_keypoints(read_keypoints("trial.trc").z_up(), target_model(target),
                            static=read_keypoints("static.trc").z_up())
@@ -27,8 +28,8 @@ from .read import KEYPOINT_SUFFIXES, read_keypoints
 from .placement import Placement, place_keypoints
 from .calibration import Calibration, calibrate
 from .fit import KeypointFit, fit_trajectory
-from .pipeline import KeypointResult, fit_keypoints
+from .pipeline import KeypointResult, copy_keypoints, fit_keypoints
 
 __all__ = ["KeypointFileError", "KEYPOINT_SETS", "KeypointSet", "keypoint_set", "set_naming", "KeypointTrial",
            "KEYPOINT_SUFFIXES", "read_keypoints", "Placement", "place_keypoints", "Calibration", "calibrate",
-           "KeypointFit", "fit_trajectory", "KeypointResult", "fit_keypoints"]
+           "KeypointFit", "fit_trajectory", "KeypointResult", "fit_keypoints", "copy_keypoints"]

@@ -1,6 +1,7 @@
 """Keypoints onto a rig in one call: place the trial's keypoints on the rig by role, calibrate on
 a static trial or window (offsets and scale), fit every frame (fit.py); with contacts, find where
-the feet stand still in that fit and fit again from it with them held (contacts.py).
+the feet stand still in that fit and fit again from it with them held (contacts.py). The
+rotation-copy baseline on the same calibration: `copy_keypoints` (aim.py).
 
     result = fit_keypoints(trial.z_up(), target_model(target), static=static.z_up())
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..retarget.contacts import ContactDetection
+from .aim import aimed_poses
 from .calibration import Calibration, calibrate
 from .contacts import contact_points, foot_contacts
 from .fit import KeypointFit, fit_trajectory
@@ -46,6 +48,19 @@ def _in_order(trial: KeypointTrial, names, threshold: float):
     return trial.positions[:, index], trial.weights(threshold)[:, index]
 
 
+def _calibrated(trial, target_model, static, static_frames, threshold, offset_prior, roles):
+    """(the Calibration on `static` or the trial's `static_frames`, the keypoints left out)."""
+    placement, left_out = place_keypoints(target_model, trial.keypoint_set, trial.names, roles)
+    calibration_trial = trial if static is None else static
+    missing = [n for n in placement.names if n not in calibration_trial.names]
+    if missing:
+        raise ValueError(f"the calibration trial lacks the keypoints {missing}")
+    positions, weights = _in_order(calibration_trial.frames(static_frames), placement.names, threshold)
+    if not np.any(weights > 0):
+        raise ValueError("the calibration frames hold no keypoint above the confidence threshold")
+    return calibrate(placement, positions, weights, offset_prior=offset_prior), left_out
+
+
 def fit_keypoints(trial: KeypointTrial, target_model, *, static: KeypointTrial | None = None,
                   static_frames=slice(None), threshold: float = 0.0, cutoff: float | None = 6.0,
                   offset_prior: float = 1.0, roles=None, max_iterations: int = 100, contacts: str | None = "auto",
@@ -59,15 +74,8 @@ def fit_keypoints(trial: KeypointTrial, target_model, *, static: KeypointTrial |
     free; `floor` (rig units along +Z) replaces the estimated floor, `detection` the thresholds."""
     if contacts not in ("auto", None):
         raise ValueError(f"contacts must be 'auto' or None, got {contacts!r}")
-    placement, left_out = place_keypoints(target_model, trial.keypoint_set, trial.names, roles)
-    calibration_trial = trial if static is None else static
-    missing = [n for n in placement.names if n not in calibration_trial.names]
-    if missing:
-        raise ValueError(f"the calibration trial lacks the keypoints {missing}")
-    positions, weights = _in_order(calibration_trial.frames(static_frames), placement.names, threshold)
-    if not np.any(weights > 0):
-        raise ValueError("the calibration frames hold no keypoint above the confidence threshold")
-    calibration = calibrate(placement, positions, weights, offset_prior=offset_prior)
+    calibration, left_out = _calibrated(trial, target_model, static, static_frames, threshold, offset_prior, roles)
+    placement = calibration.placement
     positions, weights = _in_order(trial, placement.names, threshold)
     options = dict(scale=calibration.scale, rate=trial.rate, cutoff=cutoff, max_iterations=max_iterations)
     fit = fit_trajectory(calibration.placement, positions, weights, **options)
@@ -79,3 +87,26 @@ def fit_keypoints(trial: KeypointTrial, target_model, *, static: KeypointTrial |
         fit.iterations += free.iterations
         fit.seconds += free.seconds
     return KeypointResult(fit, calibration, left_out)
+
+
+def copy_keypoints(trial: KeypointTrial, target, target_model, *, static: KeypointTrial | None = None,
+                   static_frames=slice(None), threshold: float = 0.0, offset_prior: float = 1.0, roles=None):
+    """The rotation-copy baseline (aim.py) of `trial` on the rig of `target` (a retarget Target,
+    `target_model` its TargetModel), on the calibration `fit_keypoints` would use: (pose matrices
+    (F, B, 4, 4) of target.bones in armature space, the Calibration, the keypoints left out)."""
+    calibration, left_out = _calibrated(trial, target_model, static, static_frames, threshold, offset_prior, roles)
+    placed = calibration.placement
+    positions, weights = _in_order(trial, placed.names, threshold)
+    y = np.where((weights > 0)[..., None], calibration.scale * positions, np.nan)
+    names = [b.name for b in target.bones]
+    rows = [names.index(target_model.model.names[s]) for s in placed.segments]
+
+    def points_of(poses):
+        M = poses[:, rows]
+        return np.einsum("fkij,kj->fki", M[..., :3, :3], placed.offsets) + M[..., :3, 3]
+
+    rest_points = placed.evaluate(target_model.model.neutral(1), jacobian=False)[0]
+    poses = aimed_poses(y, trial.keypoint_set, list(placed.names), names, {b.name: b.parent for b in target.bones},
+                        np.array([b.matrix for b in target.bones]), {b: r for r, b in target.roles.items()},
+                        rest_points, points_of)
+    return poses, calibration, left_out

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...solver.retarget.roles import ROLE_PARENT
-from ...solver.rotations import exp_map
+from ..retarget.roles import ROLE_PARENT
+from ..rotations import exp_map
 
 SPINE = ("spine", "chest", "upper_chest")
 
