@@ -106,7 +106,7 @@ def retarget(rig, source, frame_start=None, frame_end=None, *, bone_map=None, co
     (default False: keys replace the rig's in the range; True: the rig's active action goes onto
     an NLA track, as Blender's Push Down puts it, and the keys into a new action over it, named
     in the result's ``layer_action``, so bones the map leaves out keep playing their animation). Returns
-    a `retarget.job.RetargetResult`, measured on Blender's evaluation of the keys: the usual
+    a `retarget.job.MeasuredRetarget`, measured on Blender's evaluation of the keys: the usual
     arrays plus ``contacts`` and ``foot_slide`` (per span, scene units). Bad input raises
     `RigError` and writes nothing."""
     return retarget_job.Job(rig, source, frame_start, frame_end, bone_map=bone_map, contacts=contacts, **options).run()
@@ -126,7 +126,7 @@ def fit_keypoints(rig, trial_or_path, *, static=None, keypoint_set=None, bone_ma
     aimed along its two keypoints), static_frames, offset_prior, max_iterations, roles, rate,
     units, up, rigid_limbs (as `retarget`'s), contacts ('auto': the feet held where they stand
     still and above the floor, as the engine's; None: free), floor. Keys are written as `bake` writes them (Clear Bake
-    removes them). Returns a `keypoints.job.KeypointsResult` measured on Blender's evaluation of
+    removes them). Returns a `keypoints.job.MeasuredKeypoints` measured on Blender's evaluation of
     the keys: ``error`` per frame and keypoint (scene units, NaN where missing), ``gap_frames``,
     ``gaps``, the engine's own fit as ``engine``. Bad input raises `RigError` and writes nothing."""
     return keypoints_job.Job(rig, trial_or_path, static=static, keypoint_set=keypoint_set, bone_map=bone_map,

@@ -39,7 +39,7 @@ METHODS = ("fit", "copy")
 
 
 @dataclass
-class KeypointsResult:
+class MeasuredKeypoints:
     """What a keypoint fit did, measured on Blender's evaluation of the keys it wrote.
 
     Per scene frame (F, `frames`) and keypoint (K, `names`): `error` the distance from the
@@ -312,7 +312,7 @@ class Job:
         drift = {n: np.array([np.linalg.norm(points[s.start:s.end + 1, self.names.index(n)]
                                              - points[s.start, self.names.index(n)], axis=-1).max() for s in spans])
                  for n, spans in held.items() if spans}
-        return KeypointsResult(
+        return MeasuredKeypoints(
             frames=self.frames.copy(), names=self.names, error=error, rms=rms, points=points, data=data,
             missing=self.missing.copy(), gap_frames=self.frames[self.missing.any(axis=1)].astype(int), gaps=gaps,
             bone_names=list(self.bone_names), bone_matrices=seen, scale=float(self.calibration.scale),

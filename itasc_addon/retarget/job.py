@@ -37,7 +37,7 @@ CHUNK = 48          # frames read per step
 
 
 @dataclass
-class RetargetResult:
+class MeasuredRetarget:
     """What a retarget did, measured on Blender's evaluation of the keys it wrote.
 
     Per frame (F) and contact point (P): `position_error` the contact point's distance from its
@@ -485,7 +485,7 @@ class Job:
         converged &= (held <= self.precision).all(axis=1) & (penetration <= self.precision).all(axis=1)
         converged &= np.isfinite(seen).all(axis=(1, 2, 3))
         seconds = time.perf_counter() - self.started
-        return RetargetResult(
+        return MeasuredRetarget(
             frames=self.frames.copy(), position_error=error, rotation_error=rotation, iterations=iterations,
             converged=converged, seconds=seconds, contacts=contacts, foot_slide=slide, pin_distance=pin_distance,
             floor_penetration=penetration, floor=float(floor_world), floor_normal=normal,
