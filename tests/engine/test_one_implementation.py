@@ -7,6 +7,9 @@ What counts (read from each module's syntax tree, so that comments and docstring
                          the one source of joint transforms: joints.KINDS), or composing a
                          model's segments (reading its `rest` or `post` offsets, its FK `layout`,
                          `joint_groups` or `fixed_columns`)
+    point Jacobians      building Jacobians from the coordinates' world directions and pivots
+                         (a function that reads both `direction` and `pivot`, attributes or
+                         arguments, and computes with them: w x (p - o))
     the update step      a loop that clamps a step onto the joint limits and solves again
                          (`.limit(...)` and a `...solve...(...)` called inside one `for` / `while`):
                          the lock-and-solve-again of update.py
@@ -30,6 +33,11 @@ FORWARD_KINEMATICS_COPIES = {
     "opensim/marker_kinematics.py": "marker IK's pointer-jumping composition, on the revolute kind's `motion`",
     "restarts/chain.py": "the racing serial chain: joints folded into cos/sin constants per chain",
     "retarget/retarget.py": "a retarget start: the rest pose's world rotations, composed per segment",
+}
+JACOBIAN = {"kinematics.py:moved_point_jacobian"}
+JACOBIAN_COPIES = {
+    "one_frame.py:OneFrame.endpoint_jacobians": "the endpoints' Jacobians at F = 1, one product per endpoint",
+    "retarget/solve.py:linear_jacobian": "the retarget's rows, built from the pose's directions",
 }
 UPDATE_STEP = {"update.py:limited_step"}
 UPDATE_STEP_COPIES = {"update.py:frame_limited_step": "the same locking for one frame, as Python `if`s"}
@@ -62,12 +70,15 @@ def _composes(tree) -> bool:
 
 def _functions(tree):
     """(qualified name, function node) of every function, methods as Class.method."""
+    methods = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    methods.add(item)
                     yield f"{node.name}.{item.name}", item
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node not in methods:
             yield node.name, node
 
 
@@ -77,6 +88,15 @@ def _calls(node, predicate) -> bool:
 
 def _is_limit(call) -> bool:
     return isinstance(call.func, ast.Attribute) and call.func.attr == "limit"
+
+
+def _reads_columns(function) -> bool:
+    """Reads a pose's per-coordinate `direction` and `pivot` and computes with them."""
+    names = {a.arg for a in function.args.args}
+    names |= {n.attr for n in ast.walk(function) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)}
+    computes = any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.MatMult, ast.Sub))
+                   for n in ast.walk(function))
+    return {"direction", "pivot"} <= names and computes
 
 
 def _is_solve(call) -> bool:
@@ -123,6 +143,14 @@ def test_one_forward_kinematics():
     assert FORWARD_KINEMATICS <= found
 
 
+def test_one_point_jacobian():
+    found = _innermost(_found(_reads_columns))
+    assert found - JACOBIAN - set(JACOBIAN_COPIES) == set(), \
+        "a second point Jacobian: use kinematics.point_jacobian on the pose"
+    assert set(JACOBIAN_COPIES) - found == set(), "a listed copy is gone: take it off the list"
+    assert JACOBIAN <= found
+
+
 def test_one_update_step():
     found = _found(_locks_limits)
     assert found - UPDATE_STEP - set(UPDATE_STEP_COPIES) == set(), "a second update step: call update.limited_step"
@@ -142,6 +170,9 @@ def test_the_criteria_see_a_copy():
     """The checks above would catch a copy: a module with a Rodrigues-built forward pass, an update
     with its own limit loop and an SVD of its own."""
     source = '''
+def jacobian(pose, points):
+    return pose.direction * (points - pose.pivot)
+
 def fk(model, q, kind, prepared):
     R = kind.motion(q, prepared)[0]
     return model.rest @ R
@@ -159,6 +190,7 @@ def solve(A, b):
     tree = ast.parse(source)
     assert _composes(tree)
     functions = dict(_functions(tree))
+    assert _reads_columns(functions["jacobian"]) and not _reads_columns(functions["fk"])
     assert _locks_limits(functions["step"]) and not _locks_limits(functions["solve"])
     assert _calls(functions["solve"], _is_svd) and not _calls(functions["step"], _is_svd)
     assert not _calls(ast.parse("np.linalg.svd(A, compute_uv=False)"), _is_svd)
