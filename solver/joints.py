@@ -130,11 +130,13 @@ class Revolute(JointKind):
         return axes[:, None, :]
 
     def motion(self, q, prepared):
-        coefficients = _ones(q.shape[:-1] + (1, 3)).copy()
-        np.sin(q, out=coefficients[..., 0, :1])
-        np.cos(q, out=coefficients[..., 0, 1:2])
-        np.subtract(1.0, coefficients[..., 0, 1:2], out=coefficients[..., 0, 1:2])
-        return (coefficients @ prepared).reshape(q.shape[:-1] + (3, 3)), None, None
+        shape = q.shape[:-1]
+        coefficients = _ones(shape + (1, 3)).copy()                # (sin q, 1 - cos q, 1) per joint
+        angle = q[..., 0]
+        np.sin(angle, out=coefficients[..., 0, 0])
+        np.cos(angle, out=coefficients[..., 0, 1])
+        np.subtract(1.0, coefficients[..., 0, 1], out=coefficients[..., 0, 1])
+        return (coefficients @ prepared).reshape(shape + (3, 3)), None, None
 
     def from_rotation(self, R, axis=None):
         """The twist of R about `axis`: 2 atan2(v . a, w) for R's unit quaternion (w, v)."""
@@ -175,10 +177,9 @@ class Swing(JointKind):
 
     def motion(self, q, prepared):
         phi = np.zeros(q.shape[:-1] + (3,))
-        phi[..., 0] = q[..., 0]
-        phi[..., 2] = q[..., 1]
+        phi[..., ::2] = q
         R, J = exp_map_with_jacobian(phi)
-        return R, None, np.stack([J[..., 0], J[..., 2]], axis=-2)
+        return R, None, J[..., ::2].swapaxes(-1, -2)                # columns J e_x, J e_z
 
     def from_rotation(self, R, axis=None):
         """(phi_x, phi_z) of the swing that turns +Y onto R's Y axis y: the angle arccos(y_y)

@@ -73,15 +73,6 @@ _SERIES = np.array([[1 / 6, 0.5, 1.0], [-1 / 120, -1 / 24, -1 / 6], [1 / 5040, 1
 _IDENTITY9 = _IDENTITY.ravel()
 
 
-@functools.lru_cache(maxsize=16)
-def _rotation_vector_basis(shape: tuple) -> np.ndarray:
-    """exp_map_with_jacobian's basis for rotation vectors of `shape`, its constant row I filled in
-    (copied per call: one numpy call where filling it would take another)."""
-    basis = np.zeros(shape + (3, 9))
-    basis[..., 2, :] = _IDENTITY9
-    return basis
-
-
 def exp_map(phi: np.ndarray) -> np.ndarray:
     """R = exp([phi]x) for rotation vectors phi (..., 3)."""
     return exp_map_with_jacobian(phi)[0]
@@ -95,12 +86,15 @@ def exp_map_with_jacobian(phi: np.ndarray):
         a = sin t / t,  b = (1 - cos t) / t^2,  c = (t - sin t) / t^3
 
     (below t = _SMALL their Taylor series in t^2, and cos t = 1 - b t^2), both as one product of
-    the coefficients (..., 2, 3) with the basis [phi phi^T, [phi]x, I] (..., 3, 9): few numpy
-    calls for one rotation vector, few passes over memory for many."""
+    the coefficients (N, 2, 3) with the basis [phi phi^T, [phi]x, I] (N, 3, 9) over the N rotation
+    vectors: few numpy calls for one rotation vector, few passes over memory for many."""
     phi = np.asarray(phi, dtype=float)
     shape = phi.shape[:-1]
-    t2 = (phi[..., None, :] @ phi[..., :, None]).reshape(shape)
-    any_small = t2.min(initial=np.inf) < _SMALL * _SMALL
+    v = phi.reshape(-1, 3)
+    N = v.shape[0]
+    t2 = (v[:, None, :] @ v[:, :, None]).reshape(N)
+    # (Python's min of a short list costs less than numpy's reduction; a long one far more.)
+    any_small = (min(t2.tolist(), default=np.inf) if N <= 64 else t2.min(initial=np.inf)) < _SMALL * _SMALL
     if any_small:
         small = t2 < _SMALL * _SMALL
         ts2 = np.where(small, 1.0, t2)
@@ -108,21 +102,30 @@ def exp_map_with_jacobian(phi: np.ndarray):
         ts2 = t2
     t = np.sqrt(ts2)
     sin = np.sin(t)
-    coefficients = np.empty(shape + (2, 3))
-    R, J = coefficients[..., 0, :], coefficients[..., 1, :]
-    cos = np.cos(t, out=R[..., 2])
-    np.divide(sin, t, out=J[..., 2])                                   # a
-    np.divide(1.0 - cos, ts2, out=J[..., 1])                           # b
-    np.divide(t - sin, ts2 * t, out=J[..., 0])                         # c
+    coefficients = np.empty((N, 2, 3))
+    R, J = coefficients[:, 0], coefficients[:, 1]
+    cos = np.cos(t, out=R[:, 2])
+    np.divide(sin, t, out=J[:, 2])                                     # a
+    np.divide(1.0 - cos, ts2, out=J[:, 1])                             # b
+    np.divide(t - sin, ts2 * t, out=J[:, 0])                           # c
     if any_small:
-        J[small] = (t2[small][:, None] ** _POWERS) @ _SERIES
+        J[small] = (t2[small, None] ** _POWERS) @ _SERIES
         R[small, 2] = 1.0 - J[small, 1] * t2[small]
-    R[..., :2] = J[..., 1:]
-    basis = _rotation_vector_basis(shape).copy()
-    np.multiply(phi[..., :, None], phi[..., None, :], out=basis[..., 0, :].reshape(shape + (3, 3)))
-    np.matmul(phi, _SKEW_BASIS, out=basis[..., 1, :])
+    R[:, :2] = J[:, 1:]
+    basis = _rotation_vector_basis(N).copy()
+    np.multiply(v[:, :, None], v[:, None, :], out=basis[:, 0].reshape(N, 3, 3))
+    np.matmul(v, _SKEW_BASIS, out=basis[:, 1])
     RJ = (coefficients @ basis).reshape(shape + (2, 3, 3))
     return RJ[..., 0, :, :], RJ[..., 1, :, :]
+
+
+@functools.lru_cache(maxsize=16)
+def _rotation_vector_basis(N: int) -> np.ndarray:
+    """exp_map_with_jacobian's basis for N rotation vectors, its constant row I filled in
+    (copied per call: one numpy call where filling it would take another)."""
+    basis = np.zeros((N, 3, 9))
+    basis[:, 2] = _IDENTITY9
+    return basis
 
 
 def log_map(R: np.ndarray) -> np.ndarray:
