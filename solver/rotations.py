@@ -89,8 +89,7 @@ def exp_map_with_jacobian(phi: np.ndarray):
     the coefficients (N, 2, 3) with the basis [phi phi^T, [phi]x, I] (N, 3, 9) over the N rotation
     vectors: few numpy calls for one rotation vector, few passes over memory for many."""
     phi = np.asarray(phi, dtype=float)
-    shape = phi.shape[:-1]
-    v = phi.reshape(-1, 3)
+    v = phi if phi.ndim == 2 else phi.reshape(-1, 3)
     N = v.shape[0]
     t2 = (v[:, None, :] @ v[:, :, None]).reshape(N)
     # (Python's min of a short list costs less than numpy's reduction; a long one far more.)
@@ -115,8 +114,8 @@ def exp_map_with_jacobian(phi: np.ndarray):
     basis = _rotation_vector_basis(N).copy()
     np.multiply(v[:, :, None], v[:, None, :], out=basis[:, 0].reshape(N, 3, 3))
     np.matmul(v, _SKEW_BASIS, out=basis[:, 1])
-    RJ = (coefficients @ basis).reshape(shape + (2, 3, 3))
-    return RJ[..., 0, :, :], RJ[..., 1, :, :]
+    RJ = (coefficients @ basis).reshape(phi.shape[:-1] + (2, 3, 3))
+    return (RJ[:, 0], RJ[:, 1]) if phi.ndim == 2 else (RJ[..., 0, :, :], RJ[..., 1, :, :])
 
 
 @functools.lru_cache(maxsize=16)
