@@ -20,8 +20,9 @@ a second coordinate e, the ScapulothoracicJoint's, adds d theta_k/d q_e w_k to V
 So a frame's Jacobian is one (3M, 6) by (6, n_q) product, masked to the coordinates that move
 each marker (the segment of the coordinate is the marker's or an ancestor).
 
-This is a second forward-kinematics path, kept for speed: its revolute and prismatic joints are
-the engine's (joints.KINDS, whose revolute constants [a]x and [a]x^2 it takes), composed in
+This is a second composition of forward kinematics, kept for speed (the engine's
+forward_kinematics, point_jacobian and the coupling's chain rule cost several times as much at
+marker IK's sizes): its axes turn by the revolute kind's `motion` (joints.KINDS), composed in
 another order, so it equals kinematics.forward_kinematics and point_jacobian through the
 coupling to rounding, not bit for bit (tests/apps/test_opensim_model.py checks that on every joint
 type OpenSim has).
