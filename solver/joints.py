@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rotations import exp_map, exp_map_with_jacobian, log_map, skew
+from .rotations import exp_map, exp_map_with_jacobian, in_place, log_map, skew
 
 _EYE3 = np.eye(3)
 
@@ -133,9 +133,9 @@ class Revolute(JointKind):
         shape = q.shape[:-1]
         coefficients = _ones(shape + (1, 3)).copy()                # (sin q, 1 - cos q, 1) per joint
         angle = q[..., 0]
-        np.sin(angle, out=coefficients[..., 0, 0])
-        np.cos(angle, out=coefficients[..., 0, 1])
-        np.subtract(1.0, coefficients[..., 0, 1], out=coefficients[..., 0, 1])
+        in_place(np.sin, coefficients[..., 0, 0], angle)
+        cos = in_place(np.cos, coefficients[..., 0, 1], angle)
+        np.subtract(1.0, cos, out=cos)
         return (coefficients @ prepared).reshape(shape + (3, 3)), None, None
 
     def from_rotation(self, R, axis=None):

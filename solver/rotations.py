@@ -53,6 +53,19 @@ def rodrigues(k: np.ndarray, k2: np.ndarray, angle) -> np.ndarray:
     return _IDENTITY + np.sin(a) * k + (1.0 - np.cos(a)) * k2
 
 
+def in_place(function, out: np.ndarray, angle) -> np.ndarray:
+    """`function` (np.sin, np.cos) of `angle` written into `out`, computed in place there.
+
+    numpy 1.24 on AVX-512 computes float64 sin and cos with SVML unless its overlap check, which
+    takes each operand to end one stride past its last element, finds input and output touching;
+    then it falls back to libm, which differs from SVML by up to a few units in the last place. A
+    strided view as output, or a buffer numpy allocates for the call, touches the other operand or
+    not as the heap happens to lie, so the same angles could give other bits in the next solve.
+    In place, the two operands are one range, which the check always lets through."""
+    out[...] = angle
+    return function(out, out=out)
+
+
 def axis_rotation(axis: int, angle) -> np.ndarray:
     """Rotation matrices (..., 3, 3) about body axis 0 (x), 1 (y) or 2 (z)."""
     angle = np.asarray(angle, float)
@@ -100,13 +113,13 @@ def exp_map_with_jacobian(phi: np.ndarray):
     else:
         ts2 = t2
     t = np.sqrt(ts2)
-    sin = np.sin(t)
     coefficients = np.empty((N, 2, 3))
     R, J = coefficients[:, 0], coefficients[:, 1]
-    cos = np.cos(t, out=R[:, 2])
-    np.divide(sin, t, out=J[:, 2])                                     # a
+    sin = in_place(np.sin, J[:, 2], t)
+    cos = in_place(np.cos, R[:, 2], t)
     np.divide(1.0 - cos, ts2, out=J[:, 1])                             # b
     np.divide(t - sin, ts2 * t, out=J[:, 0])                           # c
+    np.divide(sin, t, out=sin)                                         # a
     if any_small:
         J[small] = (t2[small, None] ** _POWERS) @ _SERIES
         R[small, 2] = 1.0 - J[small, 1] * t2[small]
