@@ -43,7 +43,7 @@ UPDATE_STEP = {"update.py:limited_step"}
 UPDATE_STEP_COPIES = {"update.py:frame_limited_step": "the same locking for one frame, as Python `if`s"}
 PSEUDO_INVERSE = {"pseudoinverse.py:solve", "pseudoinverse.py:_sdls"}
 PSEUDO_INVERSE_COPIES = {"pseudoinverse.py:solve_frame": "the same three methods on 2-D arrays, for one frame",
-                         "opensim/root_seed.py:rigid_fit": "not an A#: the rotation of a rigid fit (Kabsch)"}
+                         "geometry.py:kabsch": "not an A#: the rotation of a rigid fit (Kabsch)"}
 
 
 def _modules():
