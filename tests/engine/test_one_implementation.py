@@ -38,6 +38,7 @@ JACOBIAN = {"kinematics.py:moved_point_jacobian"}
 JACOBIAN_COPIES = {
     "one_frame.py:OneFrame.endpoint_jacobians": "the endpoints' Jacobians at F = 1, one product per endpoint",
     "retarget/solve.py:linear_jacobian": "the retarget's rows, built from the pose's directions",
+    "keypoints/second_order.py:gradient": "the keypoint fit's J^T f, from directions and pivots without J",
 }
 UPDATE_STEP = {"update.py:limited_step"}
 UPDATE_STEP_COPIES = {"update.py:frame_limited_step": "the same locking for one frame, as Python `if`s"}
