@@ -77,7 +77,7 @@ class _Unpickler(pickle.Unpickler):
 
 def load(path):
     """(engine Scene, recorded calls) of a recording; frames solved in closed form are left out."""
-    from solver import Scene
+    from solver import Model, Scene
 
     with open(path, "rb") as fh:
         calls = _Unpickler(fh).load()
@@ -85,7 +85,9 @@ def load(path):
     if not calls:
         raise SystemExit(f"{path}: no engine solves recorded")
     first = calls[0]["scene"]
-    return Scene(first["model"], first["constraints"], n_objects=first["n_objects"]), calls
+    model = first["model"]        # built again: its derived constants are this checkout's
+    model = Model(model.segments, model.armature_names)
+    return Scene(model, first["constraints"], n_objects=first["n_objects"]), calls
 
 
 def replay(scene, calls):

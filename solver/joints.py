@@ -13,6 +13,7 @@ origin as their pivot) or all translations (R = I).
 The kinds:
 
     revolute(a)   R = exp(q [a]x) = I + sin q [a]x + (1 - cos q) [a]x^2,  w = a
+                  (one product of (sin q, 1 - cos q, 1) with the constants ([a]x, [a]x^2, I))
     prismatic(a)  t = q a,  u = a
     swing         phi = (q_0, 0, q_1),  R = exp([phi]x),  w_0 = J(phi) e_x,  w_1 = J(phi) e_z
     sphere        phi = q,  R = exp([phi]x),  w_c = J(phi) e_c
@@ -27,24 +28,27 @@ itself, within |angle| < pi, both return the coordinates that made it.
 Forward kinematics works on groups: `group_joints` sorts a model's joints by kind once, and per
 group the kind's `prepare` computes whatever does not depend on q (for revolute joints [a]x and
 its square), so that `motion` makes all of a group's transforms and columns in a few batched
-numpy calls. A new kind is one class here and one entry in KINDS (tests/engine/test_joints.py then runs
+numpy calls, for one frame as for ten thousand (kinematics.py is the one place that composes them
+into frames). A new kind is one class here and one entry in KINDS (tests/engine/test_joints.py then runs
 it through forward kinematics against finite differences and its inverse round trip).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from .rotations import exp_map, exp_map_with_jacobian, log_map, rodrigues, skew
+from .rotations import exp_map, exp_map_with_jacobian, in_place, log_map, skew
 
 _EYE3 = np.eye(3)
 
 
 class JointKind:
     """The interface every kind implements (see the module docstring). Arrays: q (F, G, d) for
-    G joints of this kind, axes (G, 3) unit vectors (unused by kinds without an axis)."""
+    G joints of this kind, axes (G, 3) unit vectors (unused by kinds without an axis). `motion`
+    takes any leading axes before (G, d), none at all for one frame."""
 
     name: str = ""
     n_coordinates: int = 0
@@ -97,6 +101,12 @@ class JointKind:
         return self.from_rotation(np.asarray(M, dtype=float)[..., :3, :3], axis)
 
 
+@functools.lru_cache(maxsize=16)
+def _ones(shape: tuple) -> np.ndarray:
+    """Ones of `shape`, to copy (one numpy call where filling a new array would take two)."""
+    return np.ones(shape)
+
+
 def _axes(axes, q):
     return np.zeros((q.shape[1], 3)) if axes is None else np.asarray(axes, dtype=float).reshape(-1, 3)
 
@@ -108,14 +118,25 @@ class Revolute(JointKind):
         return (f"rot_{axis_name}",)
 
     def prepare(self, axes):
+        """([a]x, [a]x^2, I) flattened, (..., 3, 9) for axes (..., 3)."""
         k = skew(axes)
-        return k, k @ k
+        basis = np.empty(axes.shape[:-1] + (3, 9))
+        basis[..., 0, :] = k.reshape(axes.shape[:-1] + (9,))
+        basis[..., 1, :] = (k @ k).reshape(axes.shape[:-1] + (9,))
+        basis[..., 2, :] = _EYE3.ravel()
+        return basis
 
     def fixed_columns(self, axes):
         return axes[:, None, :]
 
     def motion(self, q, prepared):
-        return rodrigues(*prepared, q[..., 0]), None, None
+        shape = q.shape[:-1]
+        coefficients = _ones(shape + (1, 3)).copy()                # (sin q, 1 - cos q, 1) per joint
+        angle = q[..., 0]
+        in_place(np.sin, coefficients[..., 0, 0], angle)
+        cos = in_place(np.cos, coefficients[..., 0, 1], angle)
+        np.subtract(1.0, cos, out=cos)
+        return (coefficients @ prepared).reshape(shape + (3, 3)), None, None
 
     def from_rotation(self, R, axis=None):
         """The twist of R about `axis`: 2 atan2(v . a, w) for R's unit quaternion (w, v)."""
@@ -156,10 +177,9 @@ class Swing(JointKind):
 
     def motion(self, q, prepared):
         phi = np.zeros(q.shape[:-1] + (3,))
-        phi[..., 0] = q[..., 0]
-        phi[..., 2] = q[..., 1]
+        phi[..., ::2] = q
         R, J = exp_map_with_jacobian(phi)
-        return R, None, np.stack([J[..., 0], J[..., 2]], axis=-2)
+        return R, None, J[..., ::2].swapaxes(-1, -2)                # columns J e_x, J e_z
 
     def from_rotation(self, R, axis=None):
         """(phi_x, phi_z) of the swing that turns +Y onto R's Y axis y: the angle arccos(y_y)

@@ -4,8 +4,7 @@ At F = 1 (live preview's animation-mode frame, one query) an evaluation's cost i
 numpy calls, not their arithmetic. `OneFrame` computes what Scene.evaluate computes, from
 constants folded once per scene, as one short sequence of calls over small arrays:
 
-    joint transforms      per joint kind, one batched call sequence (rotation vectors: R and J
-                          from one matrix product of their coefficients with [phi phi^T, [phi]x, I])
+    joint transforms      per joint kind, its `motion` (joints.KINDS) on the frame's values
     partial products      per segment s with factors X_1 .. X_m (its joints, then its post
                           transform), Q_s0 = rest_s, Q_sk = Q_s(k-1) X_k: one product per slot
     world frames          "nodes": each segment's frame, the frame before each of its joints, each
@@ -32,14 +31,11 @@ from functools import cached_property
 import numpy as np
 
 from .kinematics import segment_motions
-from .rotations import _SMALL
+from .rotations import _SKEW_BASIS
 from .tasks import Stack, TaskInputs
 
 _EYE3, _EYE4 = np.eye(3), np.eye(4)
-# [v]x flattened = v @ _SKEW (rotations._SKEW_BASIS)
-_SKEW = np.array([[0, 0, 0, 0, 0, -1, 0, 1, 0],
-                  [0, 0, 1, 0, 0, 0, -1, 0, 0],
-                  [0, -1, 0, 1, 0, 0, 0, 0, 0]], dtype=float)
+_SKEW = _SKEW_BASIS                     # [v]x flattened = v @ _SKEW
 _MINUS_SKEW = -_SKEW
 
 
@@ -55,122 +51,6 @@ def _take(array: np.ndarray, index):
     """array[index] along the first axis: a view for a slice, np.take for an index array (several
     times cheaper than fancy indexing on small arrays)."""
     return array[index] if isinstance(index, slice) else array.take(index, axis=0)
-
-
-class _RotationVectors:
-    """R = exp([phi]x) and J(phi) (rotations.exp_map_with_jacobian) for G rotation vectors (G, 3):
-    with t = |phi|, R = b phi phi^T + a [phi]x + cos t I and J = c phi phi^T + b [phi]x + a I
-    (a = sin t / t, b = (1 - cos t) / t^2, c = (t - sin t) / t^3; below rotations' threshold t <
-    _SMALL their Taylor series in t^2), both as one product of the coefficients (G, 2, 3) with the
-    basis (G, 3, 9)."""
-
-    def __init__(self, G: int):
-        self.basis = np.zeros((G, 3, 9))
-        self.basis[:, 2] = _EYE3.ravel()
-        self.G = G
-
-    def __call__(self, phi: np.ndarray):
-        G = self.G
-        t2 = (phi[:, None, :] @ phi[:, :, None]).reshape(G)
-        any_small = min(t2.tolist()) < _SMALL * _SMALL
-        if any_small:
-            small = t2 < _SMALL * _SMALL
-            ts2 = np.where(small, 1.0, t2)
-        else:
-            ts2 = t2
-        t = np.sqrt(ts2)
-        sin = np.sin(t)
-        coefficients = np.empty((G, 2, 3))
-        R, J = coefficients[:, 0], coefficients[:, 1]
-        cos = np.cos(t, out=R[:, 2])
-        np.divide(sin, t, out=J[:, 2])                                     # a
-        np.divide(1.0 - cos, ts2, out=J[:, 1])                             # b
-        np.divide(t - sin, ts2 * t, out=J[:, 0])                           # c
-        if any_small:
-            J[small] = (t2[small, None] ** _POWERS) @ _SERIES
-            R[small, 2] = 1.0 - J[small, 1] * t2[small]                    # cos t = 1 - b t^2
-        R[:, :2] = J[:, 1:]
-        basis = self.basis.copy()
-        np.multiply(phi[:, :, None], phi[:, None, :], out=basis[:, 0].reshape(G, 3, 3))
-        np.matmul(phi, _SKEW, out=basis[:, 1])
-        RJ = (coefficients @ basis).reshape(G, 2, 3, 3)
-        return RJ[:, 0], RJ[:, 1]
-
-
-# The Taylor series in t^2 of (c, b, a) (rotations._series_coefficients): (1, t^2, t^4) @ _SERIES
-_POWERS = np.arange(3.0)
-_SERIES = np.array([[1 / 6, 0.5, 1.0], [-1 / 120, -1 / 24, -1 / 6], [1 / 5040, 1 / 720, 1 / 120]])
-
-
-# One joint kind's group at one frame, built per model from its JointGroup: called with the group's
-# coordinate values (G d,), it returns R (G, 3, 3) or None for I, t (G, 3) or None for 0, and the
-# velocity columns (G, d, 3) or None where they are the fixed ones (JointKind.motion at F = 1).
-
-class _Sphere:
-    def __init__(self, group):
-        self.exp = _RotationVectors(_count(group.joints))
-
-    def __call__(self, values):
-        R, J = self.exp(values.reshape(-1, 3))
-        return R, None, J.swapaxes(-1, -2)
-
-
-class _Swing:
-    def __init__(self, group):
-        G = _count(group.joints)
-        self.exp = _RotationVectors(G)
-        self.phi = np.zeros((G, 3))
-
-    def __call__(self, values):
-        phi = self.phi.copy()
-        phi[:, ::2] = values.reshape(-1, 2)
-        R, J = self.exp(phi)
-        return R, None, J[..., ::2].swapaxes(-1, -2)
-
-
-class _Revolute:
-    """R = I + sin q [a]x + (1 - cos q) [a]x^2 as (sin q, 1 - cos q, 1) times ([a]x, [a]x^2, I)."""
-
-    def __init__(self, group):
-        k, k2 = group.prepared
-        G = k.shape[0]
-        self.basis = np.stack([k.reshape(G, 9), k2.reshape(G, 9), np.broadcast_to(_EYE3.ravel(), (G, 9))], axis=1)
-        self.coefficients = np.ones((G, 1, 3))
-
-    def __call__(self, values):
-        coefficients = self.coefficients.copy()
-        np.sin(values, out=coefficients[:, 0, 0])
-        np.cos(values, out=coefficients[:, 0, 1])
-        np.subtract(1.0, coefficients[:, 0, 1], out=coefficients[:, 0, 1])
-        return (coefficients @ self.basis).reshape(-1, 3, 3), None, None
-
-
-class _Prismatic:
-    def __init__(self, group):
-        self.axes = group.prepared
-
-    def __call__(self, values):
-        return None, self.axes * values[:, None], None
-
-
-class _AnyKind:
-    """A kind without its own one-frame code: its batched `motion` at F = 1."""
-
-    def __init__(self, group):
-        self.group = group
-
-    def __call__(self, values):
-        group = self.group
-        R, t, varying = group.kind.motion(values.reshape(1, -1, group.kind.n_coordinates), group.prepared)
-        return (None if R is None else R[0], None if t is None else t[0],
-                None if varying is None else varying[0])
-
-
-_MOTIONS = {"sphere": _Sphere, "swing": _Swing, "revolute": _Revolute, "prismatic": _Prismatic}
-
-
-def _count(index) -> int:
-    return index.stop - index.start if isinstance(index, slice) else len(index)
 
 
 class OneFramePose:
@@ -226,7 +106,8 @@ class OneFrame:
             run = slice(start, start + joints.size)
             position[joints] = np.arange(run.start, run.stop)
             take = group.coordinates if isinstance(group.coordinates, slice) else np.asarray(group.coordinates)
-            self.motions.append((_MOTIONS.get(group.kind.name, _AnyKind)(group), run, take, group.coordinates))
+            shape = (joints.size, group.kind.n_coordinates)        # motion without a frame axis
+            self.motions.append((group, shape, run, take, group.coordinates))
             start = run.stop
         posted = [s for s, seg in enumerate(m.segments) if seg.post is not None]
         self.transforms = np.tile(_EYE4, (G + len(posted), 1, 1))
@@ -334,8 +215,8 @@ class OneFrame:
         m = self.model
         X = self.transforms.copy()
         columns = self.fixed_columns.copy()
-        for motion, run, take, coordinates in self.motions:
-            R, t, varying = motion(q[take])
+        for group, shape, run, take, coordinates in self.motions:
+            R, t, varying = group.kind.motion(q[take].reshape(shape), group.prepared)
             if R is not None:
                 X[run, :3, :3] = R
             if t is not None:

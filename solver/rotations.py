@@ -13,6 +13,8 @@ and the inverse J(phi)^-1 = I - 1/2 [phi]x + (1/t^2)(1 - t sin t / (2 (1 - cos t
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 # Below this angle the closed forms lose precision and their Taylor series take over.
@@ -51,6 +53,19 @@ def rodrigues(k: np.ndarray, k2: np.ndarray, angle) -> np.ndarray:
     return _IDENTITY + np.sin(a) * k + (1.0 - np.cos(a)) * k2
 
 
+def in_place(function, out: np.ndarray, angle) -> np.ndarray:
+    """`function` (np.sin, np.cos) of `angle` written into `out`, computed in place there.
+
+    numpy 1.24 on AVX-512 computes float64 sin and cos with SVML unless its overlap check, which
+    takes each operand to end one stride past its last element, finds input and output touching;
+    then it falls back to libm, which differs from SVML by up to a few units in the last place. A
+    strided view as output, or a buffer numpy allocates for the call, touches the other operand or
+    not as the heap happens to lie, so the same angles could give other bits in the next solve.
+    In place, the two operands are one range, which the check always lets through."""
+    out[...] = angle
+    return function(out, out=out)
+
+
 def axis_rotation(axis: int, angle) -> np.ndarray:
     """Rotation matrices (..., 3, 3) about body axis 0 (x), 1 (y) or 2 (z)."""
     angle = np.asarray(angle, float)
@@ -65,19 +80,10 @@ def axis_rotation(axis: int, angle) -> np.ndarray:
     return R
 
 
-def _series_coefficients(t2: np.ndarray):
-    """sin t / t, (1 - cos t)/t^2 and (t - sin t)/t^3 as functions of t^2, exact near zero."""
-    t = np.sqrt(t2)
-    small = t < _SMALL
-    ts = np.where(small, 1.0, t)
-    sin, cos = np.sin(ts), np.cos(ts)
-    ts2 = ts * ts
-    a, b, c = sin / ts, (1.0 - cos) / ts2, (ts - sin) / (ts2 * ts)
-    if small.any():
-        a = np.where(small, 1.0 - t2 / 6.0 + t2 * t2 / 120.0, a)
-        b = np.where(small, 0.5 - t2 / 24.0 + t2 * t2 / 720.0, b)
-        c = np.where(small, 1.0 / 6.0 - t2 / 120.0 + t2 * t2 / 5040.0, c)
-    return a, b, c
+# The Taylor series in t^2 of (c, b, a) below, used where t < _SMALL: (1, t^2, t^4) @ _SERIES
+_POWERS = np.arange(3.0)
+_SERIES = np.array([[1 / 6, 0.5, 1.0], [-1 / 120, -1 / 24, -1 / 6], [1 / 5040, 1 / 720, 1 / 120]])
+_IDENTITY9 = _IDENTITY.ravel()
 
 
 def exp_map(phi: np.ndarray) -> np.ndarray:
@@ -86,17 +92,52 @@ def exp_map(phi: np.ndarray) -> np.ndarray:
 
 
 def exp_map_with_jacobian(phi: np.ndarray):
-    """R = exp([phi]x) and J(phi), sharing their coefficients. With [phi]x^2 = phi phi^T - t^2 I:
-    R = cos t I + (sin t / t) [phi]x + ((1 - cos t) / t^2) phi phi^T and
-    J = (sin t / t) I + ((1 - cos t) / t^2) [phi]x + ((t - sin t) / t^3) phi phi^T."""
+    """R = exp([phi]x) and J(phi), sharing their coefficients. With t = |phi| and
+    [phi]x^2 = phi phi^T - t^2 I,
+
+        R = b phi phi^T + a [phi]x + cos t I,     J = c phi phi^T + b [phi]x + a I,
+        a = sin t / t,  b = (1 - cos t) / t^2,  c = (t - sin t) / t^3
+
+    (below t = _SMALL their Taylor series in t^2, and cos t = 1 - b t^2), both as one product of
+    the coefficients (N, 2, 3) with the basis [phi phi^T, [phi]x, I] (N, 3, 9) over the N rotation
+    vectors: few numpy calls for one rotation vector, few passes over memory for many."""
     phi = np.asarray(phi, dtype=float)
-    t2 = (phi * phi).sum(axis=-1)
-    a, b, c = (x[..., None, None] for x in _series_coefficients(t2))
-    k = skew(phi)
-    outer = phi[..., :, None] * phi[..., None, :]
-    R = b * outer + a * k + (1.0 - b * t2[..., None, None]) * _IDENTITY    # cos t = 1 - t^2 (1 - cos t) / t^2
-    J = c * outer + b * k + a * _IDENTITY
-    return R, J
+    v = phi if phi.ndim == 2 else phi.reshape(-1, 3)
+    N = v.shape[0]
+    t2 = (v[:, None, :] @ v[:, :, None]).reshape(N)
+    # (Python's min of a short list costs less than numpy's reduction; a long one far more.)
+    any_small = (min(t2.tolist(), default=np.inf) if N <= 64 else t2.min(initial=np.inf)) < _SMALL * _SMALL
+    if any_small:
+        small = t2 < _SMALL * _SMALL
+        ts2 = np.where(small, 1.0, t2)
+    else:
+        ts2 = t2
+    t = np.sqrt(ts2)
+    coefficients = np.empty((N, 2, 3))
+    R, J = coefficients[:, 0], coefficients[:, 1]
+    sin = in_place(np.sin, J[:, 2], t)
+    cos = in_place(np.cos, R[:, 2], t)
+    np.divide(1.0 - cos, ts2, out=J[:, 1])                             # b
+    np.divide(t - sin, ts2 * t, out=J[:, 0])                           # c
+    np.divide(sin, t, out=sin)                                         # a
+    if any_small:
+        J[small] = (t2[small, None] ** _POWERS) @ _SERIES
+        R[small, 2] = 1.0 - J[small, 1] * t2[small]
+    R[:, :2] = J[:, 1:]
+    basis = _rotation_vector_basis(N).copy()
+    np.multiply(v[:, :, None], v[:, None, :], out=basis[:, 0].reshape(N, 3, 3))
+    np.matmul(v, _SKEW_BASIS, out=basis[:, 1])
+    RJ = (coefficients @ basis).reshape(phi.shape[:-1] + (2, 3, 3))
+    return (RJ[:, 0], RJ[:, 1]) if phi.ndim == 2 else (RJ[..., 0, :, :], RJ[..., 1, :, :])
+
+
+@functools.lru_cache(maxsize=16)
+def _rotation_vector_basis(N: int) -> np.ndarray:
+    """exp_map_with_jacobian's basis for N rotation vectors, its constant row I filled in
+    (copied per call: one numpy call where filling it would take another)."""
+    basis = np.zeros((N, 3, 9))
+    basis[:, 2] = _IDENTITY9
+    return basis
 
 
 def log_map(R: np.ndarray) -> np.ndarray:

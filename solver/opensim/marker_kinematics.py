@@ -20,8 +20,9 @@ a second coordinate e, the ScapulothoracicJoint's, adds d theta_k/d q_e w_k to V
 So a frame's Jacobian is one (3M, 6) by (6, n_q) product, masked to the coordinates that move
 each marker (the segment of the coordinate is the marker's or an ancestor).
 
-This is a second forward-kinematics path, kept for speed: its revolute and prismatic joints are
-the engine's (joints.KINDS, whose revolute constants [a]x and [a]x^2 it takes), composed in
+This is a second composition of forward kinematics, kept for speed (the engine's
+forward_kinematics, point_jacobian and the coupling's chain rule cost several times as much at
+marker IK's sizes): its axes turn by the revolute kind's `motion` (joints.KINDS), composed in
 another order, so it equals kinematics.forward_kinematics and point_jacobian through the
 coupling to rounding, not bit for bit (tests/apps/test_opensim_model.py checks that on every joint
 type OpenSim has).
@@ -75,8 +76,7 @@ class MarkerKinematics:
         axis = np.vstack([model.joint_axis, [1.0, 0.0, 0.0]])                  # the padding's: any
         self._slide_axis = np.where((sliding < K)[..., None], axis[sliding], 0.0)             # (S, 3, 3)
         self._turn_axis = axis[turning]
-        # Rodrigues, I + sin K + (1 - cos) K^2, with the revolute kind's K = [a]x and K^2 (S, 3, 3, 3)
-        self._k1, self._k2 = KINDS[REVOLUTE].prepare(self._turn_axis)
+        self._turn_constants = KINDS[REVOLUTE].prepare(self._turn_axis)         # the revolute kind's
         # rest and post folded into the local transform: rest [R p] post, as (S, 3, 4) blocks
         self._rest, self._post = model.rest[:, :3], model.post
         self.has_post = model.has_post
@@ -138,10 +138,7 @@ class MarkerKinematics:
         theta, slope = self.coupling.dofs_and_slopes(q)
         F, S = q.shape[0], self.n_segments
         theta = np.concatenate([theta, np.zeros((F, 1))], axis=1)
-        angle = theta[:, self._turning, None, None]                                        # (F, S, 3, 1, 1)
-        turn = np.sin(angle) * self._k1
-        turn += (1.0 - np.cos(angle)) * self._k2
-        turn += np.eye(3)
+        turn = KINDS[REVOLUTE].motion(theta[:, self._turning, None], self._turn_constants)[0]   # (F, S, n_turn, 3, 3)
         first_two = turn[:, :, 0] @ turn[:, :, 1]
         local = np.empty((F, S + 1, 3, 4))
         local[:, S] = np.eye(3, 4)

@@ -294,13 +294,11 @@ class Pole(Task):
 
     @classmethod
     def batch(cls, tasks, places):
-        """All poles of a scene evaluated at once: frames and tasks flattened into one axis of
-        N = F x T rows (each row's arithmetic is the one `evaluate` does for its task)."""
-        if len(tasks) == 1:
-            return super().batch(tasks, places)
-        ends = np.array([[p.first_endpoint + j for j in range(4)] for p in places])     # (T, 4)
-        rows = np.array([p.rows.start for p in places])
-        index = np.array([p.index for p in places])
+        """The poles `tasks` of a scene evaluated at once, for any number of frames: frames and
+        tasks flattened into one axis of N = F x T rows, each row one pole at one frame."""
+        ends = as_slice(np.array([[p.first_endpoint + j for j in range(4)] for p in places]).ravel())
+        rows = as_slice(np.array([p.rows.start for p in places]))
+        index = as_slice(np.array([p.index for p in places]))
         up_local = np.array([t.up_local for t in tasks])
         weight = np.array([t.weight for t in tasks])
         T = len(tasks)
@@ -308,9 +306,11 @@ class Pole(Task):
 
         def evaluate(inputs: TaskInputs, out: Stack) -> None:
             F = inputs.frames.shape[0]
-            frames = inputs.frames[:, ends]
-            J = None if out.A is None else inputs.jacobians[:, ends]
-            for k, column in stretching:                      # those roots at their heads (at_head)
+            frames = inputs.frames[:, ends].reshape(F, T, 4, 4, 4)          # a view where the ends run on
+            J = None if out.A is None else inputs.jacobians[:, ends].reshape((F, T, 4) + inputs.jacobians.shape[2:])
+            if stretching:                                    # those roots at their heads (at_head)
+                frames, J = frames.copy(), None if J is None else J.copy()
+            for k, column in stretching:
                 head, J_head = at_head(frames[:, k, 0], None if J is None else J[:, k, 0], inputs.q[:, column],
                                        column)
                 frames[:, k, 0] = head
@@ -318,7 +318,7 @@ class Pole(Task):
                     J[:, k, 0] = J_head
             frames = frames.reshape(F * T, 4, 4, 4)
             g = geometry(frames[:, 0], frames[:, 1], frames[:, 2], frames[:, 3],
-                         np.broadcast_to(up_local, (F, T, 3)).reshape(F * T, 3))
+                         up_local[0] if T == 1 else np.broadcast_to(up_local, (F, T, 3)).reshape(F * T, 3))
             theta, valid = g["theta"].reshape(F, T), g["valid"].reshape(F, T)
             out.y[:, rows] = theta
             out.yd[:, rows] = 0.0
@@ -334,37 +334,9 @@ class Pole(Task):
                 out.B[:, rows] = -row[..., n:]
         return evaluate
 
-    def _head(self, inputs: TaskInputs, i: int):
-        """(the root's frame at its head (F, 4, 4), the four endpoints' Jacobians (F, 4, 6, cols) with
-        the root's there, or None without Jacobians): `at_head` where the root bone stretches."""
-        root = inputs.frames[:, i]
-        J = None if inputs.jacobians is None else inputs.jacobians[:, i:i + 4]
-        if self.root_stretch is None:
-            return root, J
-        root, J_root = at_head(root, None if J is None else J[:, 0], inputs.q[:, self.root_stretch], self.root_stretch)
-        if J is not None:
-            J = J.copy()
-            J[:, 0] = J_root
-        return root, J
-
     def evaluate(self, place: Place, inputs: TaskInputs, out: Stack) -> None:
-        i, rows, index = place.first_endpoint, place.rows, place.index
-        frames = inputs.frames
-        root, J = self._head(inputs, i)
-        g = self.geometry(root, frames[:, i + 1], frames[:, i + 2], frames[:, i + 3])
-        valid, theta = g["valid"], g["theta"]
-        out.y[:, rows] = theta[:, None]
-        out.yd[:, rows] = 0.0
-        out.task_weight[:, rows] = np.where(valid, self.weight, 0.0)[:, None]
-        out.rotation_error[:, index] = np.abs(theta)
-        out.position_error[:, index] = np.nan
-        if out.A is None:
-            return
-        row = self._row(g, J)
-        n = inputs.n
-        out.A[:, rows] = row[:, None, :n]
-        if out.B is not None:
-            out.B[:, rows] = -row[:, None, n:]
+        """This pole alone: its `batch` of one."""
+        type(self).batch([self], [place])(inputs, out)
 
     @classmethod
     def one_frame_batch(cls, tasks, places):

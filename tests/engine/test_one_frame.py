@@ -106,16 +106,6 @@ def test_one_frame_without_bases_or_objects():
     _compare(scene, q, None, None, None)
 
 
-def test_joint_kinds_without_one_frame_code_take_their_batched_motion(monkeypatch):
-    """A joint kind one_frame.py has no code for (here: all of them) runs its batched `motion`."""
-    import solver.one_frame
-    monkeypatch.setattr(solver.one_frame, "_MOTIONS", {})
-    rng = np.random.default_rng(9)
-    scene = _mixed_scene(rng)
-    _compare(scene, *_inputs(scene, rng))
-    assert all(isinstance(motion, solver.one_frame._AnyKind) for motion, *_ in scene._one_frame.motions)
-
-
 def test_one_frame_of_a_model_without_coordinates():
     """Tasks between objects only (a jointless segment): nothing moves, A has no columns."""
     from solver.model import Model, Segment

@@ -1,8 +1,10 @@
+import math
+
 import numpy as np
 import pytest
 
 from solver.finite_differences import numerical_jacobian, relative_difference
-from solver.rotations import (axis_angle_matrix, exp_map, log_map, quaternion_from_matrix, quaternion_from_rotvec,
+from solver.rotations import (axis_angle_matrix, exp_map, in_place, log_map, quaternion_from_matrix, quaternion_from_rotvec,
                               rotvec_from_quaternion, rotvec_jacobian, rotvec_jacobian_inverse, skew)
 
 rng = np.random.default_rng(1)
@@ -100,3 +102,22 @@ def test_quaternion_from_matrix_near_a_half_turn_of_rounded_matrices():
     q = quaternion_from_matrix(R)
     back = exp_map(rotvec_from_quaternion(q))
     np.testing.assert_allclose(back, R, atol=1e-6)
+
+
+def test_sin_and_cos_in_place_give_the_same_bits_whatever_lies_around_them():
+    """numpy 1.24 on AVX-512 takes libm's sin and cos instead of SVML's where its overlap check
+    finds output and input touching, as a column of (n, 3) does angles stored right after it;
+    computed in place (rotations.in_place) into that column, or from those angles, they give the
+    bits they give alone, and those are libm's sin and cos (math.sin, math.cos) to a few
+    roundings (SVML's are not correctly rounded)."""
+    n = 999
+    x = rng.uniform(-3.0, 3.0, n)
+    memory = np.zeros(4 * n + 1)
+    column = memory[:3 * n].reshape(n, 3)[:, 1]            # its last stride ends where `angles` starts
+    angles = memory[3 * n + 1:]
+    for function, reference in ((np.sin, math.sin), (np.cos, math.cos)):
+        angles[...] = x
+        alone = in_place(function, np.empty(n), x)
+        assert np.array_equal(in_place(function, column, angles), alone)
+        assert np.array_equal(in_place(function, angles, x), alone)
+        assert np.max(np.abs(alone - [reference(a) for a in x])) <= 4.5e-16
