@@ -2,10 +2,11 @@
 process that runs the add-on's batch worker (itasc_addon/retarget/batch_worker.py).
 
 The solver never imports `bpy`: each Dask worker (a process, or a thread of a threads cluster)
-keeps one Blender process of the Python that has it, started on its first clip, and hands it one clip after another (the rig file opened
-anew for each). A clip that raises is answered with its message and the next goes on; a clip
-that crashes Blender, or runs over its time limit (the process is killed), fails alone and the
-next clip starts a new Blender. That process starts with Blender's factory preferences (its
+keeps one Blender process of the Python that has it, started on its first clip, and hands it
+one clip after another (the rig file opened anew for each). A clip that raises is answered with
+its message and the next goes on; a clip that crashes Blender, or runs over its time limit (the
+process is killed), fails alone and the next clip starts a new Blender. That process runs its
+BLAS on one thread (each worker has a core) and starts with Blender's factory preferences (its
 user resources in a temporary folder): the user's own add-ons and extensions, this one among
 them, are not loaded beside the worker's copy. It ends when its stdin closes (its Dask worker
 process gone), at `close_all` or at this process's exit.
@@ -25,6 +26,8 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+
+from ..runtime import ONE_THREAD_ENV
 
 WORKER = Path(__file__).resolve().parents[2] / "itasc_addon" / "retarget" / "batch_worker.py"
 _USER_PATH_VARS = ("BLENDER_USER_CONFIG", "BLENDER_USER_SCRIPTS", "BLENDER_USER_DATAFILES", "BLENDER_USER_EXTENSIONS")
@@ -69,7 +72,7 @@ class BlenderProcess:
         self.folder = Path(tempfile.mkdtemp(prefix="itasc-blender-"))
         (self.folder / "resources").mkdir()
         env = {k: v for k, v in os.environ.items() if k not in _USER_PATH_VARS}
-        env.update(BLENDER_USER_RESOURCES=str(self.folder / "resources"), HOME=str(self.folder))
+        env.update(BLENDER_USER_RESOURCES=str(self.folder / "resources"), HOME=str(self.folder), **ONE_THREAD_ENV)
         self.log = open(self.folder / "output.txt", "wb")
         self.replies, reply_end = os.pipe()
         try:

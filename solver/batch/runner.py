@@ -40,6 +40,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..runtime import ONE_THREAD_ENV
 from .groups import group_specs
 from .kinds import Outcome, TrialSpec, report_bytes, solve_group, write_outputs
 from .plan import last_report, select
@@ -53,8 +54,6 @@ COLUMNS = {
     "fly": ["keypoint_error_mean", "keypoint_error_max", "worst_leg", "worst_keypoint"],
     "retarget": ["converged", "spans", "foot_slide_max", "pin_distance_max", "floor", "floor_penetration_max"],
 }
-BLAS_ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                                          "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")}
 
 
 @dataclass
@@ -103,7 +102,7 @@ def local_cluster(workers: int | None = None, processes: bool = True):
     if not processes:
         return LocalCluster(processes=False, **options)
     with dask.config.set({"distributed.worker.multiprocessing-method": start_fork_server()}):
-        return LocalCluster(processes=True, env=dict(BLAS_ONE_THREAD), **options)
+        return LocalCluster(processes=True, env=dict(ONE_THREAD_ENV), **options)
 
 
 def lost(spec: TrialSpec, exc: BaseException) -> Outcome:

@@ -21,6 +21,11 @@ import threading
 
 import numpy as np
 
+# The environment that starts a process's BLAS libraries on one thread (a batch's workers, each
+# on a core of its own).
+ONE_THREAD_ENV = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                         "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")}
+
 # numpy 2 wheels: scipy-openblas (scipy_openblas_..64_); numpy 1.x wheels: openblas64_ builds
 _PREFIXES = ("scipy_openblas_", "openblas_")
 _SUFFIXES = ("64_", "_64_", "")
