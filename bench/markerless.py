@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from solver.geometry import points_on
 from solver.keypoints import copy_keypoints, fit_keypoints, read_keypoints
 from solver.opensim import read_ik_setup, read_storage
 from solver.retarget import target_model
@@ -82,8 +83,7 @@ def copied(trial, static, filtered, target) -> dict:
     seconds = time.perf_counter() - began
     placed, s = calibration.placement, calibration.scale
     names = [b.name for b in target.bones]
-    M = poses[:, [names.index(rig.model.names[k]) for k in placed.segments]]
-    fitted = (np.einsum("fkij,kj->fki", M[..., :3, :3], placed.offsets) + M[..., :3, 3]) / s
+    fitted = points_on(poses[:, [names.index(rig.model.names[k]) for k in placed.segments]], placed.offsets) / s
     data = trial.positions[:, [trial.index(n) for n in placed.names]]
     error = np.linalg.norm(fitted - data, axis=-1)
     return dict(error_mm=1000 * np.nanmean(error), rms_mm=1000 * np.nanmean(np.sqrt(np.nanmean(error ** 2, axis=1))),

@@ -64,6 +64,11 @@ def translations(points) -> np.ndarray:
     return T
 
 
+def points_on(frames, local) -> np.ndarray:
+    """Points (..., k, 3) at `local` (k, 3) in frames (..., k, 4, 4): R p + t per frame."""
+    return np.einsum("...kij,kj->...ki", frames[..., :3, :3], local) + frames[..., :3, 3]
+
+
 def kabsch(C):
     """The rotation R (F, 3, 3) maximising tr(R^T C) for 3 x 3 covariances C (F, 3, 3): with
     C = U S V^T, R = U E V^T, E = diag(1, 1, det(U V^T)) (never a reflection; a det of 0 counts

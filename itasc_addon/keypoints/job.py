@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import bpy
 import numpy as np
 
+from ...solver.geometry import points_on
 from ...solver.kinematics import forward_kinematics
 from ...solver.keypoints import copy_keypoints, fit_keypoints
 from ...solver.retarget import REQUIRED_ROLES, ROLES, target_model
@@ -283,9 +284,7 @@ class Job:
     def _points(self, poses, placement):
         """The calibrated keypoints (F, K, 3) on bone matrices `poses` (F, B, 4, 4)."""
         names = self.model.model.names
-        rows = [self.bone_names.index(names[s]) for s in placement.segments]
-        M = poses[:, rows]
-        return np.einsum("fkij,kj->fki", M[..., :3, :3], placement.offsets) + M[..., :3, 3]
+        return points_on(poses[:, [self.bone_names.index(names[s]) for s in placement.segments]], placement.offsets)
 
     def _write(self):
         self.keys_written, self.passes, seen, warnings = posed_keys.write_posed(

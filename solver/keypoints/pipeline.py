@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..geometry import points_on
 from ..retarget.contacts import ContactDetection
 from .aim import aimed_poses
 from .calibration import Calibration, calibrate
@@ -101,12 +102,8 @@ def copy_keypoints(trial: KeypointTrial, target, target_model, *, static: Keypoi
     names = [b.name for b in target.bones]
     rows = [names.index(target_model.model.names[s]) for s in placed.segments]
 
-    def points_of(poses):
-        M = poses[:, rows]
-        return np.einsum("fkij,kj->fki", M[..., :3, :3], placed.offsets) + M[..., :3, 3]
-
     rest_points = placed.evaluate(target_model.model.neutral(1), jacobian=False)[0]
     poses = aimed_poses(y, trial.keypoint_set, list(placed.names), names, {b.name: b.parent for b in target.bones},
                         np.array([b.matrix for b in target.bones]), {b: r for r, b in target.roles.items()},
-                        rest_points, points_of)
+                        rest_points, lambda poses: points_on(poses[:, rows], placed.offsets))
     return poses, calibration, left_out

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..geometry import points_on
 from ..kinematics import forward_kinematics, point_jacobian
 from ..model import Model
 from ..retarget.roles import mapped_parent
@@ -45,7 +46,7 @@ class Placement:
         pose = forward_kinematics(self.model, np.atleast_2d(q))
         T = pose.frames[:, self.segments]
         R = T[..., :3, :3]
-        x = np.einsum("fkij,kj->fki", R, self.offsets) + T[..., :3, 3]
+        x = points_on(T, self.offsets)
         if not jacobian:
             return x
         J = point_jacobian(self.model, pose, self.segments, x)[:, :, :3]

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..geometry import points_on
 from ..kinematics import forward_kinematics
 from .data_term import per_axis
 from .placement import Placement
@@ -46,7 +47,7 @@ def gradient(placement: Placement, Q, y, w) -> np.ndarray:
     model = placement.model
     pose = forward_kinematics(model, Q)
     T = pose.frames[:, placement.segments]
-    x = np.einsum("fkij,kj->fki", T[..., :3, :3], placement.offsets) + T[..., :3, 3]
+    x = points_on(T, placement.offsets)
     f = per_axis(w) * (x - y)
     moves = model.moves[:, placement.segments].astype(float)                     # (n, K)
     force = moves @ f                                                           # (F, n, 3)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import update
+from ..geometry import points_on
 from ..kinematics import forward_kinematics
 from ..model import Model
 from ..rotations import log_map, skew
@@ -76,8 +77,7 @@ class Solution:
 
 def _points(frames: np.ndarray, segments: np.ndarray, local: np.ndarray) -> np.ndarray:
     """World positions (F, k, 3) of points `local` (k, 3) on `segments` (k,)."""
-    T = frames[:, segments]
-    return np.einsum("fkij,kj->fki", T[..., :3, :3], local) + T[..., :3, 3]
+    return points_on(frames[:, segments], local)
 
 
 def linear_jacobian(model: Model, pose, segments: np.ndarray, points: np.ndarray) -> np.ndarray:
