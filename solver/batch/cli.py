@@ -71,7 +71,7 @@ def run(args, out=None) -> int:
     out = out or sys.stdout
     from .plan import find_trials, fly_specs, ik_specs, retarget_specs, scale_specs
     from .runner import run_batch, start_fork_server
-    if args.scheduler is None:
+    if args.scheduler is None and args.kind != "retarget":      # retarget's workers are threads
         start_fork_server()                               # its imports run while the trials are planned
     options = dict(scheduler=args.scheduler, workers=args.workers, resume=args.resume, only_failed=args.only_failed,
                    time_limit=args.time_limit, progress=not args.quiet)
