@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..geometry import wrap_angle_nearest
-from ..rotations import axis_rotation
+from ..rotations import axis_rotation, in_place
 
 # An angle is left free when the part of the unit direction that would fix it is below this.
 AXIS_TOLERANCE = 1e-12
@@ -85,11 +85,11 @@ def _pitch(v):
 
 
 def _cos_pitch(x):
-    return np.cos(x[..., 1])
+    return in_place(np.cos, np.empty(x.shape[:-1]), x[..., 1])
 
 
 def _sin_pitch(x):
-    return np.sin(x[..., 1])
+    return in_place(np.sin, np.empty(x.shape[:-1]), x[..., 1])
 
 
 # Per stage: the angle columns (legs.ANGLES order), the branches of a direction, the body axes the

@@ -69,6 +69,7 @@ from pathlib import Path
 import numpy as np
 
 from ..model import Model, Segment, prismatic, revolute
+from ..rotations import in_place
 from . import _xml
 from .coupling import Coupler, Coupling, coupler_order, fill_dependents, scaled
 from .errors import OpenSimFileError
@@ -221,8 +222,8 @@ class OsimModel:
 def euler_xyz(angles) -> np.ndarray:
     """R = Rx(a) Ry(b) Rz(c) for body-fixed X-Y-Z angles (a, b, c), batched over leading axes."""
     angles = np.asarray(angles, dtype=float)
-    ca, cb, cc = np.cos(angles[..., 0]), np.cos(angles[..., 1]), np.cos(angles[..., 2])
-    sa, sb, sc = np.sin(angles[..., 0]), np.sin(angles[..., 1]), np.sin(angles[..., 2])
+    ca, cb, cc = (in_place(np.cos, np.empty(angles.shape[:-1]), angles[..., k]) for k in range(3))
+    sa, sb, sc = (in_place(np.sin, np.empty(angles.shape[:-1]), angles[..., k]) for k in range(3))
     R = np.empty(angles.shape[:-1] + (3, 3))
     R[..., 0, 0] = cb * cc
     R[..., 0, 1] = -cb * sc

@@ -41,7 +41,7 @@ import weakref
 import numpy as np
 
 from ..model import REVOLUTE
-from ..rotations import _SMALL
+from ..rotations import _SMALL, in_place
 from ..scene import Scene
 from ..tasks import CopyPose
 
@@ -157,8 +157,8 @@ class PoseChain:
         `jacobians`, ws.A (R, 6, n) for coordinates q (R, n) and the target `aim` gave ws, in
         the target's frame (the module docstring)."""
         n = self.n
-        np.cos(q.T, out=ws.cs1[:, :, 0])
-        np.sin(q.T, out=ws.cs1[:, :, 1])
+        in_place(np.cos, ws.cs1[:, :, 0], q.T)
+        in_place(np.sin, ws.cs1[:, :, 1], q.T)
         np.matmul(ws.cs1, ws.CSP, out=ws.N16)                   # N_k = cos C_k + sin S_k + P_k, (n, R, 4, 4)
         N, T = ws.N, ws.T                                        # T (n, R, 4, 4): link frames after each joint
         if n == 1:
