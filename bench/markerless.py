@@ -75,9 +75,9 @@ def ours(trial, static, filtered, rig, cutoff, contacts) -> dict:
                 iterations=fit.iterations, converged=bool(fit.converged))
 
 
-def copied(trial, static, filtered, target) -> dict:
-    """The rotation copy's row, measured as ours is (the calibrated keypoints on its poses)."""
-    rig = target_model(target)
+def copied(trial, static, filtered, target, rig) -> dict:
+    """The rotation copy's row, measured as ours is (the calibrated keypoints on its poses);
+    `rig` is target's TargetModel."""
     began = time.perf_counter()
     poses, calibration, _ = copy_keypoints(trial, target, rig, static=static)
     seconds = time.perf_counter() - began
@@ -165,7 +165,7 @@ def run(quick: bool = False) -> Table:
         for method, cutoff, contacts in CASES:
             rows.append(dict(trial=label, method=method,
                              **ours(trial, static, filtered.z_up().positions, rig, cutoff, contacts)))
-        rows.append(dict(trial=label, method="rotation copy", **copied(trial, static, filtered.z_up().positions, target)))
+        rows.append(dict(trial=label, method="rotation copy", **copied(trial, static, filtered.z_up().positions, target, rig)))
         theirs = opensim_row(DATA / name, filtered.positions)
         if theirs is not None:
             rows.append(dict(trial=label, method="OpenSim", **theirs))
