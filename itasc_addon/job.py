@@ -9,8 +9,10 @@ mutes the driven IK constraints). Cancelled once keys are written, they stay, an
 yet read are reported not verified and not converged.
 
 Stages (`rig.order`): a chain whose target, pole or parent rides on another chain is solved one
-stage after it, from Blender's evaluation of what the stages before wrote. Constraints the solver
-cannot drive stay Blender's (never muted) and are measured like ours.
+stage after it. Its inputs are computed from the stages before (`rig.prediction`) where the way
+from them is one we evaluate exactly, else read from Blender's evaluation of what the stages
+before wrote; the verification confirms what was computed, or the stage is read and solved
+again. Constraints the solver cannot drive stay Blender's (never muted) and are measured like ours.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ import bpy
 import numpy as np
 
 from .. import solver
-from . import guard, handover, keys, own_pose, two_bone, verify
+from . import dependencies, guard, handover, keys, own_pose, two_bone, verify
 from . import rig as rig_module
 from .rig import RigError
 from .rig import order as rig_order
+from .rig import prediction
 from .rig.sampling import rescaled_points
 from .solving import (SolveResult, blend_pose, check_writable, chosen_settings, effector_poses, frame_inputs,
                       solve_frames)
@@ -33,6 +36,7 @@ from .solving import (SolveResult, blend_pose, check_writable, chosen_settings, 
 CHUNK = 256  # frames solved in the first step (the engine is batched: larger chunks are faster)
 STEP_SECONDS = 0.1  # later steps are sized to take about this long (progress and Esc between them)
 READ_STEP = 16  # frames read (sampled or verified) per step
+PREDICTION_TOLERANCE = 1e-5     # computed inputs this close to Blender's (relative to their coordinates) are confirmed
 
 
 def prepare(obj, frames, *, bake=True, bones=None, key=False, record=True, **options) -> Job:
@@ -78,6 +82,10 @@ class Stage:
     values: np.ndarray | None = None    # the joint-control tasks' values
     pieces: list = field(default_factory=list)   # the engine's results, chunk by chunk
     rotations: np.ndarray | None = None          # the closed form's pose rotations (F, S, 3, 3)
+    index: int = 0                               # its place in the job's stages
+    prediction: object = None                    # rig.prediction.Prediction of its inputs, or None: read
+    predicted: dict | None = None                # the inputs computed, {bone: (F, 4, 4)}
+    q: np.ndarray | None = None                  # its solution, once written
 
     @property
     def solved(self) -> int:
@@ -100,6 +108,13 @@ class Job:
         self.reader = None           # Blender's evaluation of what was written
         self.to_read, self.v = [], 0     # the frames (indices) to read there, how many are read
         self.verify_warnings = []
+        self.readings = 0                # passes over the frames that read Blender's evaluation for stages
+        self.solved_stages = []          # the stages written, in order
+        self.unpredicted = {}            # stage -> why its inputs are read, not computed
+        self.prediction_gaps = {}        # stage -> largest gap between computed and Blender's inputs
+        self._walker = dependencies.Walker()
+        self._first_readings = {}        # stage -> the Stage of its first reading (the animated pose)
+        self._all_bones = np.zeros((len(obj.pose.bones), 16), np.float32)
         self.verify_seconds = 0.0
         self.result = None
         self.done = 0
@@ -116,34 +131,51 @@ class Job:
         return self.result
 
     def steps(self, chunk=CHUNK):
-        """Do the job, yielding `done` after each piece of work."""
+        """Do the job, yielding `done` after each piece of work. Stages are read in passes: a
+        pass reads one stage from Blender's evaluation of every frame, and with it each stage
+        after it whose inputs are computed from the stages before (`prediction`). The
+        verification confirms those inputs; a stage Blender does not confirm is done again from
+        a reading of its own."""
         self.started = time.perf_counter()
         handover.leave_to_blender(self.obj, {(bone, name) for bone, name, _ in self.order.blender})
         handover.set_active(self.obj, True)
         F = len(self.frames)
-        for k in range(len(self.rigs)):
-            self.stage = stage = self._stage(k)
-            self.phase = "sample"
-            for a in range(0, F, READ_STEP):
-                self._sample(stage, a, min(a + READ_STEP, F))
-                self.done = 2 * F * k + min(a + READ_STEP, F)
+        first = 0
+        while first is not None:
+            k = first
+            while k < len(self.rigs):
+                group = [self._stage(k)] + self._predicted_after(k)
+                self.readings += 1
+                self.phase = "sample"
+                for a in range(0, F, READ_STEP):
+                    self._sample(group, a, min(a + READ_STEP, F))
+                    self.done = min(self.done + min(READ_STEP, F - a), self.total)
+                    yield self.done
+                self.restore_frame()
+                for stage in group:
+                    self._first_readings.setdefault(stage.index, stage)
+                k = group[-1].index + 1
+                for stage in group:
+                    if not self._take_prediction(stage):
+                        k = stage.index         # computed inputs Blender would not give: read them
+                        break
+                    self.stage = stage
+                    self._inputs(stage)
+                    self.phase = "solve"
+                    for _ in self._solve(stage, chunk):
+                        yield self.done
+                    self.phase = "write"
+                    self._write(stage)
+                    self.done = min(self.done + F, self.total)
+                    yield self.done
+            self._start_verify()
+            self.phase = "verify"
+            while self.v < len(self.to_read):
+                before = self.v
+                self._verify()
+                self.done = min(self.done + self.v - before, self.total)
                 yield self.done
-            self.restore_frame()
-            self._inputs(stage)
-            self.phase = "solve"
-            for _ in self._solve(stage, chunk):
-                self.done = 2 * F * k + F + stage.solved
-                yield self.done
-            self.phase = "write"
-            self._write(stage)
-            self.done = 2 * F * (k + 1)
-            yield self.done
-        self._start_verify()
-        self.phase = "verify"
-        while self.v < len(self.to_read):
-            self._verify()
-            self.done = 2 * F * len(self.rigs) + 1 + self.v
-            yield self.done
+            first = self._unconfirmed()
         self.result = self._finish_result()
         self.phase = "finished"
         self.done = self.total
@@ -181,8 +213,13 @@ class Job:
         plan, fallback_reason = two_bone.plan_for(rig, obj, mode)
         sampler = (two_bone.Sampler(rig, obj, frames, plan) if plan is not None
                    else rig_module.Sampler(rig, obj, frames))
-        return Stage(rig, rig_module.with_joint_control(rig, obj), mode, settings, chosen, plan, fallback_reason,
-                     sampler, self._start_values(rig))
+        stage = Stage(rig, rig_module.with_joint_control(rig, obj), mode, settings, chosen, plan, fallback_reason,
+                      sampler, self._start_values(rig), index=k)
+        first = self._first_readings.get(k)
+        if first is not None:           # read again after our keys: the animated pose is the first reading's
+            sampler.take_channels(first.sampler)
+            stage.start_values = first.start_values
+        return stage
 
     def _start_values(self, rig):
         out = {}
@@ -192,21 +229,91 @@ class Job:
                          }.get(pb.rotation_mode, tuple(pb.rotation_euler))
         return out
 
-    def _sample(self, stage, a, b):
-        """Read frames a..b-1 as Blender evaluates them (a later stage of a one-frame solve reads
-        the pose written, where it is)."""
+    def _sample(self, group, a, b):
+        """Read frames a..b-1 as Blender evaluates them, for every stage of the pass (a later stage
+        of a one-frame solve reads the pose written, where it is)."""
+        predicting = [stage.prediction for stage in group if stage.prediction is not None]
         try:
             with guard.suspended(), own_pose.restored(self.obj):
                 for i in range(a, b):
                     f = self.frames[i]
                     if self.bake or not self.stage_results:
                         self.scene.frame_set(int(np.floor(f)), subframe=float(f - np.floor(f)))
-                    stage.sampler.read(i)
-                    if i == 0:
-                        stage.start_values = self._start_values(stage.rig)
+                    for stage in group:
+                        stage.sampler.read(i)
+                        if i == 0 and stage.index not in self._first_readings:
+                            stage.start_values = self._start_values(stage.rig)
+                    if predicting:
+                        pose_bones = self.obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).pose.bones
+                        pose_bones.foreach_get("matrix", self._all_bones.ravel())
+                        for prediction in predicting:
+                            prediction.read(i, pose_bones, self._all_bones)
         except Exception:
             self.restore_frame()
             raise
+
+    # -- later stages' inputs computed (`rig.prediction`) -------------------------------------------
+
+    def _predicted_after(self, k):
+        """The stages after k whose inputs can be computed from the stages before them, up to the
+        first that cannot: read in stage k's pass."""
+        out = []
+        for j in range(k + 1, len(self.rigs)):
+            if j in self.unpredicted:
+                break
+            stage = self._stage(j)
+            bones, others = stage.sampler.inputs()
+            solved = [name for rig in self.rigs[:j] for name in rig.bones]
+            stage.prediction = prediction.Prediction(self.obj, bones, solved, self.order.driven, self._walker)
+            keys = {(self.obj.as_pointer(), name) for name in solved}
+            nodes = [(f"{name}:{bone}" if bone else name, dependencies.node(bpy.data.objects.get(name), bone))
+                     for name, bone in others]
+            moved = next((label for label, node in nodes if node is not None and self._walker.reached(node, keys)),
+                         None)
+            reason = stage.prediction.reason or (f"its target '{moved}' is another object that follows the pose"
+                                                 if moved else "")
+            if reason:
+                self.unpredicted[j] = reason
+                break
+            stage.prediction.start(len(self.frames))
+            out.append(stage)
+        return out
+
+    def _take_prediction(self, stage):
+        """Put a predicted stage's computed inputs into its sampler; False if they cannot be
+        computed after all (the stage is then read on its own)."""
+        if stage.prediction is None:
+            return True
+        solved = {}
+        for earlier in self.solved_stages[:stage.index]:
+            solved.update(prediction.solved_matrices(earlier.rig, earlier.q, earlier.samples))
+        try:
+            stage.predicted = stage.prediction.evaluate(solved)
+        except prediction.Unpredictable as err:
+            self.unpredicted[stage.index] = str(err)
+            return False
+        stage.sampler.put_bones(stage.predicted)
+        return True
+
+    def _unconfirmed(self):
+        """After verifying: the first predicted stage whose computed inputs Blender's evaluation
+        does not confirm (or None). It and the stages after it are read and solved again; until
+        they are verified anew, nothing of this verification stands."""
+        frames = self.reader.verified
+        for stage in self.solved_stages:
+            checked = _checked_inputs(stage)
+            if not checked or not frames.any():
+                continue
+            read = self.reader.kept(checked)
+            gap = max(_pose_gap(stage.predicted[name][frames], read[name][frames]) for name in checked)
+            self.prediction_gaps[stage.index] = gap
+            if gap > PREDICTION_TOLERANCE * max(1.0, _extent(stage.predicted)):
+                self.unpredicted[stage.index] = f"Blender's evaluation differs from the computed inputs by {gap:.2g}"
+                del self.stage_results[stage.index:]
+                del self.solved_stages[stage.index:]
+                self.reader = None
+                return stage.index
+        return None
 
     def _inputs(self, stage):
         """The solve's inputs from all frames read: the animated pose's joint values (the start),
@@ -279,6 +386,8 @@ class Job:
                 plan = bone_channels(obj, rig, R[-1:], y_scale[-1:], bones, self._start_values(rig))
                 written = keys.write_channels(obj, self.frames[-1:], plan, record=False)
         self.stage_results.append(self._stage_result(stage, q, written))
+        stage.q = q
+        self.solved_stages.append(stage)
         self._remember_blends(stage)
         obj.update_tag()
 
@@ -326,6 +435,7 @@ class Job:
         self.engine_result = merge_stages(self.stage_results, self.measure_rig, self.order,
                                           time.perf_counter() - self.started)
         self.reader = verify.Reader(self.measure_rig, self.obj, len(self.frames))
+        self.reader.keep([name for stage in self.solved_stages for name in _checked_inputs(stage)])
         # A bake's keys are read at each frame; a solved pose where it is (a frame change would
         # give the bones their animated channels back): at the last frame's row.
         self.to_read = list(range(len(self.frames))) if self.bake else [len(self.frames) - 1]
@@ -379,10 +489,17 @@ class Job:
             converged=measured.converged & result.converged, solver_position_error=result.position_error,
             solver_rotation_error=result.rotation_error, solver_converged=result.converged,
             verified=measured.verified, float32_floor=measured.position_floor, verify_seconds=self.verify_seconds,
-            pole_error=measured.pole_error,
+            pole_error=measured.pole_error, notes=result.notes + self._reading_notes(),
             warnings=result.warnings + warnings + self.verify_warnings, seconds=time.perf_counter() - self.started)
         store_result(self.obj, result, "Bake" if self.bake else "Solve")
         return result
+
+
+    def _reading_notes(self):
+        if len(self.rigs) < 2:
+            return []
+        return ([f"{len(self.rigs)} stages from {self.readings} reading(s) of Blender's evaluation of the frames"] +
+                [f"stage {k}'s inputs read, not computed: {why}" for k, why in sorted(self.unpredicted.items())])
 
 
 def merge_stages(results, measure_rig, order, seconds):
@@ -450,3 +567,20 @@ def store_result(obj, result, kind):
         item.result_stage = -2 if c is None else result.solved_by[c] if result.solved_by else 0
         errors = result.position_error[:, c] if c is not None else np.full(1, np.nan)
         item.result_max_error = float(np.nanmax(errors)) if np.isfinite(errors).any() else 0.0
+
+
+def _checked_inputs(stage):
+    """The computed inputs of a stage that its verification checks: all but its own chain bones
+    (its roots), which its solve has posed since (their parents and constraints' targets are
+    checked, and the roots' own constraints show in its constraints' errors)."""
+    return [name for name in stage.predicted or () if name not in stage.rig.bones]
+
+
+def _pose_gap(A, B):
+    """The largest difference of two pose matrix series (F, 4, 4): locations and axes."""
+    return float(np.abs(A[:, :3, :] - B[:, :3, :]).max())
+
+
+def _extent(matrices):
+    """The largest location coordinate of {bone: (F, 4, 4)}."""
+    return float(max(np.abs(M[:, :3, 3]).max() for M in matrices.values()))

@@ -67,7 +67,8 @@ class SolveResult:
     pole_error: np.ndarray | None = None
     settings: dict = field(default_factory=dict)       # the settings used (`ik_settings.Chosen.values`)
     settings_from: dict = field(default_factory=dict)  # where each came from: option, override, armature, ...
-    notes: list = field(default_factory=list)          # about the settings: the Standard solver, what is not used
+    notes: list = field(default_factory=list)          # about the settings (the Standard solver, what is not
+    #                                                    used) and the stages' readings of Blender's evaluation
     solved_by: list = field(default_factory=list)      # per constraint: the stage we drove it in, -1: Blender's IK
 
     @property

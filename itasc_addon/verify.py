@@ -102,6 +102,19 @@ class Reader:
         self.target_world = np.broadcast_to(np.eye(4), (F, K, 4, 4)).copy()
         self.target_bone = np.broadcast_to(np.eye(4), (F, K, 4, 4)).copy()
         self.verified = np.zeros(F, dtype=bool)
+        self._kept_rows = {}
+        self._kept = np.zeros((F, 0, 16), dtype=np.float32)
+
+    def keep(self, bones):
+        """Also keep these bones' pose matrices at each frame read (`kept`)."""
+        self._kept_rows = {name: k for k, name in enumerate(dict.fromkeys(bones))}
+        self._rows_kept = np.array([self.rig.pose_index[name] for name in self._kept_rows], dtype=int)
+        self._kept = np.zeros((len(self.verified), len(self._kept_rows), 16), dtype=np.float32)
+
+    def kept(self, bones):
+        """{bone: (F, 4, 4)} the pose matrices kept (`keep`) of these bones."""
+        M = np.swapaxes(self._kept.reshape(self._kept.shape[:2] + (4, 4)), -1, -2).astype(float)
+        return {name: M[:, self._kept_rows[name]] for name in bones}
 
     def read(self, i, label=""):
         """Copy frame i as Blender evaluates it now; `Lost` if a target or bone went missing
@@ -123,6 +136,8 @@ class Reader:
                 self.target_bone[i, k] = tob.pose.bones[t.bone].matrix
         ob.pose.bones.foreach_get("matrix", self._all.ravel())
         self.pose[i] = self._all[self._rows]
+        if self._kept_rows:
+            self._kept[i] = self._all[self._rows_kept]
         self.verified[i] = True
 
     def targets(self):

@@ -6,6 +6,8 @@
 - `reading`: one stage's chains into a Model and tasks (`read_rig`), joint-control tasks;
 - `signature`: everything the reader reads that is not the pose (live preview reads again on a change);
 - `sampling`: targets, bases and the animated pose per frame (`Sampler`, `Samples`);
+- `prediction`: a later stage's inputs computed from the stages before it (one reading of
+  Blender's evaluation for every stage that allows it);
 - `posing`: solved coordinates to pose channels (`pose_from_coordinates`, `apply_pose`).
 """
 

@@ -3,8 +3,8 @@
 Blender evaluates a rig's IK constraints in dependency order: a chain whose target, pole or parent
 rides on bones another chain moves is solved after it (Rigify's paw and hoof legs solve a leg in
 two or three IK steps, each aiming at a bone the one before moved). We do the same in *stages*: a
-bake solves and writes stage 0, then reads the targets of stage 1 from Blender's evaluation of
-what stage 0 wrote, and so on (`job.Job`).
+bake solves and writes stage 0, then takes the targets of stage 1 from what stage 0 wrote
+(computed, `prediction`, or read from Blender's evaluation), and so on (`job.Job`).
 
 The analysis, over every *active* IK constraint of the armature (not muted as the user's rig has
 it, influence > 0, with a target and something to control):

@@ -82,6 +82,7 @@ class Sampler:
                                else np.full(len(rig.bones), -1, dtype=int))
         self._connected = np.array([obj.pose.bones[int(i)].bone.use_connect for i in self._read_basis], dtype=bool)
         self.read_channels = True       # False: the caller gives them (`put_channels`)
+        self._animated = None           # channels to start from, read before our keys (`take_channels`)
         self._modes = np.zeros((F, len(self._read_basis)), dtype=np.int32)
         self._values = np.zeros((F, len(self._read_basis), pose_channels.WIDTH), dtype=np.float32)
         self._raw_matrix = np.zeros((F, len(self._read_matrix), 16), dtype=np.float32)
@@ -119,6 +120,42 @@ class Sampler:
             ob.pose.bones.foreach_get("matrix", self._all.ravel())
             self._raw_matrix[i] = self._all[self._read_matrix]
             self._raw_parent[i] = self._all[self._read_parent]
+
+    def take_channels(self, other):
+        """Start from the channels (the animated pose) that `other`, a sampler of the same rig and
+        frames, read before our keys were written; the channels read now still place the chains'
+        bases, with the roots' pose matrices read now."""
+        self._animated = other._modes.copy(), other._values.copy()
+
+    def inputs(self):
+        """(bones of the armature read as Blender shows them, other targets): the target and pole
+        bones of the armature itself, the hanging roots and the bones they hang from; and the
+        (object, bone or "") of targets and poles elsewhere."""
+        bones, others = [], []
+        for t in list(self.rig.targets) + [t for _, t in self._poles]:
+            (bones.append(t.bone) if t.object == self.obj.name and t.bone else others.append((t.object, t.bone)))
+        bones += [self.rig.groups[a][0] for a in self._hanging] + [self.rig.groups[a][1] for a in self._hanging]
+        return list(dict.fromkeys(bones)), others
+
+    def put_bones(self, matrices):
+        """Take these bones' pose matrices ({bone: (F, 4, 4)}, armature space) in place of what
+        `read` read of them: a later stage's inputs computed from the stages before (`prediction`)."""
+        def raw(M):
+            return np.swapaxes(M, -1, -2).reshape(M.shape[0], 16)
+
+        own = self.obj.name
+        for k, t in enumerate(self.rig.targets):
+            if t.object == own and t.bone in matrices:
+                self.target_bone[:, k] = matrices[t.bone]
+        for p, (_, t) in enumerate(self._poles):
+            if t.object == own and t.bone in matrices:
+                self._pole_bone[:, p] = matrices[t.bone]
+        for j, a in enumerate(self._hanging):
+            root, parent = self.rig.groups[a]
+            if root in matrices:
+                self._raw_matrix[:, j] = raw(matrices[root])
+            if parent in matrices:
+                self._raw_parent[:, j] = raw(matrices[parent])
 
     def put_channels(self, i, modes, values):
         """Frame i's channels of the model's bones given from outside (live preview: the user's own
@@ -243,15 +280,20 @@ class Sampler:
             raise RigError(f"targets are not finite at frame(s) {self.frames[bad][:5].tolist()}")
         # The start pose follows from the channels alone (live preview: the user's own, the same
         # from frame to frame unless animated).
+        roots_now = None
+        if self._animated is not None:
+            roots_now = pose_channels.basis(self._modes, self._values, self._connected)[:, self._root_index]
+            self._modes[...], self._values[...] = self._animated
         pose_basis, self.basis = self._remembered("basis", self._modes.tobytes() + self._values.tobytes(),
                                                   self._start_pose)
         # A root's rotation cancels in its base: while the roots stay where they are and the bones
         # they hang from do not move, the base is the same (up to float32 rounding). (A change of
         # how a root inherits its parent's motion changes the rig's signature: live preview then
         # reads the rig again, with a new sampler.)
-        roots_at = pose_basis[:, self._root_index, :3, 3]
+        root_basis = pose_basis[:, self._root_index] if roots_now is None else roots_now
+        roots_at = root_basis[:, :, :3, 3]
         bases, base_scale = self._remembered("bases", roots_at.tobytes() + self._raw_parent.tobytes(),
-                                             lambda: self._bases(pose_basis[:, self._root_index]))
+                                             lambda: self._bases(root_basis))
         poles = None
         objects = orthonormalize(objects)
         if self._poles:

@@ -10,6 +10,28 @@ from tools import rigify_rigs
 from . import addon
 
 api = addon("api")
+job = addon("job")
+
+
+def _jobs_run():
+    """The add-on's jobs as they run (`api.bake` runs one), to read how they read Blender."""
+    jobs, run = [], job.Job.run
+
+    def recorded(self):
+        jobs.append(self)
+        return run(self)
+
+    job.Job.run = recorded
+    return jobs
+
+
+def _readings(j):
+    """How a bake read Blender: passes over the frames for its stages, the stages, the largest gap
+    per stage between its computed inputs and Blender's evaluation of them, and the stages read on
+    their own with why."""
+    return {"readings": j.readings, "stages": len(j.rigs),
+            "gaps": {str(k): v for k, v in j.prediction_gaps.items()},
+            "unpredicted": {str(k): v for k, v in j.unpredicted.items()}}
 
 
 def mutes(rig):
@@ -32,6 +54,7 @@ def bake(metarig, n_frames=12):
     blender = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
     blender_bones = rigify_rigs.deform_heads(bpy, scene, rig, frames)
     blender_planes = rigify_rigs.bend_normals(bpy, scene, rig, frames, active)
+    jobs = _jobs_run()
     res = api.bake(rig, 1, n_frames)
     ours = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
     ours_bones = rigify_rigs.deform_heads(bpy, scene, rig, frames)
@@ -61,6 +84,7 @@ def bake(metarig, n_frames=12):
         "solver_converged": np.asarray(res.solver_converged).tolist(),
         "solver_error": np.asarray(res.solver_position_error)[:, [c for c in columns if c >= 0]].tolist(),
         "floor": np.asarray(res.float32_floor)[:, [c for c in columns if c >= 0]].tolist(),
+        **_readings(jobs[-1]),
     }
 
 
@@ -133,6 +157,31 @@ def three_chains(n_frames=10):
                      "reported": np.asarray(res.position_error)[:, columns].tolist(), "warnings": list(res.warnings),
                      "converged": np.asarray(res.converged).tolist(), "muted": [n for n in active if after[n]],
                      "released": mutes(rig) == before}
+    return out
+
+
+def three_chains_readings(n_frames=10):
+    """B's target rides on A's tip by parenting: computed, one reading for both stages. Then with
+    no computed input taken as confirmed (a tolerance below 0): B read again after the verification. Then
+    B's target under a Copy Rotation of A's middle bone (not computed here): B read in a pass of
+    its own from the start. Every tail as Blender shows it after each bake."""
+    scene, rig = _three_chain_rig(n_frames)
+    frames = range(1, n_frames + 1)
+    active = [f"{pb.name}/{c.name}" for pb, c in rigify_rigs.active_ik(rig)]
+    jobs = _jobs_run()
+    out = {}
+    tolerance = job.PREDICTION_TOLERANCE
+    for case in ("parented", "unconfirmed", "copy_rotation"):
+        job.PREDICTION_TOLERANCE = -1.0 if case == "unconfirmed" else tolerance
+        if case == "copy_rotation":
+            con = rig.pose.bones["B_target"].constraints.new("COPY_ROTATION")
+            con.target, con.subtarget = rig, "A1"
+        api.clear_bake(rig)
+        res = api.bake(rig, 1, n_frames)
+        ours = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
+        api.release(rig)
+        out[case] = {"ours": ours, "converged": np.asarray(res.converged).tolist(), **_readings(jobs[-1])}
+    job.PREDICTION_TOLERANCE = tolerance
     return out
 
 
