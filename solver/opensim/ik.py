@@ -607,8 +607,10 @@ class MarkerIK:
         if warm_start not in WARM_STARTS:
             raise ValueError(f"warm_start must be one of {WARM_STARTS}, not {warm_start!r}")
         refined = cutoff is not None or contacts is not None
-        if refined:
+        if refined or floor is not None or contact_markers is not None:
             check_options(cutoff, contacts, floor, frame_rate(self.time))
+            if contact_markers is not None and contacts is None:
+                raise ValueError("contact_markers name the markers contacts='auto' holds: give contacts='auto'")
         started = _time.perf_counter()
         settings = self.settings(accuracy, max_iterations, method)
         F = self.time.size
@@ -1022,6 +1024,17 @@ def summary_lines(run: IKRun) -> list:
     if r.above_neighbour is not None and r.above_neighbour.any():
         lines.append(f"{int(np.sum(r.above_neighbour))} frames sat in a worse local minimum than a neighbour's "
                      f"solution and were solved again from it: {_spans(r.time, r.above_neighbour)}")
+    if r.smoothing is not None:
+        missing = np.isnan(r.marker_errors).any(axis=1)
+        lines.append(f"refined across frames (cutoff {r.cutoff if r.cutoff is not None else '-'} Hz): "
+                     f"{r.trajectory_iterations} iterations"
+                     + (f"; {int(missing.sum())} frames with markers missing, bridged by the smoothing: "
+                        f"{_spans(r.time, missing)}" if missing.any() and r.cutoff is not None else ""))
+    if r.contact_names:
+        spans = sum(len(v) for v in r.contacts.values())
+        lines.append(f"contacts: {spans} spans on {', '.join(r.contact_names)}; floor {r.floor:.4g} m (+Y); "
+                     f"largest distance from a pin {np.nanmax(r.pin_error, initial=0.0) * 1000:.3g} mm, "
+                     f"below the floor {np.max(r.floor_penetration, initial=0.0) * 1000:.3g} mm")
     if run.ignored_markers:
         lines.append("ignored marker tasks (marker not in the model or the marker file): "
                      + ", ".join(run.ignored_markers))
@@ -1030,13 +1043,16 @@ def summary_lines(run: IKRun) -> list:
     return lines
 
 
-def cli(setup_path, output_dir=None, warm_start: str = "previous", verbose: bool = False, out=None) -> int:
-    """`python -m solver ik SETUP.xml [--output-dir DIR]`: run the setup, print a summary (and one
-    line per frame with `verbose`). Returns the exit status: 1 when the inputs are unusable."""
+def cli(setup_path, output_dir=None, warm_start: str = "previous", verbose: bool = False, out=None, *,
+        cutoff: float | None = None, contacts: str | None = None, floor: float | None = None) -> int:
+    """`python -m solver ik SETUP.xml [--output-dir DIR] [--cutoff HZ] [--contacts auto] [--floor M]`:
+    run the setup, print a summary (and one line per frame with `verbose`). Returns the exit
+    status: 1 when the inputs or options are unusable."""
     import sys
     out = out or sys.stdout
+    refine = {k: v for k, v in dict(cutoff=cutoff, contacts=contacts, floor=floor).items() if v is not None}
     try:
-        run = run_ik_setup(setup_path, output_dir, warm_start=warm_start)
+        run = run_ik_setup(setup_path, output_dir, warm_start=warm_start, **refine)
     except (OpenSimFileError, KeyError, ValueError, OSError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"error: {message}", file=sys.stderr)
