@@ -159,7 +159,8 @@ def smoothing_weights(gauss_newton, q, measured, weights, targets, cutoff, rate,
     stiffness = np.diagonal(H, axis1=1, axis2=2)
     seen = stiffness > 0
     movable = movable & seen.any(axis=0)
-    median = np.array([np.median(stiffness[seen[:, c], c]) if movable[c] else 0.0 for c in range(q.shape[1])])
+    median = np.zeros(q.shape[1])
+    median[movable] = np.nanmedian(np.where(seen, stiffness, np.nan)[:, movable], axis=0)
     lam = smoothness.cutoff_weight(cutoff, rate) if cutoff is not None else 0.0
     return lam * median, movable
 
