@@ -23,6 +23,14 @@ def main(argv=None) -> int:
     ik.add_argument("--warm-start", choices=("previous", "none"), default="previous",
                     help="start frame f from frame f-1's solution as OpenSim does (default), or every frame "
                          "from the default pose")
+    ik.add_argument("--cutoff", type=float, metavar="HZ",
+                    help="refine all frames together with an acceleration penalty smoothing the coordinates to "
+                         "about this cutoff (as the keypoint fit's; default: none, every frame alone as OpenSim)")
+    ik.add_argument("--contacts", choices=("auto", "none"), default="none",
+                    help="auto: hold the foot markers (on calcn/toes bodies) where they stand still and keep them "
+                         "above the floor (default: none)")
+    ik.add_argument("--floor", type=float, metavar="METRES", help="the floor's height along +Y for --contacts auto "
+                                                                  "(default: estimated from the feet)")
     ik.add_argument("-v", "--verbose", action="store_true", help="one line per frame")
     scale = commands.add_parser("scale", help="run an OpenSim ScaleTool setup file: scales the model, places "
                                               "its markers, writes the files the setup names")
@@ -38,7 +46,8 @@ def main(argv=None) -> int:
         run(args.bones, args.frames)
     elif args.command == "ik":
         from .opensim.ik import cli
-        return cli(args.setup, args.output_dir, args.warm_start, args.verbose)
+        return cli(args.setup, args.output_dir, args.warm_start, args.verbose, cutoff=args.cutoff,
+                   contacts=None if args.contacts == "none" else args.contacts, floor=args.floor)
     elif args.command == "scale":
         from .opensim.scale_tool import cli as scale_cli
         return scale_cli(args.setup, args.output_dir)

@@ -11,6 +11,7 @@ SMPL fits) read into one KeypointTrial and fitted onto a rig.
     calibration.py                offsets and one uniform scale on a static window
     smoothness.py                 the acceleration penalty and its cutoff in Hz
     block_tridiagonal.py          the banded solve (block cyclic reduction)
+    trajectory.py                 Levenberg-Marquardt over all frames (shared with marker IK's smoothing)
     second_order.py               the keypoint term's full Hessian, for Newton's steps
     contacts.py                   still feet: spans (the retarget's detection), pins, the floor
     fit.py                        all frames in one solve; errors, gaps and contacts reported

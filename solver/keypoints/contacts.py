@@ -16,7 +16,8 @@ times the mean keypoint weight: penalties, so a point held stays still to within
 keypoints on its foot over that weight, and one pushed up to the floor stays within a few
 hundredths of a millimetre below it (on Pose2Sim's balancing trial).
 
-Up is +Z: the rig's world, as Blender's (KeypointTrial.z_up).
+Up is +Z: the rig's world, as Blender's (KeypointTrial.z_up); `held_points` takes any up (marker IK's
+smoothing, opensim/contacts.py, gives OpenSim's +Y).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ FOOT_ROLES = ("foot.L", "foot.R", "toe.L", "toe.R")
 class FootContacts:
     """The contact points `names` (P,) at `index` (P,) in the placement; `spans` {name: [Span]};
     `pins` (F, P, 3) each frame's pin where a span holds the point (NaN elsewhere); the `floor`
-    height (rig units, along +Z); `weight` of a pin and of the floor."""
+    height (along `up`, the world's up: +Z for a rig); `weight` of a pin and of the floor."""
 
     names: tuple
     index: np.ndarray
@@ -47,6 +48,7 @@ class FootContacts:
     pins: np.ndarray
     floor: float
     weight: float
+    up: tuple = (0.0, 0.0, 1.0)
 
     @property
     def pinned(self) -> np.ndarray:
@@ -74,19 +76,28 @@ def foot_contacts(placement: Placement, target_model, Q: np.ndarray, rate: float
     `floor` (rig units along +Z) instead of the estimate; `mean_weight` the keypoints' mean weight."""
     index = contact_points(placement, target_model)
     names = tuple(placement.names[i] for i in index)
-    F, P = Q.shape[0], index.size
-    if not P:
+    if not index.size:
         raise ValueError("contacts need keypoints on the rig's foot or toe bones: none of the trial's is on one")
     paths = placement.evaluate(Q, jacobian=False)[:, index]
-    ground = estimate_floor(paths, UP, detection.percentile) if floor is None else float(floor)
-    size = rig_leg_length(target_model)
-    spans = {name: detect_contacts(paths[:, i], rate, up=UP, floor=ground, size=size, detection=detection)
+    return held_points(names, index, paths, rate, rig_leg_length(target_model), mean_weight, UP,
+                       detection=detection, floor=floor)
+
+
+def held_points(names, index, paths: np.ndarray, rate: float, size: float, mean_weight: float, up, *,
+                detection: ContactDetection = ContactDetection(), floor: float | None = None) -> FootContacts:
+    """The spans, pins and floor (module docstring) of contact points `names` (at `index` among
+    the fit's points) moving along `paths` (F, P, 3) at `rate` Hz, for a body whose legs are `size`
+    long; `up` the world's up (unit), `floor` (along it) instead of the estimate."""
+    F, P = paths.shape[:2]
+    ground = estimate_floor(paths, up, detection.percentile) if floor is None else float(floor)
+    spans = {name: detect_contacts(paths[:, i], rate, up=up, floor=ground, size=size, detection=detection)
              for i, name in enumerate(names)}
     pins = np.full((F, P, 3), np.nan)
     for i, name in enumerate(names):
         for span in spans[name]:
             pins[span.start:span.end + 1, i] = paths[span.start:span.end + 1, i].mean(axis=0)
-    resting = pins[..., 2][np.isfinite(pins[..., 2])]
+    resting = (pins @ up)[np.isfinite(pins[..., 0])]
     if floor is None and resting.size:
         ground = min(ground, float(resting.min()))
-    return FootContacts(names, index, spans, pins, float(ground), CONTACT_WEIGHT * mean_weight)
+    return FootContacts(tuple(names), np.asarray(index), spans, pins, float(ground), CONTACT_WEIGHT * mean_weight,
+                        tuple(float(u) for u in up))

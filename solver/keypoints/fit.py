@@ -16,7 +16,8 @@ to the floor where it lies below it: two more rows of points on the same bones, 
 targets and weights (the floor's on the height alone, and only where the point lies below it).
 
 Levenberg-Marquardt, first frame by frame (batched, each frame its own damping), then, with the
-smoothness term, on the whole trajectory from there: its normal matrix is sum_f H_f (block
+smoothness term, on the whole trajectory from there (trajectory.py, the loop marker IK's smoothing
+shares): its normal matrix is sum_f H_f (block
 diagonal) plus D^T D (x) Lambda, banded with each frame tied to the two before and after it.
 Pairs of frames as blocks of 2n make it block tridiagonal, solved exactly by cyclic reduction
 (block_tridiagonal.py). The damping adds mu times the frame's mean data stiffness to the
@@ -44,19 +45,14 @@ import numpy as np
 from ..limits import project
 from ..runtime.blas_threads import one_blas_thread
 from . import smoothness
-from .block_tridiagonal import solve_block_tridiagonal
 from .contacts import UP, FootContacts
 from .data_term import data_term, free_coordinates, per_axis, rest_weights, targets_and_weights
 from .placement import Placement
 from .root_start import start_pose
 from .second_order import full_hessian, grouping
+from .trajectory import FLAT, MU_GIVE_UP as _MU_GIVE_UP, NEWTON_FROM, minimise
 
 _MU_START = 1e-3            # Levenberg-Marquardt damping, relative to the mean data stiffness
-_MU_TRAJECTORY = 1e-6       # the same for the whole trajectory, which starts from the frames' solutions
-_MU_GIVE_UP = 1e12
-FLAT = 1e-8                # relative: a step lowering the cost less than this has converged
-NEWTON_FROM = 1e-3         # relative gain of a step below which the trajectory takes Newton's steps
-NEWTON_EVERY = 3           # steps between two evaluations of the full Hessian
 
 
 @dataclass
@@ -144,33 +140,6 @@ class _Terms:
         return data_term(self.placement, Q, self.y, w), w
 
 
-def _paired_system(H, g, Lambda, free):
-    """The trajectory's normal equations as a block-tridiagonal system over pairs of frames:
-    diagonal blocks (N, 2n, 2n), blocks below (N - 1, 2n, 2n), right side (N, 2n)."""
-    F, n = g.shape
-    F2 = F + F % 2
-    if F2 != F:                                            # a frame past the end, tied to nothing
-        H = np.concatenate([H, np.eye(n)[None]])
-        g = np.concatenate([g, np.zeros((1, n))])
-        free = np.concatenate([free, np.ones((1, n), bool)])
-    d0, d1, d2 = (np.concatenate([d, np.zeros(F2 - F)]) for d in smoothness.normal_bands(F))
-    d1, d2 = np.append(d1, 0.0), np.append(d2, [0.0, 0.0])      # F2 entries each (past the end: 0)
-    N = F2 // 2
-    Lam = np.diag(Lambda)
-    A = H + d0[:, None, None] * Lam                          # frame blocks on the diagonal
-    D = np.zeros((N, 2 * n, 2 * n))
-    D[:, :n, :n], D[:, n:, n:] = A[0::2], A[1::2]
-    D[:, n:, :n] = D[:, :n, n:] = d1[0::2, None, None] * Lam
-    L = np.zeros((max(N - 1, 0), 2 * n, 2 * n))
-    L[:, :n, :n] = d2[0:F2 - 2:2, None, None] * Lam          # frame 2i+2 to 2i
-    L[:, :n, n:] = d1[1:F2 - 2:2, None, None] * Lam          # frame 2i+2 to 2i+1
-    L[:, n:, n:] = d2[1:F2 - 2:2, None, None] * Lam          # frame 2i+3 to 2i+1
-    f = free.reshape(N, 2 * n)
-    D = np.where(f[:, :, None] & f[:, None, :], D, 0.0) + np.eye(2 * n) * (~f)[:, None, :]
-    L = np.where(f[1:, :, None] & f[:-1, None, :], L, 0.0)
-    return D, L, (g * free).reshape(N, 2 * n), F2
-
-
 def _frame_by_frame(terms: _Terms, Q, rho, max_iterations, tolerance):
     """Every frame on its own (no smoothness): Levenberg-Marquardt per frame, batched over the
     frames still going, each until its step is below `tolerance` or gains less than FLAT of its
@@ -215,45 +184,31 @@ def _frame_by_frame(terms: _Terms, Q, rho, max_iterations, tolerance):
     return Q, iterations, converged
 
 
-def _trajectory(terms: _Terms, Q, rho, Lambda, max_iterations, tolerance):
-    """All frames together with the smoothness term: Levenberg-Marquardt on the trajectory,
-    each step solved by block cyclic reduction, Newton's steps once the gains are small (module
-    docstring). Returns Q, iterations, converged."""
-    model = terms.placement.model
-    F, n = Q.shape
-    groups = grouping(terms.placement)
+class _KeypointTrajectory:
+    """The keypoint fit as trajectory.minimise's problem: the point terms and the pull to rest."""
 
-    def total(Q):
-        return terms.cost(Q).sum() + smoothness.cost(Q, Lambda) + np.sum(rho * Q * Q)
+    def __init__(self, terms: _Terms, rho, Lambda):
+        self.terms, self.rho, self.Lambda = terms, rho, Lambda
+        self.model = terms.placement.model
+        self.groups = grouping(terms.placement)
 
-    cost, mu = total(Q), _MU_TRAJECTORY
-    newton, curvature, since = False, 0.0, NEWTON_EVERY
-    for iteration in range(1, max_iterations + 1):
-        term, w = terms.term(Q)
-        g = term.g - rho * Q - smoothness.second_difference_normal(Q) * Lambda
-        free = free_coordinates(model, Q, g)
-        if newton and since >= NEWTON_EVERY:
-            curvature = full_hessian(terms.placement, Q, terms.y, w, term.g, groups) - term.H
-            since = 0
-        since += 1
-        H = term.H + np.diag(rho) + curvature
+    def total(self, Q):
+        return self.terms.cost(Q).sum() + smoothness.cost(Q, self.Lambda) + np.sum(self.rho * Q * Q)
+
+    def normal(self, Q):
+        term, w = self.terms.term(Q)
         scale = np.mean(np.diagonal(term.H, axis1=1, axis2=2), axis=1) + 1e-300
-        while True:
-            D, L, b, F2 = _paired_system(H + (mu * scale)[:, None, None] * np.eye(n), g, Lambda, free)
-            trial = project(model, Q + solve_block_tridiagonal(D, L, b).reshape(F2, n)[:F])
-            trial_cost = total(trial)
-            if trial_cost <= cost or mu > _MU_GIVE_UP:
-                break
-            mu *= 4.0
-        if trial_cost > cost:
-            return Q, iteration, True            # no step lowers the cost: at the minimum to rounding
-        step = np.max(np.abs(trial - Q), initial=0.0)
-        gain = (cost - trial_cost) / cost if cost > 0 else 0.0
-        Q, cost, mu = trial, trial_cost, mu / 3.0
-        if step < tolerance or gain <= FLAT:
-            return Q, iteration, True
-        newton = newton or gain < NEWTON_FROM
-    return Q, max_iterations, False
+        return term.H + np.diag(self.rho), term.g - self.rho * Q, scale, (term, w)
+
+    def curvature(self, Q, context):
+        term, w = context
+        return full_hessian(self.terms.placement, Q, self.terms.y, w, term.g, self.groups) - term.H
+
+    def free(self, Q, g):
+        return free_coordinates(self.model, Q, g)
+
+    def place(self, Q):
+        return project(self.model, Q)
 
 
 @one_blas_thread()
@@ -293,7 +248,7 @@ def fit_trajectory(placement: Placement, positions: np.ndarray, weights: np.ndar
             Lambda = smoothness.cutoff_weight(cutoff, rate) * (np.median(stiffness[seen], axis=0) if seen.any()
                                                                else np.zeros(n))
     if smoothed:
-        Q, more, converged = _trajectory(terms, Q, rho, Lambda, max_iterations, tolerance)
+        Q, more, converged = minimise(_KeypointTrajectory(terms, rho, Lambda), Q, Lambda, max_iterations, tolerance)
         iterations += more
     elif previous is not None:
         Q, frame_iterations, frame_converged = _frame_by_frame(terms, Q, rho, max_iterations, tolerance)

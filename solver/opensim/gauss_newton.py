@@ -189,10 +189,11 @@ class GaussNewton:
             cost += self.point_weight * np.sum(self.point_rows(q)[0] ** 2, axis=1)
         return cost
 
-    def normal_equations(self, q, measured, weights, targets):
+    def normal_equations(self, q, measured, weights, targets, extra=None):
         """cost (F,), H (F, n, n), g (F, n) and the second-order term S (F, n, n) at q (F, n) for
         measured markers (F, M, 3) (any finite value where the weight is 0), marker weights
-        (F, M) and task targets (F, T)."""
+        (F, M) and task targets (F, T); `extra` (cost, H, g) of more terms on all the coordinates
+        (smoothing.py's contact pins), added before the held couplers and constraints take them."""
         F, M = measured.shape[:2]
         if self._jacobian.shape[0] < F:
             self._jacobian = np.empty((F,) + self._jacobian.shape[1:])
@@ -226,6 +227,8 @@ class GaussNewton:
             cost += w * np.sum(c * c, axis=1)
             g -= w * (np.swapaxes(A, 1, 2) @ c[..., None])[..., 0]
             H += w * np.swapaxes(A, 1, 2) @ A
+        if extra is not None:
+            cost, H, g = cost + extra[0], H + extra[1], g + extra[2]
         if self.held:                                  # in the coordinates left: J T for J
             T = coupler_tangent(q, self.held)
             Tt = np.swapaxes(T, 1, 2)

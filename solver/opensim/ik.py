@@ -143,6 +143,7 @@ from .limit_start import off_limits
 from .coupling import coupler_tangent, fill_dependents
 from .marker_file import read_trial
 from .marker_kinematics import MarkerKinematics
+from .smoothing import check_options, frame_rate, refine
 from .osim import OpenSimModel, load_osim
 from .root_seed import MIN_MARKERS as MIN_ROOT_MARKERS, RootSeed
 from .setup import IKSetup, IKTaskSet, read_ik_setup
@@ -341,7 +342,11 @@ class IKResult:
     in a frame without any marker the error report is NaN (nothing was measured). `passes` counts
     warm-start passes, `iterations` sums the engine's iterations per frame over them.
     `above_neighbour` (F,) marks the frames whose objective was above a neighbour's solution (a
-    worse local minimum) and were solved again from it (MarkerIK.solve)."""
+    worse local minimum) and were solved again from it (MarkerIK.solve). Refined across frames
+    (smoothing.py): the `cutoff` (Hz), the smoothness weight per coordinate `smoothing`, the
+    refinement's `trajectory_iterations`; with contacts the spans per contact marker `contacts`
+    ({name: [Span]}), the `floor` (metres along +Y), per frame and contact marker (`contact_names`)
+    `pin_error` |x - pin| (NaN where no span holds it) and `floor_penetration` (0 above it)."""
 
     time: np.ndarray
     q: np.ndarray
@@ -370,6 +375,14 @@ class IKResult:
     determined_coordinates: np.ndarray | None = None
     accuracy: float | None = None
     above_neighbour: np.ndarray | None = None
+    cutoff: float | None = None
+    smoothing: np.ndarray | None = None
+    trajectory_iterations: int = 0
+    contacts: dict = field(default_factory=dict)
+    floor: float | None = None
+    contact_names: tuple = ()
+    pin_error: np.ndarray | None = None
+    floor_penetration: np.ndarray | None = None
 
     @property
     def n_frames(self) -> int:
@@ -577,16 +590,27 @@ class MarkerIK:
     @one_blas_thread()
     def solve(self, accuracy: float = DEFAULT_ACCURACY, max_iterations: int = DEFAULT_MAX_ITERATIONS,
               warm_start: str = "previous", max_passes: int | None = None, method: str = "pinv",
-              q0=None, neighbours: bool | str | None = None, seed_root: bool | None = None) -> IKResult:
+              q0=None, neighbours: bool | str | None = None, seed_root: bool | None = None,
+              cutoff: float | None = None, contacts: str | None = None, floor: float | None = None,
+              contact_markers=None) -> IKResult:
         """Solve every frame (module docstring). q0 (n,) or (F, n) replaces the start pose (the
         model's default pose with the prescribed values); prescribed coordinates keep theirs.
         `method` is the engine's, for frames handed on to it. `neighbours` (default: with
         warm_start 'previous') solves again from a neighbour's solution the frames whose
         objective is above what that leads to (`_above_neighbours`): the frames a neighbour's
         solution scores lower, or with 'solve' every frame. `seed_root` (default: with
-        warm_start 'previous' and no q0) starts frames with the root on its markers (`_seeded`)."""
+        warm_start 'previous' and no q0) starts frames with the root on its markers (`_seeded`).
+        `cutoff` (Hz) then refines all frames together with the keypoint fit's acceleration
+        penalty, `contacts` 'auto' holds the feet where they stand still and above the floor
+        (`floor` metres along +Y instead of the estimate, `contact_markers` instead of the markers
+        on the feet): smoothing.py. Without them (the default) the frames are OpenSim's, alone."""
         if warm_start not in WARM_STARTS:
             raise ValueError(f"warm_start must be one of {WARM_STARTS}, not {warm_start!r}")
+        refined = cutoff is not None or contacts is not None
+        if refined or floor is not None or contact_markers is not None:
+            check_options(cutoff, contacts, floor, frame_rate(self.time))
+            if contact_markers is not None and contacts is None:
+                raise ValueError("contact_markers name the markers contacts='auto' holds: give contacts='auto'")
         started = _time.perf_counter()
         settings = self.settings(accuracy, max_iterations, method)
         F = self.time.size
@@ -670,7 +694,18 @@ class MarkerIK:
             raise ValueError(f"neighbours must be True, False, None or 'solve', not {neighbours!r}")
         if neighbours or (neighbours is None and warm_start == "previous"):
             above = self._above_neighbours(q, start, run, accuracy, every=neighbours == "solve")
-        result = self.report(self.scene.fill(q))
+        q = self.scene.fill(q)
+        if refined:
+            smoothed = refine(self, q, cutoff=cutoff, contacts=contacts, floor=floor, contact_names=contact_markers,
+                              accuracy=accuracy, max_iterations=max_iterations)
+            q, converged = smoothed.q, converged & smoothed.converged
+        result = self.report(q)
+        if refined:
+            result.cutoff, result.smoothing, result.trajectory_iterations = cutoff, smoothed.smoothing, smoothed.iterations
+            held = smoothed.contacts
+            if held is not None:
+                result.contacts, result.floor, result.contact_names = held.spans, held.floor, held.names
+                result.pin_error, result.floor_penetration = smoothed.pin_error, smoothed.floor_penetration
         result.iterations, result.converged, result.passes = iterations, converged, passes
         result.above_neighbour = above
         result.determined, result.determined_coordinates = self.determined.copy(), self.rank.copy()
@@ -989,6 +1024,17 @@ def summary_lines(run: IKRun) -> list:
     if r.above_neighbour is not None and r.above_neighbour.any():
         lines.append(f"{int(np.sum(r.above_neighbour))} frames sat in a worse local minimum than a neighbour's "
                      f"solution and were solved again from it: {_spans(r.time, r.above_neighbour)}")
+    if r.smoothing is not None:
+        missing = np.isnan(r.marker_errors).any(axis=1)
+        lines.append(f"refined across frames (cutoff {r.cutoff if r.cutoff is not None else '-'} Hz): "
+                     f"{r.trajectory_iterations} iterations"
+                     + (f"; {int(missing.sum())} frames with markers missing, bridged by the smoothing: "
+                        f"{_spans(r.time, missing)}" if missing.any() and r.cutoff is not None else ""))
+    if r.contact_names:
+        spans = sum(len(v) for v in r.contacts.values())
+        lines.append(f"contacts: {spans} spans on {', '.join(r.contact_names)}; floor {r.floor:.4g} m (+Y); "
+                     f"largest distance from a pin {np.nanmax(r.pin_error, initial=0.0) * 1000:.3g} mm, "
+                     f"below the floor {np.max(r.floor_penetration, initial=0.0) * 1000:.3g} mm")
     if run.ignored_markers:
         lines.append("ignored marker tasks (marker not in the model or the marker file): "
                      + ", ".join(run.ignored_markers))
@@ -997,13 +1043,16 @@ def summary_lines(run: IKRun) -> list:
     return lines
 
 
-def cli(setup_path, output_dir=None, warm_start: str = "previous", verbose: bool = False, out=None) -> int:
-    """`python -m solver ik SETUP.xml [--output-dir DIR]`: run the setup, print a summary (and one
-    line per frame with `verbose`). Returns the exit status: 1 when the inputs are unusable."""
+def cli(setup_path, output_dir=None, warm_start: str = "previous", verbose: bool = False, out=None, *,
+        cutoff: float | None = None, contacts: str | None = None, floor: float | None = None) -> int:
+    """`python -m solver ik SETUP.xml [--output-dir DIR] [--cutoff HZ] [--contacts auto] [--floor M]`:
+    run the setup, print a summary (and one line per frame with `verbose`). Returns the exit
+    status: 1 when the inputs or options are unusable."""
     import sys
     out = out or sys.stdout
+    refine = {k: v for k, v in dict(cutoff=cutoff, contacts=contacts, floor=floor).items() if v is not None}
     try:
-        run = run_ik_setup(setup_path, output_dir, warm_start=warm_start)
+        run = run_ik_setup(setup_path, output_dir, warm_start=warm_start, **refine)
     except (OpenSimFileError, KeyError, ValueError, OSError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"error: {message}", file=sys.stderr)

@@ -15,7 +15,8 @@ from solver.keypoints.block_tridiagonal import solve_block_tridiagonal
 from solver.keypoints.calibration import _shared_blocks, calibrate
 from solver.keypoints.data_term import data_cost, data_term
 from solver.keypoints.contacts import FootContacts
-from solver.keypoints.fit import _Terms, _paired_system, fit_trajectory
+from solver.keypoints.fit import _Terms, fit_trajectory
+from solver.keypoints.trajectory import paired_system as _paired_system
 from solver.keypoints.placement import Placement, place_keypoints
 from solver.limits import project, violation
 from solver.model import Model, Segment, prismatic, sphere
