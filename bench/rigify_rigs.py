@@ -78,8 +78,7 @@ def run(quick: bool = False, n_frames: int = 60) -> Table:
         f"{n_frames} frames per rig, one bpy session each (tools.rigify_rigs: the generated rig, every limb in IK, "
         f"poles on, IK and pole controls keyed on circles). Blender: `frame_set` of every frame, the rig's own IK on. "
         f"ours: the bake `api.bake(rig, 1, {n_frames})` runs, defaults, best of {REPEATS}; verify: its share. passes: "
-        f"Blender evaluations of every frame a bake reads (targets, later stages' computed from them; one to verify); "
-        f"floor: passes x Blender s. nla.bake: Blender's visual-keying bake of the "
+        f"Blender evaluations of every frame a bake reads (targets; one to verify); floor: passes x Blender s. nla.bake: Blender's visual-keying bake of the "
         f"bones ours keys, its own IK on. IK: active IK constraints (ours, stages); max error: the worst IK tail "
         f"as Blender shows the bake (m); converged: frames with every active IK constraint on target.",
         [Column("rig", "rig", text=True), Column("bones", "bones"), Column("ik", "IK (ours, stages)", text=True),
