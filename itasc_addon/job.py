@@ -261,9 +261,12 @@ class Job:
         for j in range(k + 1, len(self.rigs)):
             if j in self.unpredicted:
                 break
+            solved = [name for rig in self.rigs[:j] for name in rig.bones]
+            if self.bones_filter is not None and not set(solved) <= set(self.bones_filter):
+                self.unpredicted[j] = "the stages before key only some of their bones (only selected)"
+                break
             stage = self._stage(j)
             bones, others = stage.sampler.inputs()
-            solved = [name for rig in self.rigs[:j] for name in rig.bones]
             stage.prediction = prediction.Prediction(self.obj, bones, solved, self.order.driven, self._walker)
             keys = {(self.obj.as_pointer(), name) for name in solved}
             nodes = [(f"{name}:{bone}" if bone else name, dependencies.node(bpy.data.objects.get(name), bone))

@@ -162,17 +162,22 @@ def three_chains(n_frames=10):
 
 def three_chains_readings(n_frames=10):
     """B's target rides on A's tip by parenting: computed, one reading for both stages. Then with
-    no computed input taken as confirmed (a tolerance below 0): B read again after the verification. Then
-    B's target under a Copy Rotation of A's middle bone (not computed here): B read in a pass of
-    its own from the start. Every tail as Blender shows it after each bake."""
+    no computed input taken as confirmed (a tolerance below 0): B read again after the verification;
+    with its computation failing when it runs: B read in a pass of its own. Then B's target under a
+    Copy Rotation of A's middle bone (not computed here): B read in a pass of its own from the start. Every tail as Blender shows it after each bake."""
     scene, rig = _three_chain_rig(n_frames)
     frames = range(1, n_frames + 1)
     active = [f"{pb.name}/{c.name}" for pb, c in rigify_rigs.active_ik(rig)]
     jobs = _jobs_run()
     out = {}
-    tolerance = job.PREDICTION_TOLERANCE
-    for case in ("parented", "unconfirmed", "copy_rotation"):
+    tolerance, evaluate = job.PREDICTION_TOLERANCE, job.prediction.Prediction.evaluate
+
+    def fails(self, solved):
+        raise job.prediction.Unpredictable("failed on purpose")
+
+    for case in ("parented", "unconfirmed", "failing", "copy_rotation"):
         job.PREDICTION_TOLERANCE = -1.0 if case == "unconfirmed" else tolerance
+        job.prediction.Prediction.evaluate = fails if case == "failing" else evaluate
         if case == "copy_rotation":
             con = rig.pose.bones["B_target"].constraints.new("COPY_ROTATION")
             con.target, con.subtarget = rig, "A1"
