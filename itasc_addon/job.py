@@ -268,19 +268,30 @@ class Job:
             stage = self._stage(j)
             bones, others = stage.sampler.inputs()
             stage.prediction = prediction.Prediction(self.obj, bones, solved, self.order.driven, self._walker)
-            keys = {(self.obj.as_pointer(), name) for name in solved}
-            nodes = [(f"{name}:{bone}" if bone else name, dependencies.node(bpy.data.objects.get(name), bone))
-                     for name, bone in others]
-            moved = next((label for label, node in nodes if node is not None and self._walker.reached(node, keys)),
-                         None)
-            reason = stage.prediction.reason or (f"its target '{moved}' is another object that follows the pose"
-                                                 if moved else "")
+            reason = stage.prediction.reason or self._uncomputed(stage, bones, others, solved)
             if reason:
                 self.unpredicted[j] = reason
                 break
             stage.prediction.start(len(self.frames))
             out.append(stage)
         return out
+
+    def _uncomputed(self, stage, bones, others, solved):
+        """Why a stage's inputs that follow the stages before are not all among those computed
+        (`bones`): a target or pole on another object, or something else a chain bone follows
+        (a constraint's target, a driver); '' when they are."""
+        keys = {(self.obj.as_pointer(), name) for name in solved}
+        for name, bone in others:
+            node = dependencies.node(bpy.data.objects.get(name), bone)
+            if node is not None and self._walker.reached(node, keys):
+                return f"its target '{name + (':' + bone if bone else '')}' is another object that follows the pose"
+        known = set(bones) | set(stage.rig.bones)
+        for name in stage.rig.bones:
+            for node in self._walker.bone_inputs(self.obj, name):
+                inside = isinstance(node, tuple) and node[0] == self.obj and node[1] in known
+                if node != self.obj and not inside and self._walker.reached(node, keys):
+                    return f"bone '{name}' follows something that moves with the stages before"
+        return ""
 
     def _take_prediction(self, stage):
         """Put a predicted stage's computed inputs into its sampler; False if they cannot be

@@ -101,17 +101,19 @@ def test_chain_riding_on_a_chain_and_a_copy_scale(extension_zip):
 def test_later_stage_inputs_are_computed_and_confirmed_or_read(extension_zip):
     """B's target rides on A's tip: computed from A's solution, both stages from one reading. Taken
     as unconfirmed (a tolerance below 0), B is read again after the verification and solved again;
-    where computing fails as it runs, or under a Copy Rotation (not computed), B is read in a pass
-    of its own. On target in every case."""
+    where computing fails as it runs, where B's chain follows A otherwise than through its inputs,
+    or under a Copy Rotation (not computed), B is read in a pass of its own. On target in every
+    case."""
     r = call_in_blender("rigify_rigs:three_chains_readings", extension_zip=extension_zip, sys_path=[str(ROOT)])
-    parented, unconfirmed, failing, rotated = (r[case] for case in ("parented", "unconfirmed", "failing",
-                                                                     "copy_rotation"))
-    assert [case["readings"] for case in (parented, unconfirmed, failing, rotated)] == [1, 2, 2, 2]
+    parented, unconfirmed, failing, follows, rotated = (r[case] for case in (
+        "parented", "unconfirmed", "failing", "chain_follows_a", "copy_rotation"))
+    assert [case["readings"] for case in (parented, unconfirmed, failing, follows, rotated)] == [1, 2, 2, 2, 2]
     assert parented["gaps"]["1"] <= 1e-5 and not parented["unpredicted"]
     assert "differs from the computed inputs" in unconfirmed["unpredicted"]["1"]
     assert failing["unpredicted"] == {"1": "failed on purpose"} and not failing["gaps"]
+    assert "'B0' follows something that moves with the stages before" in follows["unpredicted"]["1"]
     assert "COPY_ROTATION" in rotated["unpredicted"]["1"] and "1" not in rotated["gaps"]
-    for case in (parented, unconfirmed, failing, rotated):
+    for case in (parented, unconfirmed, failing, follows, rotated):
         assert np.max(case["ours"]) <= 1e-5 and all(case["converged"])
 
 

@@ -163,8 +163,9 @@ def three_chains(n_frames=10):
 def three_chains_readings(n_frames=10):
     """B's target rides on A's tip by parenting: computed, one reading for both stages. Then with
     no computed input taken as confirmed (a tolerance below 0): B read again after the verification;
-    with its computation failing when it runs: B read in a pass of its own. Then B's target under a
-    Copy Rotation of A's middle bone (not computed here): B read in a pass of its own from the start. Every tail as Blender shows it after each bake."""
+    with its computation failing when it runs: B read in a pass of its own. With B's first bone
+    following A's middle one (a Copy Scale), or B's target under a Copy Rotation of it (not
+    computed here): B read in a pass of its own from the start. Every tail as Blender shows it after each bake."""
     scene, rig = _three_chain_rig(n_frames)
     frames = range(1, n_frames + 1)
     active = [f"{pb.name}/{c.name}" for pb, c in rigify_rigs.active_ik(rig)]
@@ -175,10 +176,14 @@ def three_chains_readings(n_frames=10):
     def fails(self, solved):
         raise job.prediction.Unpredictable("failed on purpose")
 
-    for case in ("parented", "unconfirmed", "failing", "copy_rotation"):
+    for case in ("parented", "unconfirmed", "failing", "chain_follows_a", "copy_rotation"):
         job.PREDICTION_TOLERANCE = -1.0 if case == "unconfirmed" else tolerance
         job.prediction.Prediction.evaluate = fails if case == "failing" else evaluate
+        if case == "chain_follows_a":
+            follow = rig.pose.bones["B0"].constraints.new("COPY_SCALE")
+            follow.target, follow.subtarget = rig, "A1"
         if case == "copy_rotation":
+            rig.pose.bones["B0"].constraints.remove(follow)
             con = rig.pose.bones["B_target"].constraints.new("COPY_ROTATION")
             con.target, con.subtarget = rig, "A1"
         api.clear_bake(rig)
