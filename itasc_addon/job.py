@@ -122,7 +122,9 @@ class Job:
 
     @property
     def total(self):
-        return (2 * len(self.rigs) + 1) * len(self.frames) + 1
+        """Progress units: a reading, each stage's solve and the verification of every frame
+        (a stage read or verified again holds the bar where it is)."""
+        return (len(self.rigs) + 2) * len(self.frames) + 1
 
     def run(self):
         """Everything at once (no progress to show between steps): each stage solved in one piece."""
@@ -162,11 +164,13 @@ class Job:
                     self.stage = stage
                     self._inputs(stage)
                     self.phase = "solve"
+                    base = self.done
                     for _ in self._solve(stage, chunk):
+                        self.done = min(base + stage.solved, self.total)
                         yield self.done
                     self.phase = "write"
                     self._write(stage)
-                    self.done = min(self.done + F, self.total)
+                    self.done = min(base + F, self.total)
                     yield self.done
             self._start_verify()
             self.phase = "verify"
