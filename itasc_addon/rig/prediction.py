@@ -22,9 +22,11 @@ sampler refuses any other, and every step below commutes with a rotation and a u
 
 Bones on the way that depend on no solved bone are read in the first pass as Blender shows them;
 solved bones come from the forward kinematics of their stage (`solved_matrices`). Anything else on
-the way (another constraint, a driver that follows the pose, another object) keeps the stage's
-own reading (`plan` says why). The bake's verification reads every predicted bone again
-(`job.Job`): a prediction Blender does not confirm sends the stage back to a reading of its own.
+the way (another constraint, a driver on a bone's channels, another object) keeps the stage's
+own reading (`reason` says why). The constraints' settings (influence and the rest) are taken as
+they are when the bake starts. The bake's verification reads every predicted bone again
+(`job.Job`): a prediction Blender does not confirm (a setting animated or driven to change over
+the frames, say) sends the stage back to a reading of its own.
 """
 
 from __future__ import annotations
