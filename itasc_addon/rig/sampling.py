@@ -240,12 +240,12 @@ class Sampler:
             last = self._memo[name] = (key, value)
         return last[1]
 
-    def _start_pose(self):
+    def _start_pose(self, modes, values):
         """(matrix_basis (F, B, 4, 4) of the bones read, the model bones' start pose (F, S, 4, 4))
         from the channels read: each stretching bone's Y axis scaled by its stretch as Blender
         shows it. Refuses a non-finite pose and chain bones scaled to zero; warns (once) of pose
         scales the solver does not model."""
-        pose_basis = pose_channels.basis(self._modes, self._values, self._connected)
+        pose_basis = pose_channels.basis(modes, values, self._connected)
         basis = pose_basis[:, self._index]
         bad = ~np.isfinite(basis).all(axis=(1, 2, 3))
         if bad.any():
@@ -281,11 +281,12 @@ class Sampler:
         # The start pose follows from the channels alone (live preview: the user's own, the same
         # from frame to frame unless animated).
         roots_now = None
+        modes, values = self._modes, self._values
         if self._animated is not None:
-            roots_now = pose_channels.basis(self._modes, self._values, self._connected)[:, self._root_index]
-            self._modes[...], self._values[...] = self._animated
-        pose_basis, self.basis = self._remembered("basis", self._modes.tobytes() + self._values.tobytes(),
-                                                  self._start_pose)
+            roots_now = pose_channels.basis(modes, values, self._connected)[:, self._root_index]
+            modes, values = self._animated
+        pose_basis, self.basis = self._remembered("basis", modes.tobytes() + values.tobytes(),
+                                                  lambda: self._start_pose(modes, values))
         # A root's rotation cancels in its base: while the roots stay where they are and the bones
         # they hang from do not move, the base is the same (up to float32 rounding). (A change of
         # how a root inherits its parent's motion changes the rig's signature: live preview then
