@@ -480,18 +480,21 @@ def _pivot(targets, share, spans, names, pins, same_bone, local, rotations, blen
 def initial_coordinates(tm: TargetModel, target: Target, desired: dict, hips_path: np.ndarray) -> np.ndarray:
     """Coordinates (F, n) that give every mapped bone its desired world rotation as nearly as its
     joints can (bones.coordinates_from_basis), unmapped bones rigid, and the hips' head on
-    hips_path (F, 3): the solve's start."""
+    hips_path (F, 3): the solve's start. Below its nearest mapped ancestor a, a bone s stands
+    as in the rest pose (world rotations W at zero coordinates): before its joints it is turned
+    by desired[a] W_a^T W_s."""
     model = tm.model
     F, S = hips_path.shape[0], len(model.segments)
+    rest = forward_kinematics(model, np.zeros((1, model.n_coordinates))).frames[0, :, :3, :3]
     role_of = {s: r for r, s in tm.role_segment.items()}
-    world = np.empty((F, S, 3, 3))
     basis = np.zeros((F, S, 4, 4))
-    basis[..., 3, 3] = 1.0
-    for s in range(S):
-        parent = model.parent[s]
-        before = model.rest[s, :3, :3] if parent < 0 else world[:, parent] @ model.rest[s, :3, :3]
-        world[:, s] = desired[role_of[s]] if s in role_of else before
-        basis[:, s, :3, :3] = np.swapaxes(before, -1, -2) @ world[:, s]
+    basis[..., :, :] = np.eye(4)
+    for s, role in role_of.items():
+        a = model.parent[s]
+        while a >= 0 and a not in role_of:
+            a = model.parent[a]
+        before = rest[s] if a < 0 else desired[role_of[a]] @ (rest[a].T @ rest[s])
+        basis[:, s, :3, :3] = np.swapaxes(before, -1, -2) @ desired[role]
     q = coordinates_from_basis(model, basis)
     hips = np.asarray(target.bone("hips").matrix, float)
     q[:, tm.root_translation] = (hips_path - hips[:3, 3]) @ hips[:3, :3]

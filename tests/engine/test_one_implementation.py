@@ -32,7 +32,6 @@ FORWARD_KINEMATICS_COPIES = {
     "one_frame.py": "the F = 1 composition of Scene.evaluate(one_frame=True), on the kinds' `motion`",
     "opensim/marker_kinematics.py": "marker IK's pointer-jumping composition, on the revolute kind's `motion`",
     "restarts/chain.py": "the racing serial chain: joints folded into cos/sin constants per chain",
-    "retarget/retarget.py": "a retarget start: the rest pose's world rotations, composed per segment",
 }
 JACOBIAN = {"kinematics.py:moved_point_jacobian"}
 JACOBIAN_COPIES = {
