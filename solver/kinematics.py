@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import Model
+from .rotations import _SKEW_BASIS
 
 _IDENTITY4 = np.eye(4)
 _IDENTITY3 = np.eye(3)
@@ -141,6 +142,9 @@ def _times_constant(M: np.ndarray, C: np.ndarray, out: np.ndarray) -> None:
 
 
 _NEXT, _AFTER = [1, 2, 0], [2, 0, 1]     # (a x b)_i = a_next b_after - a_after b_next
+_MINUS_SKEW = -_SKEW_BASIS               # -[p]x flattened = p @ _MINUS_SKEW
+_TO_POINT = np.zeros((6, 6))             # [[-[p]x, I], [I, 0]] without its -[p]x
+_TO_POINT[:3, 3:] = _TO_POINT[3:, :3] = np.eye(3)
 
 
 def point_jacobian(model: Model, pose: Pose, segments: np.ndarray, points: np.ndarray) -> np.ndarray:
@@ -155,15 +159,24 @@ def point_jacobian(model: Model, pose: Pose, segments: np.ndarray, points: np.nd
 
 def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray) -> np.ndarray:
     """point_jacobian before its mask: the Jacobians of points (F, E, 3) as if every coordinate
-    moved every point; times Model.moving_mask(segments) they are point_jacobian's."""
+    moved every point; times Model.moving_mask(segments) they are point_jacobian's. Per coordinate
+    c and point p, the linear rows w_c x (p - o_c) = -[p]x w_c + o_c x w_c (rotations) or u_c
+    (translations), the angular rows w_c or 0: with V = (w; o x w + u) (6, n) per frame,
+    J = [[-[p]x, I], [I, 0]] V, one product per point."""
     F, E, n = points.shape[0], points.shape[1], model.n_coordinates
-    w = pose.direction[:, None]                                  # (F, 1, n, 3)
-    lever = points[:, :, None, :] - pose.pivot[:, None]          # (F, E, n, 3)
-    J = np.empty((F, E, 6, n))
-    J[:, :, :3] = (w[..., _NEXT] * lever[..., _AFTER] - w[..., _AFTER] * lever[..., _NEXT]).swapaxes(-1, -2)  # w x lever
-    J[:, :, 3:] = w.swapaxes(-1, -2)
+    w, o = pose.direction, pose.pivot
+    V = np.empty((F, 6, n))
+    V[:, :3] = w.swapaxes(-1, -2)
+    other = np.empty((F, n))
+    for i, (j, k) in enumerate(zip(_NEXT, _AFTER)):                  # o x w, one component at a time
+        np.multiply(o[..., j], w[..., k], out=V[:, 3 + i])
+        np.multiply(o[..., k], w[..., j], out=other)
+        V[:, 3 + i] -= other
     translation = model.translational
     if translation.size:
-        J[:, :, :3, translation] = np.swapaxes(w[..., translation, :], -1, -2)
-        J[:, :, 3:, translation] = 0.0
-    return J
+        V[:, 3:, translation] = V[:, :3, translation]
+        V[:, :3, translation] = 0.0
+    to_point = np.empty((F, E, 6, 6))
+    to_point[:] = _TO_POINT
+    to_point[..., :3, :3] = (points @ _MINUS_SKEW).reshape(F, E, 3, 3)
+    return to_point @ V[:, None]

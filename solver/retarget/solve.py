@@ -29,9 +29,9 @@ import numpy as np
 
 from .. import update
 from ..geometry import points_on
-from ..kinematics import forward_kinematics
+from ..kinematics import forward_kinematics, point_jacobian
 from ..model import Model
-from ..rotations import log_map, skew
+from ..rotations import log_map
 from ..runtime.blas_threads import one_blas_thread
 from ..scene import Scene
 
@@ -80,16 +80,6 @@ def _points(frames: np.ndarray, segments: np.ndarray, local: np.ndarray) -> np.n
     return points_on(frames[:, segments], local)
 
 
-def linear_jacobian(model: Model, pose, segments: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """The linear rows (F, E, 3, n) of point_jacobian: for a rotation coordinate w_c x (p - o_c)
-    = [p]x^T w_c - w_c x o_c, for a translation u_c, zero where c does not move the point's segment."""
-    rotational = model.rotational[None, :, None]
-    w = np.where(rotational, pose.direction, 0.0)                                     # (F, n, 3)
-    wo = np.cross(w, pose.pivot) - np.where(rotational, 0.0, pose.direction)           # (F, n, 3)
-    J = -(skew(points) @ np.swapaxes(w, -1, -2)[:, None]) - np.swapaxes(wo, -1, -2)[:, None]
-    return J * model.moves[:, segments].T[None, :, None, :]
-
-
 class System:
     """The system of one problem at coordinates q of frames `index`: the soft tasks' normal
     equations H = A_s^T A_s + damping I, g = A_s^T b_s, and what the hard rows are made of.
@@ -114,7 +104,7 @@ class System:
         segments = np.concatenate([p.point_segments, p.contact_segments])
         E = segments.size
         points = _points(frames, segments, np.concatenate([p.point_local, p.contact_local]))
-        J = linear_jacobian(m, pose, segments, points)                                     # (f, E, 3, n)
+        J = point_jacobian(m, pose, segments, points)[:, :, :3]                            # (f, E, 3, n)
         w = np.concatenate([p.point_weight[index], p.contact_weight[index]], axis=1)
         targets = np.concatenate([p.point_targets[index], p.contact_targets[index]], axis=1)
         Jw = (J * np.sqrt(w)[..., None, None]).reshape(q.shape[0], 3 * E, -1)

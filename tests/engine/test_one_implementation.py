@@ -36,7 +36,6 @@ FORWARD_KINEMATICS_COPIES = {
 JACOBIAN = {"kinematics.py:moved_point_jacobian"}
 JACOBIAN_COPIES = {
     "one_frame.py:OneFrame.endpoint_jacobians": "the endpoints' Jacobians at F = 1, one product per endpoint",
-    "retarget/solve.py:linear_jacobian": "the retarget's rows, built from the pose's directions",
     "keypoints/second_order.py:gradient": "the keypoint fit's J^T f, from directions and pivots without J",
 }
 UPDATE_STEP = {"update.py:limited_step"}
