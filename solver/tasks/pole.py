@@ -99,7 +99,7 @@ _NEXT, _AFTER = np.array([1, 2, 0]), np.array([2, 0, 1])     # (a x b)_i = a_nex
 
 def _cross(a, b):
     """a x b for (..., 3) arrays: the products and differences numpy's cross forms, taken for all
-    three components at once (the pole's evaluation takes a dozen per call)."""
+    three components at once."""
     out = a.take(_NEXT, axis=-1) * b.take(_AFTER, axis=-1)
     out -= a.take(_AFTER, axis=-1) * b.take(_NEXT, axis=-1)
     return out
@@ -125,34 +125,16 @@ def at_head(root, J, d, column):
     return out, J
 
 
-def geometry(root, effector, target, pole, up_local) -> dict:
-    """theta and what its derivative needs, from the four frames (N, 4, 4) and the root bone's
-    "up" in its own frame (3,) or (N, 3); `valid` is False in the singular frames (theta is 0 there)."""
-    h = root[:, :3, 3]
-    up = root[:, :3, :3] @ up_local if up_local.ndim == 1 else (root[:, :3, :3] @ up_local[:, :, None])[..., 0]
-    e, d, p = effector[:, :3, 3] - h, target[:, :3, 3] - h, pole[:, :3, 3] - h
-    E, D, P = (np.sqrt(_dot(v, v)) for v in (e, d, p))
-    a, u = _unit(e, E), _unit(d, D)
-    k = _cross(a, u)
-    cos = _dot(a, u)
-    opposite = (cos < 0.0) & (np.sqrt(_dot(k, k)) <= _ON_AXIS)
-    one_plus = np.where(opposite, 1.0, 1.0 + cos)[:, None]
-    k_up = _cross(k, up)
-    w = up + k_up + _cross(k, k_up) / one_plus                        # Q up
-    u_w, u_p = _dot(u, w), _dot(u, p)
-    w_perp = w - u_w[:, None] * u
-    p_perp = p - u_p[:, None] * u
-    up_perp = up - _dot(a, up)[:, None] * a
-    size = E + D + P
-    valid = ((E > _AT_ROOT * size) & (D > _AT_ROOT * size) & ~opposite
-             & (np.sqrt(_dot(p_perp, p_perp)) > _ON_AXIS * P) & (np.sqrt(_dot(up_perp, up_perp)) > _ON_AXIS))
-    p_x_w = _cross(p, w)
-    s = _dot(u, p_x_w)
-    c = _dot(p, w) - u_p * u_w
-    theta = np.arctan2(s, c)
-    theta = np.where(valid, np.where(theta <= -np.pi, theta + 2 * np.pi, theta), 0.0)
-    return dict(theta=theta, valid=valid, a=a, u=u, k=k, k_up=k_up, one_plus=one_plus, up=up, w=w, p=p,
-                E=E, D=D, u_w=u_w, u_p=u_p, w_perp=w_perp, p_perp=p_perp, p_x_w=p_x_w, s=s, c=c)
+def components(frames, up_local):
+    """up, e - h, t - h and P - h (module docstring) per component (4, 3, N), from the four
+    frames (N, 4, 4, 4) in the order root, effector, target, pole and the root bone's "up" in its
+    own frame (3,) or (N, 3)."""
+    root = frames[:, 0, :3, :3]
+    positions = frames[:, :, :3, 3]
+    out = np.empty((4, 3, frames.shape[0]))
+    out[0] = (root @ up_local if up_local.ndim == 1 else (root @ up_local[:, :, None])[..., 0]).T
+    out[1:] = (positions[:, 1:] - positions[:, :1]).transpose(1, 2, 0)
+    return out
 
 
 def blender_turn(root, effector, target, pole, up_local):
@@ -274,20 +256,21 @@ class Pole(Task):
         return (np.sqrt(_dot(off, off)) <= _ON_AXIS * E[:, None]).all(axis=1)
 
     def geometry(self, root, effector, target, pole) -> dict:
-        """theta and what its derivative needs, from the four frames (F, 4, 4); `valid` is False in
-        the singular frames (theta is 0 there)."""
-        return geometry(root, effector, target, pole, self.up_local)
+        """theta and `valid` (False in the singular frames, where theta is 0) from the four frames
+        (F, 4, 4)."""
+        theta, valid, _ = angle(*components(np.stack([root, effector, target, pole], axis=1), self.up_local), _Arrays)
+        return dict(theta=theta, valid=valid)
 
     def errors(self, frames):
         """theta is read off the effector, target and pole positions across the root (per_length
         1/|e| + 1/|d| + 1/|p_perp|) and off the root bone's up across the chain's line (per_turn
         1/|w_perp|: near the singular pose where up lies along that line, theta is ill-defined)."""
-        g = self.geometry(*frames)
-        valid = g["valid"]
-        size = lambda v: np.where(valid, np.sqrt(_dot(v, v)), 1.0)     # noqa: E731
-        per_length = 1.0 / np.where(valid, g["E"], 1.0) + 1.0 / np.where(valid, g["D"], 1.0) + 1.0 / size(g["p_perp"])
-        per_turn = 1.0 / np.maximum(size(g["w_perp"]), 1e-12)
-        return np.full(g["theta"].shape, np.nan), np.abs(g["theta"]), valid & (self.weight > 0), per_length, per_turn
+        theta, valid, (E, D, P_perp, W_perp) = angle(*components(np.stack(frames, axis=1), self.up_local), _Arrays,
+                                                     sizes=True)
+        size = lambda v: np.where(valid, v, 1.0)     # noqa: E731
+        per_length = 1.0 / size(E) + 1.0 / size(D) + 1.0 / size(P_perp)
+        per_turn = 1.0 / np.maximum(size(W_perp), 1e-12)
+        return np.full(theta.shape, np.nan), np.abs(theta), valid & (self.weight > 0), per_length, per_turn
 
     def batch_key(self):
         return "poles"                      # every pole of a scene in one batch
@@ -317,17 +300,21 @@ class Pole(Task):
                 if J is not None:
                     J[:, k, 0] = J_head
             frames = frames.reshape(F * T, 4, 4, 4)
-            g = geometry(frames[:, 0], frames[:, 1], frames[:, 2], frames[:, 3],
-                         up_local[0] if T == 1 else np.broadcast_to(up_local, (F, T, 3)).reshape(F * T, 3))
-            theta, valid = g["theta"].reshape(F, T), g["valid"].reshape(F, T)
+            gradients = out.A is not None
+            theta, valid, g = angle(*components(frames, up_local[0] if T == 1 else
+                                                np.broadcast_to(up_local, (F, T, 3)).reshape(F * T, 3)),
+                                    _Arrays, gradients)
+            theta, valid = theta.reshape(F, T), valid.reshape(F, T)
             out.y[:, rows] = theta
             out.yd[:, rows] = 0.0
             out.task_weight[:, rows] = np.where(valid, weight, 0.0)
             out.rotation_error[:, index] = np.abs(theta)
             out.position_error[:, index] = np.nan
-            if out.A is None:
+            if not gradients:
                 return
-            row = cls._row(g, J.reshape((F * T,) + J.shape[2:])).reshape(F, T, -1)
+            twist = np.zeros((F * T, 1, 24))
+            twist[:, 0, _TWIST_ROWS] = np.stack([c for vector in g for c in vector], axis=1)
+            row = (twist @ J.reshape(F * T, 24, -1)).reshape(F, T, -1) * valid[..., None]
             n = inputs.n
             out.A[:, rows] = row[..., :n]
             if out.B is not None:
@@ -343,35 +330,10 @@ class Pole(Task):
         """All poles of a scene at one frame, each on Python floats (_OneFrame)."""
         return _OneFrame(tasks, places)
 
-    @staticmethod
-    def _row(g: dict, J: np.ndarray) -> np.ndarray:
-        """d theta over all columns (F, n + n_u), from the endpoints' twist Jacobians J (F, 4, 6,
-        n + n_u) in the order root, effector, target, pole (module docstring); zero where not valid."""
-        valid = g["valid"]
-        a, u, k, up, w, p = g["a"], g["u"], g["k"], g["up"], g["w"], g["p"]
-        s, c = g["s"][:, None], g["c"][:, None]
-        one_plus = g["one_plus"]
-        N = np.where(valid, g["s"] ** 2 + g["c"] ** 2, 1.0)[:, None]
-        g_p = (c * _cross(w, u) - s * g["w_perp"]) / N
-        g_w = (c * _cross(u, p) - s * g["p_perp"]) / N
-        g_u = (c * g["p_x_w"] + s * (g["u_w"][:, None] * p + g["u_p"][:, None] * w)) / N
-        m = _cross(up, g_w) + (_cross(g["k_up"], g_w) - _cross(up, _cross(k, g_w))) / one_plus
-        z = -_dot(g_w, _cross(k, g["k_up"]))[:, None] / one_plus ** 2
-        g_dir = _cross(u, m) + z * u
-        g_u = g_u - _cross(a, m) + z * a
-        k_g = _cross(k, g_w)
-        g_up = g_w - k_g + _cross(k, k_g) / one_plus                       # Q^T g_w
-        g_e = (g_dir - _dot(g_dir, a)[:, None] * a) / np.where(valid, g["E"], 1.0)[:, None]
-        g_t = (g_u - _dot(g_u, u)[:, None] * u) / np.where(valid, g["D"], 1.0)[:, None]
-        linear = np.stack([-(g_p + g_e + g_t), g_e, g_t, g_p], axis=1)      # (F, 4, 3): root, effector, target, pole
-        row = np.einsum("fei,feik->fk", linear, J[:, :, :3]) + np.einsum("fi,fik->fk", _cross(up, g_up), J[:, 0, 3:])
-        return row * valid[:, None]
-
 
 class _OneFrame:
-    """The poles of a scene at one frame (F = 1): per pole, `geometry` and `Pole._row`'s arithmetic
-    on Python floats (a handful of numpy calls for all poles instead of a hundred), equal to the
-    batched evaluation to rounding (tests/engine/test_one_frame.py)."""
+    """The poles of a scene at one frame (F = 1): per pole, `angle` on Python floats (a handful of
+    numpy calls for all poles instead of a few hundred)."""
 
     def __init__(self, tasks, places):
         self.ends = np.array([[p.first_endpoint + j for j in range(4)] for p in places])     # (T, 4)
@@ -396,11 +358,12 @@ class _OneFrame:
         gradients = out.A is not None
         theta, weight, rows = [], [], []
         for (up, e, d, p), task_weight in zip(vectors.tolist(), self.weight):
-            angle, valid, g = _theta(up, e, d, p, gradients)
-            theta.append(angle)
+            turn, valid, g = angle(up, e, d, p, _Floats, gradients)
+            theta.append(turn)
             weight.append(task_weight if valid else 0.0)
             if gradients:        # over the twists' rows of root, effector, target, pole (linear, angular)
-                rows.append([*g[0], *g[4], *g[1], 0.0, 0.0, 0.0, *g[2], 0.0, 0.0, 0.0, *g[3], 0.0, 0.0, 0.0])
+                rows.append([*g[0], *g[4], *g[1], 0.0, 0.0, 0.0, *g[2], 0.0, 0.0, 0.0, *g[3], 0.0, 0.0, 0.0]
+                            if valid else _NO_ROW)
         out.y[0, self.rows] = theta
         out.yd[0, self.rows] = 0.0
         out.task_weight[0, self.rows] = weight
@@ -416,25 +379,50 @@ class _OneFrame:
             out.B[0, self.rows] = -row[:, n:]
 
 
-def _theta(up, e, d, p, gradients: bool):
-    """theta, valid and (with `gradients`) d theta / d (h, e, t, P, root's rotation) as five
-    3-vectors, for one pole at one frame from up, e - h, t - h, P - h (3-sequences of Python
-    floats): `geometry` and `Pole._row` written out per component (module docstring), one line
-    per vector, as names x_ y_ z_ (Python floats: a function call per vector would cost more than
-    its arithmetic)."""
+class _Floats:
+    """`angle` on Python floats: one pole at one frame."""
+
+    sqrt, atan2 = math.sqrt, math.atan2
+
+    @staticmethod
+    def where(condition, a, b):
+        return a if condition else b
+
+
+class _Arrays:
+    """`angle` on numpy arrays (N,): N poles or frames at once."""
+
+    sqrt, atan2, where = np.sqrt, np.arctan2, np.where
+
+
+# Where `angle`'s five gradients enter the twist rows of root, effector, target, pole (linear,
+# angular): root linear, effector linear, target linear, pole linear, root angular.
+_TWIST_ROWS = [0, 1, 2, 6, 7, 8, 12, 13, 14, 18, 19, 20, 3, 4, 5]
+_NO_ROW = [0.0] * 24
+
+
+def angle(up, e, d, p, ops, gradients: bool = False, sizes: bool = False):
+    """theta (0 where not valid), valid and, with `gradients`, d theta / d (h, e, t, P, root's
+    rotation) as five 3-vectors (not masked where not valid), or with `sizes` (|e - h|, |t - h|,
+    |p_perp|, |w_perp|), from up, e - h, t - h, P - h given per component (3-sequences): Python
+    floats with ops _Floats (one pole at one frame) or arrays (N,) with _Arrays (N at once), the
+    one arithmetic for both. The module docstring's vectors are written out per component, one
+    line per vector, as names x_ y_ z_ (on Python floats a function call per vector would cost
+    more than its arithmetic)."""
+    sqrt, where = ops.sqrt, ops.where
     upx, upy, upz = up
     ex, ey, ez = e
     dx, dy, dz = d
     px, py, pz = p
-    E, D, P = math.sqrt(ex * ex + ey * ey + ez * ez), math.sqrt(dx * dx + dy * dy + dz * dz), \
-        math.sqrt(px * px + py * py + pz * pz)
-    ie, id_ = 1.0 / (E if E > 0.0 else 1.0), 1.0 / (D if D > 0.0 else 1.0)
+    E, D, P = sqrt(ex * ex + ey * ey + ez * ez), sqrt(dx * dx + dy * dy + dz * dz), sqrt(px * px + py * py + pz * pz)
+    E1, D1 = where(E > 0.0, E, 1.0), where(D > 0.0, D, 1.0)
+    ie, id_ = 1.0 / E1, 1.0 / D1
     ax, ay, az = ex * ie, ey * ie, ez * ie                                      # a = dir
     ux, uy, uz = dx * id_, dy * id_, dz * id_                                   # u
     kx, ky, kz = ay * uz - az * uy, az * ux - ax * uz, ax * uy - ay * ux        # k = a x u
     cos = ax * ux + ay * uy + az * uz
-    opposite = cos < 0.0 and math.sqrt(kx * kx + ky * ky + kz * kz) <= _ON_AXIS
-    inv = 1.0 / (1.0 if opposite else 1.0 + cos)                               # 1 / one_plus
+    turnable = (cos >= 0.0) | (sqrt(kx * kx + ky * ky + kz * kz) > _ON_AXIS)   # not straight away
+    inv = 1.0 / where(turnable, 1.0 + cos, 1.0)                                # 1 / one_plus
     qx, qy, qz = ky * upz - kz * upy, kz * upx - kx * upz, kx * upy - ky * upx  # k_up = k x up
     rx, ry, rz = ky * qz - kz * qy, kz * qx - kx * qz, kx * qy - ky * qx        # k x k_up
     wx, wy, wz = upx + qx + rx * inv, upy + qy + ry * inv, upz + qz + rz * inv  # w = Q up
@@ -443,19 +431,19 @@ def _theta(up, e, d, p, gradients: bool):
     ox, oy, oz = px - u_p * ux, py - u_p * uy, pz - u_p * uz                    # p_perp
     lx, ly, lz = upx - a_up * ax, upy - a_up * ay, upz - a_up * az              # up_perp
     size = E + D + P
-    valid = (E > _AT_ROOT * size and D > _AT_ROOT * size and not opposite
-             and math.sqrt(ox * ox + oy * oy + oz * oz) > _ON_AXIS * P
-             and math.sqrt(lx * lx + ly * ly + lz * lz) > _ON_AXIS)
-    if not valid:
-        return 0.0, False, [(0.0, 0.0, 0.0)] * 5
+    P_perp = sqrt(ox * ox + oy * oy + oz * oz)
+    valid = ((E > _AT_ROOT * size) & (D > _AT_ROOT * size) & turnable & (P_perp > _ON_AXIS * P)
+             & (sqrt(lx * lx + ly * ly + lz * lz) > _ON_AXIS))
     mx, my, mz = py * wz - pz * wy, pz * wx - px * wz, px * wy - py * wx        # p x w
     s, c = ux * mx + uy * my + uz * mz, px * wx + py * wy + pz * wz - u_p * u_w
-    theta = math.atan2(s, c)
-    if theta <= -math.pi:
-        theta += 2 * math.pi
+    theta = ops.atan2(s, c)
+    theta = where(valid, where(theta <= -math.pi, theta + 2 * math.pi, theta), 0.0)
+    if sizes:
+        return theta, valid, (E, D, P_perp, sqrt(vx * vx + vy * vy + vz * vz))
     if not gradients:
-        return theta, True, None
-    sN, cN = s / (s * s + c * c), c / (s * s + c * c)
+        return theta, valid, None
+    N = where(valid, s * s + c * c, 1.0)
+    sN, cN = s / N, c / N
     # g_p = (c w x u - s w_perp) / N, g_w = (c u x p - s p_perp) / N, g_u = (c p x w + s (u_w p + u_p w)) / N
     gpx, gpy, gpz = (cN * (wy * uz - wz * uy) - sN * vx, cN * (wz * ux - wx * uz) - sN * vy,
                      cN * (wx * uy - wy * ux) - sN * vz)
@@ -477,8 +465,8 @@ def _theta(up, e, d, p, gradients: bool):
                   gwz - hz + inv * (kx * hy - ky * hx))
     # g_e = (g_dir - (g_dir . a) a) / E,  g_t = (g_u - (g_u . u) u) / D
     f_a, g_u_u = fx * ax + fy * ay + fz * az, gux * ux + guy * uy + guz * uz
-    gex, gey, gez = (fx - f_a * ax) / E, (fy - f_a * ay) / E, (fz - f_a * az) / E
-    gtx, gty, gtz = (gux - g_u_u * ux) / D, (guy - g_u_u * uy) / D, (guz - g_u_u * uz) / D
-    return theta, True, [(-(gpx + gex + gtx), -(gpy + gey + gty), -(gpz + gez + gtz)), (gex, gey, gez),
+    gex, gey, gez = (fx - f_a * ax) / E1, (fy - f_a * ay) / E1, (fz - f_a * az) / E1
+    gtx, gty, gtz = (gux - g_u_u * ux) / D1, (guy - g_u_u * uy) / D1, (guz - g_u_u * uz) / D1
+    return theta, valid, [(-(gpx + gex + gtx), -(gpy + gey + gty), -(gpz + gez + gtz)), (gex, gey, gez),
                          (gtx, gty, gtz), (gpx, gpy, gpz),
                          (upy * bz - upz * by, upz * bx - upx * bz, upx * by - upy * bx)]   # up x g_up
