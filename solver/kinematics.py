@@ -147,22 +147,24 @@ _TO_POINT = np.zeros((6, 6))             # [[-[p]x, I], [I, 0]] without its -[p]
 _TO_POINT[:3, 3:] = _TO_POINT[3:, :3] = np.eye(3)
 
 
-def point_jacobian(model: Model, pose: Pose, segments: np.ndarray, points: np.ndarray) -> np.ndarray:
+def point_jacobian(model: Model, pose: Pose, segments: np.ndarray, points: np.ndarray,
+                   linear: bool = False) -> np.ndarray:
     """Geometric Jacobians (F, E, 6, n) of world points (F, E, 3) fixed to `segments` (E,):
-    rows 0-2 the point's linear velocity, rows 3-5 the segment's angular velocity."""
-    J = moved_point_jacobian(model, pose, points)
+    rows 0-2 the point's linear velocity, rows 3-5 the segment's angular velocity; `linear`: rows
+    0-2 alone (F, E, 3, n)."""
+    J = moved_point_jacobian(model, pose, points, linear)
     mask = model.moving_mask(segments)
     if mask is not None:
         J *= mask
     return J
 
 
-def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray) -> np.ndarray:
+def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray, linear: bool = False) -> np.ndarray:
     """point_jacobian before its mask: the Jacobians of points (F, E, 3) as if every coordinate
     moved every point; times Model.moving_mask(segments) they are point_jacobian's. Per coordinate
     c and point p, the linear rows w_c x (p - o_c) = -[p]x w_c + o_c x w_c (rotations) or u_c
     (translations), the angular rows w_c or 0: with V = (w; o x w + u) (6, n) per frame,
-    J = [[-[p]x, I], [I, 0]] V, one product per point."""
+    J = [[-[p]x, I], [I, 0]] V, one product per point (with `linear`, its first three rows)."""
     F, E, n = points.shape[0], points.shape[1], model.n_coordinates
     w, o = pose.direction, pose.pivot
     V = np.empty((F, 6, n))
@@ -176,7 +178,7 @@ def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray) -> np.nda
     if translation.size:
         V[:, 3:, translation] = V[:, :3, translation]
         V[:, :3, translation] = 0.0
-    to_point = np.empty((F, E, 6, 6))
-    to_point[:] = _TO_POINT
+    to_point = np.empty((F, E, 3 if linear else 6, 6))
+    to_point[:] = _TO_POINT[:3] if linear else _TO_POINT
     to_point[..., :3, :3] = (points @ _MINUS_SKEW).reshape(F, E, 3, 3)
     return to_point @ V[:, None]

@@ -104,7 +104,7 @@ class System:
         segments = np.concatenate([p.point_segments, p.contact_segments])
         E = segments.size
         points = _points(frames, segments, np.concatenate([p.point_local, p.contact_local]))
-        J = point_jacobian(m, pose, segments, points)[:, :, :3]                            # (f, E, 3, n)
+        J = point_jacobian(m, pose, segments, points, linear=True)                         # (f, E, 3, n)
         w = np.concatenate([p.point_weight[index], p.contact_weight[index]], axis=1)
         targets = np.concatenate([p.point_targets[index], p.contact_targets[index]], axis=1)
         Jw = (J * np.sqrt(w)[..., None, None]).reshape(q.shape[0], 3 * E, -1)

@@ -29,6 +29,8 @@ def test_point_jacobian_matches_finite_differences(seed):
 
     linear = numerical_jacobian(lambda x: world_points(model, x, bases, segments, local), q)
     assert relative_difference(J[:, :, :3], linear) < 1e-6
+    np.testing.assert_allclose(point_jacobian(model, pose, segments, points, linear=True), J[:, :, :3],
+                               rtol=0, atol=1e-14)
 
     # Angular velocity: omega_c = vee(dR/dq_c R^T), from rotations at q +- h.
     def rotations(x):
