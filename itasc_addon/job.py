@@ -5,8 +5,9 @@ that is the result.
 
 `steps()` is a generator that yields between pieces of work, so that a modal operator can show
 progress (`done` of `total`) and stop on Esc between them (`cancel`); `run()` does it all at once.
-Each piece runs on one BLAS thread (`solver.runtime.blas_threads`): the stacks of small matrices a
-bake inverts and decomposes are slower on several, and far slower on a busy machine.
+Both run on one BLAS thread (`solver.runtime.blas_threads`; `modal_job` steps so): the stacks of
+small matrices a bake inverts and decomposes are slower on several, and far slower on a busy
+machine.
 Nothing is written to the user's data before a stage's write (except for the hand-over, which
 mutes the driven IK constraints). Cancelled once keys are written, they stay, and the frames not
 yet read are reported not verified and not converged.
@@ -130,6 +131,7 @@ class Job:
         (a stage read or verified again holds the bar where it is)."""
         return (len(self.rigs) + 2) * len(self.frames) + 1
 
+    @one_blas_thread()
     def run(self):
         """Everything at once (no progress to show between steps): each stage solved in one piece."""
         for _ in self.steps(chunk=max(len(self.frames), 1)):
@@ -237,7 +239,6 @@ class Job:
                          }.get(pb.rotation_mode, tuple(pb.rotation_euler))
         return out
 
-    @one_blas_thread()
     def _sample(self, group, a, b):
         """Read frames a..b-1 as Blender evaluates them, for every stage of the pass (a later stage
         of a one-frame solve reads the pose written, where it is)."""
@@ -302,7 +303,6 @@ class Job:
                     return f"bone '{name}' follows something that moves with the stages before"
         return ""
 
-    @one_blas_thread()
     def _take_prediction(self, stage):
         """Put a predicted stage's computed inputs into its sampler; False if they cannot be
         computed after all (the stage is then read on its own)."""
@@ -319,7 +319,6 @@ class Job:
         stage.sampler.put_bones(stage.predicted)
         return True
 
-    @one_blas_thread()
     def _unconfirmed(self):
         """After verifying: the first predicted stage whose computed inputs Blender's evaluation
         does not confirm (or None). It and the stages after it are read and solved again; until
@@ -340,7 +339,6 @@ class Job:
                 return stage.index
         return None
 
-    @one_blas_thread()
     def _inputs(self, stage):
         """The solve's inputs from all frames read: the animated pose's joint values (the start),
         targets blended by influence, the joint-control tasks' values; whether the fast path's
@@ -390,7 +388,6 @@ class Job:
                              iterations=res.iterations[1:], converged=res.converged[1:], sigma_min=res.sigma_min[1:],
                              seconds=res.seconds, evaluation=res.evaluation)
 
-    @one_blas_thread()
     def _write(self, stage):
         """The stage's solved joint values as pose rotations and stretches, written as keys (or the
         pose of the last frame); the engine's part of the result."""
@@ -468,7 +465,6 @@ class Job:
         self.to_read = list(range(len(self.frames))) if self.bake else [len(self.frames) - 1]
         self.v = 0
 
-    @one_blas_thread()
     def _verify(self):
         """Read Blender's evaluation at the next frames to read (if the rig changed under the
         reader, the frames left stay unverified, with a warning)."""
@@ -494,7 +490,6 @@ class Job:
             self.restore_frame()
         self.verify_seconds += time.perf_counter() - started
 
-    @one_blas_thread()
     def _finish_result(self):
         """The result: Blender's evaluation of the frames read (`verify.measure`) as the errors and
         `converged`, the engine's own figures beside them; stored on the object."""

@@ -30,6 +30,7 @@ from ...solver.geometry import points_on
 from ...solver.kinematics import forward_kinematics
 from ...solver.keypoints import copy_keypoints, fit_keypoints
 from ...solver.retarget import REQUIRED_ROLES, ROLES, target_model
+from ...solver.runtime.blas_threads import one_blas_thread
 from .. import keys, solving
 from ..rig import RigError
 from ..retarget import auto_map, posed_keys, source, target
@@ -232,6 +233,7 @@ class Job:
         self.phase = "finished"
         yield self.done
 
+    @one_blas_thread()
     def run(self):
         for _ in self.steps():
             pass

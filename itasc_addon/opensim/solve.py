@@ -44,6 +44,7 @@ import numpy as np
 
 from ...solver.opensim import (IKMarkerTask, IKResult, IKTaskSet, MarkerData, MarkerIK, load_osim, read_ik_task_set,
                               write_marker_errors, write_motion)
+from ...solver.runtime.blas_threads import one_blas_thread
 from .. import keys
 from .importing import scaled
 from ..rig import RigError
@@ -319,12 +320,14 @@ class SolveJob:
         store_result(self.obj, self.result, self.frames, self.trial, self.report)
         yield self.done
 
+    @one_blas_thread()
     def solve_all(self) -> IKResult:
         """Solve every chunk (no keys, nothing stored) and return the IKResult."""
         while self.solved < len(self.chunks):
             self._solve_chunk()
         return self.result
 
+    @one_blas_thread()
     def run(self) -> Report:
         for _ in self.steps():
             pass

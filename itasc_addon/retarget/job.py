@@ -29,6 +29,7 @@ import numpy as np
 from ...solver import retarget as engine
 from ...solver.retarget.roles import mapped_parent
 from ...solver.retarget.skeletons import rest_ground
+from ...solver.runtime.blas_threads import one_blas_thread
 from .. import keys, solving
 from ..rig import RigError
 from . import auto_map, bone_maps, naive, posed_keys, rigify_controls, source, target
@@ -323,6 +324,7 @@ class Job:
         yield
         self.times[part] += time.perf_counter() - started
 
+    @one_blas_thread()
     def run(self):
         for _ in self.steps():
             pass
