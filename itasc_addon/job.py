@@ -5,9 +5,9 @@ that is the result.
 
 `steps()` is a generator that yields between pieces of work, so that a modal operator can show
 progress (`done` of `total`) and stop on Esc between them (`cancel`); `run()` does it all at once.
-Both run on one BLAS thread (`solver.runtime.blas_threads`; `modal_job` steps so): the stacks of
-small matrices a bake inverts and decomposes are slower on several, and far slower on a busy
-machine.
+`run()` and the modal operator's steps (`modal_job`) run on one BLAS thread
+(`solver.runtime.blas_threads`): the stacks of small matrices a bake inverts and decomposes are
+slower on several, and far slower on a busy machine.
 Nothing is written to the user's data before a stage's write (except for the hand-over, which
 mutes the driven IK constraints). Cancelled once keys are written, they stay, and the frames not
 yet read are reported not verified and not converged.
