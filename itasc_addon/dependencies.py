@@ -106,6 +106,14 @@ class Walker:
             out += _driver_inputs(fc)
         return out
 
+    def outside_inputs(self, ob, bones, inside):
+        """The inputs (`bone_inputs`) of armature `ob`'s `bones` other than the armature itself
+        and its bones named in `inside`."""
+        for name in bones:
+            for node in self.bone_inputs(ob, name):
+                if node != ob and not (isinstance(node, tuple) and node[0] == ob and node[1] in inside):
+                    yield node
+
     def bone_inputs(self, ob, bone):
         """What a bone's evaluated pose follows: its armature object, parent bone, constraint targets
         and driver inputs."""

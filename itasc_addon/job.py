@@ -297,10 +297,8 @@ class Job:
                 return f"its target '{name + (':' + bone if bone else '')}' is another object that follows the pose"
         known = set(bones) | set(stage.rig.bones)
         for name in stage.rig.bones:
-            for node in self._walker.bone_inputs(self.obj, name):
-                inside = isinstance(node, tuple) and node[0] == self.obj and node[1] in known
-                if node != self.obj and not inside and self._walker.reached(node, keys):
-                    return f"bone '{name}' follows something that moves with the stages before"
+            if any(self._walker.reached(node, keys) for node in self._walker.outside_inputs(self.obj, [name], known)):
+                return f"bone '{name}' follows something that moves with the stages before"
         return ""
 
     def _take_prediction(self, stage):

@@ -5,8 +5,9 @@ An operator mixes `ModalJob` in and gives `_make_job(context)` (an object with `
 generator that yields after each piece of work, and `done` and `total`), `_finish()` (the report once the job is through), the exceptions it
 reports as errors and how to word them, and the noun its cancel message uses. Without a window
 (background Blender, scripts) `invoke` runs `execute` to the end instead: by default the job's
-`run()`, then `_finish()`. Every step runs on one BLAS thread (`solver.runtime.blas_threads`): the
-jobs' small stacked matrices are slower on several, far slower on a busy machine.
+`run()`, then `_finish()`. Each step runs on one BLAS thread (`solver.runtime.blas_threads`), as the
+jobs' own `run()` do: their small stacked matrices are slower on several, far slower on a busy
+machine.
 """
 
 from __future__ import annotations
@@ -30,8 +31,7 @@ class ModalJob:
     def execute(self, context):
         try:
             self._job = self._make_job(context)
-            with one_blas_thread():
-                self._job.run()
+            self._job.run()
         except self.job_errors as err:
             self.report({"ERROR"}, self.error_text(err))
             return {"CANCELLED"}

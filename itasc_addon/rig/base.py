@@ -74,16 +74,20 @@ class Rig:
         return np.array([self.pose_index.get(name, -1) for name in self.bones], dtype=int)
 
     @functools.cached_property
-    def constraint_groups(self):
-        """Per driven constraint, the index of the chain group (engine armature) its effector is on."""
+    def bone_groups(self):
+        """Per model bone, the index of the chain group (engine armature) it is on."""
         roots = [root for root, _ in self.groups]
         out = []
-        for d in self.driven:
-            s = self.model.index(d.tip)
+        for s in range(len(self.bones)):
             while self.model.parent[s] >= 0:
                 s = self.model.parent[s]
             out.append(roots.index(self.model.names[s]))
         return np.array(out, dtype=int)
+
+    @functools.cached_property
+    def constraint_groups(self):
+        """Per driven constraint, the index of the chain group (engine armature) its effector is on."""
+        return np.array([self.bone_groups[self.model.index(d.tip)] for d in self.driven], dtype=int)
 
     @functools.cached_property
     def scaled_rows(self):

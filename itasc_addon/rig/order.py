@@ -151,6 +151,7 @@ def _dependencies(obj, units, walker, blender):
     out = []
     for u, members in enumerate(units):
         own = {(obj.as_pointer(), name) for _, _, chain in members for name in chain}
+        own_names = {name for _, name in own}
         reached = set()
         for pb, con, chain in members:
             for what, target, sub in (("target", con.target, con.subtarget),
@@ -164,11 +165,8 @@ def _dependencies(obj, units, walker, blender):
                     blender[u] = (f"its {what} '{_node_label(obj, start)}' moves with bone '{bone}' of its own chain "
                                   "(a dependency cycle)")
                 reached |= hit
-            for name in chain:        # what the chain bones follow, besides each other
-                for node in walker.bone_inputs(obj, name):
-                    inside = isinstance(node, tuple) and node[0] == obj and (obj.as_pointer(), node[1]) in own
-                    if node != obj and not inside:
-                        reached |= walker.reached(node, solved)
+            for node in walker.outside_inputs(obj, chain, own_names):   # what the chain bones follow, besides each other
+                reached |= walker.reached(node, solved)
         out.append({owner[key] for key in reached - own})
     return out
 

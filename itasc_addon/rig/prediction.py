@@ -38,7 +38,8 @@ import numpy as np
 from ... import solver
 from ...solver.rotations import axis_angle_matrix, exp_map, log_map
 from .. import pose_channels
-from .base import offset_matrix
+from .base import column_lengths, offset_matrix
+from .sampling import rescaled_points
 
 SPACES = ("WORLD", "POSE")
 TRACK_AXES = {"TRACK_X": (1.0, 0.0, 0.0), "TRACK_Y": (0.0, 1.0, 0.0), "TRACK_Z": (0.0, 0.0, 1.0),
@@ -154,7 +155,7 @@ class Prediction:
             raise Unpredictable(f"{where} makes a uniform scale of some axes")
         offset = ("MULTIPLY" if not con.use_add else "ADD") if con.use_offset else ""
         if con.owner_space == "WORLD" and (con.power != 1.0 or offset):
-            scale = np.linalg.norm(np.array(self.obj.matrix_world)[:3, :3], axis=0)
+            scale = column_lengths(np.array(self.obj.matrix_world)[:3, :3])
             if np.abs(scale - 1.0).max() > UNIT_SCALE:
                 raise Unpredictable(f"{where} raises or offsets the scale in World Space of a scaled armature")
         return _Constraint(con.type, con.subtarget, head_tail, con.influence, axes=axes, power=float(con.power),
@@ -216,8 +217,8 @@ def _apply(con, M, target, length, name):
         out[:, :3, 3] = _point(target, length, con.head_tail)
         return out
     if con.kind == "COPY_SCALE":
-        own = np.linalg.norm(M[:, :3, :3], axis=-2)                   # (F, 3) the owner's axis lengths
-        size = np.linalg.norm(target[:, :3, :3], axis=-2)
+        own = column_lengths(M[:, :3, :3])                    # (F, 3) the owner's axis lengths
+        size = column_lengths(target[:, :3, :3])
         if con.uniform:
             size = np.repeat(np.cbrt(np.abs(np.linalg.det(target[:, :3, :3])))[:, None], 3, axis=1)
         size = size ** con.power
@@ -268,7 +269,8 @@ def _polar(M):
 def solved_matrices(rig, q, samples):
     """{bone: (F, 4, 4)}: the pose matrices (armature space) Blender shows the stage's bones with
     once its solution q is written: the forward kinematics' frames, at each bone's head and
-    scaled by its stretch, and, for a chain solved unscaled about a scaled base, by the base's scale about its origin."""
+    scaled by its stretch, and, for a chain solved unscaled about a scaled base, by the base's
+    scale about its origin (`sampling.rescaled_points`)."""
     frames = solver.forward_kinematics(rig.model, q, samples.bases).frames.copy()
     for name, c in rig.stretch_coordinate.items():
         # The engine stretches a bone by d along its Y after its rotation: its frame sits d past the head.
@@ -276,13 +278,8 @@ def solved_matrices(rig, q, samples):
         frames[:, s, :3, 3] -= d[:, None] * frames[:, s, :3, 1]
         frames[:, s, :3, :3] *= ((rig.model.length[s] + d) / rig.model.length[s])[:, None, None]
     if samples.base_scale is not None:
-        roots = [root for root, _ in rig.groups]
-        for s in range(len(rig.bones)):
-            r = s
-            while rig.model.parent[r] >= 0:
-                r = rig.model.parent[r]
-            a = roots.index(rig.model.names[r])
-            scale, origin = samples.base_scale[:, a], samples.bases[:, a, :3, 3]
-            frames[:, s, :3, :3] *= scale[:, None, None]
-            frames[:, s, :3, 3] = origin + (frames[:, s, :3, 3] - origin) * scale[:, None]
+        groups = rig.bone_groups
+        scale, bases = samples.base_scale[:, groups], samples.bases[:, groups]
+        frames[..., :3, :3] *= scale[..., None, None]
+        frames[..., :3, 3] = rescaled_points(frames[..., :3, 3], bases, scale)
     return {name: frames[:, s] for s, name in enumerate(rig.bones)}

@@ -133,7 +133,10 @@ class Sampler:
         (object, bone or "") of targets and poles elsewhere."""
         bones, others = [], []
         for t in list(self.rig.targets) + [t for _, t in self._poles]:
-            (bones.append(t.bone) if t.object == self.obj.name and t.bone else others.append((t.object, t.bone)))
+            if t.object == self.obj.name and t.bone:
+                bones.append(t.bone)
+            else:
+                others.append((t.object, t.bone))
         bones += [self.rig.groups[a][0] for a in self._hanging] + [self.rig.groups[a][1] for a in self._hanging]
         return list(dict.fromkeys(bones)), others
 
