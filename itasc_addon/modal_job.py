@@ -1,9 +1,11 @@
 """Long work in steps under a timer: a progress bar, Esc to cancel (nothing written before the job's
 write step; what a job keeps when cancelled later, its `cancel()` says).
 
-An operator mixes `ModalJob` in and gives `_make_job(context)` (an object with `steps()`, a
-generator that yields after each piece of work, and `done` and `total`), `_finish()` (the report once the job is through), the exceptions it
-reports as errors and how to word them, and the noun its cancel message uses. Without a window
+An operator mixes `ModalJob` in and gives `_make_job(context)` (a prepared job, from its job
+module's `prepare`: reading and checking done, nothing changed; an object with `steps()`, a
+generator that yields its `done` after each piece of work, `total`, and `cancel()`, which says
+what it kept or None when it wrote nothing), `_finish()` (the report once the job is through),
+the exceptions it reports as errors and how to word them, and the noun its cancel message uses. Without a window
 (background Blender, scripts) `invoke` runs `execute` to the end instead: by default the job's
 `run()`, then `_finish()`. Each step runs on one BLAS thread (`solver.runtime.blas_threads`), as the
 jobs' own `run()` do: their small stacked matrices are slower on several, far slower on a busy

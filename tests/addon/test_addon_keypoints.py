@@ -159,6 +159,10 @@ def test_panel_operator_and_undo(metarig):
     # the modal job's progress: rising to its total, the fit before anything is written
     progress, total = metarig["progress"], metarig["total"]
     assert progress == sorted(progress) and progress[-1] == total == 12 + 2
+    # Esc after the fit: nothing written; after the write: the keys stay, and the message says so
+    assert metarig["early"] == {"done": 1, "written": False, "message": None}
+    late = metarig["late"]
+    assert late["progress"] == [1, 2] and late["keys_written"] > 0 and "the keys are written" in late["message"]
 
 
 def test_bad_input_is_refused_clearly(metarig):

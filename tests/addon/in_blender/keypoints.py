@@ -148,7 +148,16 @@ def metarig_session(count=20):
     out["undone"] = list(bpy.ops.ed.undo())            # every reference to Blender data is stale after this
     rig = bpy.data.objects[name]
     props = bpy.context.scene.itasc_keypoints
-    job = addon("keypoints.job").Job(rig, DATA / "static_0-12.trc", frame_start=1)
+    job_module = addon("keypoints.job")
+    late = job_module.prepare(rig, DATA / "static_0-12.trc", frame_start=1)
+    steps, late_progress = late.steps(), []
+    while not late.written:                                 # fitted, written; then Esc
+        late_progress.append(next(steps))
+    out["late"] = {"progress": late_progress, "message": late.cancel(), "keys_written": late.keys_written}
+    job = job_module.prepare(rig, DATA / "static_0-12.trc", frame_start=1)
+    early = job_module.prepare(rig, DATA / "static_0-12.trc", frame_start=1)
+    next(early.steps())                                     # fitted, nothing written; then Esc
+    out["early"] = {"done": early.done, "written": early.written, "message": early.cancel()}
     out["progress"] = [job.done] + list(job.steps())
     out["total"] = job.total
     api.clear_bake(rig)
