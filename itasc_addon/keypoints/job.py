@@ -200,7 +200,7 @@ class Job:
     written: bool = field(default=False, init=False)    # the keys are written
     seen: list = field(default_factory=list, init=False)    # Blender's evaluation of the keys, chunk by chunk
     result: MeasuredKeypoints | None = field(default=None, init=False)
-    passes: int = field(default=0, init=False)
+    control_passes: int = field(default=0, init=False)   # Rigify: passes over its controls
     times: dict = field(default_factory=lambda: {"fit": 0.0, "write": 0.0, "verify": 0.0}, init=False)
     _isolation: ExitStack | None = field(default=None, init=False)
 
@@ -308,7 +308,7 @@ class Job:
         return points_on(poses[:, [self.bone_names.index(names[s]) for s in placement.segments]], placement.offsets)
 
     def _write(self):
-        self.keys_written, self.passes, seen, warnings = posed_keys.write_posed(
+        self.keys_written, self.control_passes, seen, warnings = posed_keys.write_posed(
             self.rig, self.frames, self.bone_names, self.parents, self.posed, record=self.record,
             rigid_limbs=self.rigid_limbs)
         self.written = True
@@ -339,5 +339,5 @@ class Job:
             bone_names=list(self.bone_names), bone_matrices=seen, scale=float(self.calibration.scale),
             method=self.method, seconds=time.perf_counter() - self.started, engine=self.engine,
             report=self.calibration.report(), left_out=dict(self.left_out), bone_map=dict(self.t_map),
-            keys_written=self.keys_written, control_passes=self.passes, warnings=list(self.warnings),
+            keys_written=self.keys_written, control_passes=self.control_passes, warnings=list(self.warnings),
             fit_seconds=self.times["fit"], write_seconds=self.times["write"], contacts=contacts, foot_drift=drift)

@@ -397,16 +397,16 @@ class Job:
             else:
                 self.engine_result = None
                 self.calib = engine.calibrate(src, self.target, self.calibration)
-                self.posed = self._naive()
-                self.contacts = self._naive_contacts(src)
+                self.posed = self._copy_poses()
+                self.contacts = self._copy_contacts(src)
         except ValueError as err:
             raise RigError(f"retarget of '{self.src.name}' onto '{self.rig.name}': {err}; nothing was written") from None
         if not np.all(np.isfinite(self.posed)):
             raise RigError("the retarget produced non-finite poses; nothing was written")
         self.engine_source = src
 
-    def _naive(self):
-        """Pose matrices (F, B, 4, 4) in armature space of the naive retarget (`naive`)."""
+    def _copy_poses(self):
+        """Pose matrices (F, B, 4, 4) in armature space of the copy-rotation retarget (`naive`)."""
         skeleton = target.read_skeleton(self.rig, self.bone_names, self.parents)
         wanted, hips, self.k = naive.naive_world(self.motion, self.roles, skeleton, self.t_map, self.calibration)
         bases = skeleton.bases(wanted, located={hips})
@@ -428,7 +428,7 @@ class Job:
             at[name] = i
         return out
 
-    def _naive_contacts(self, src):
+    def _copy_contacts(self, src):
         """The caller's spans, or spans detected on the source's heels and balls (the foot's and
         toe's heads) scaled to the target's legs."""
         if isinstance(self.contacts_in, dict):
@@ -451,7 +451,7 @@ class Job:
 
     def _write(self):
         """Keys: on the solved bones (their bases), or on a generated Rigify rig's controls."""
-        self.keys_written, self.passes, seen, warnings = posed_keys.write_posed(
+        self.keys_written, self.control_passes, seen, warnings = posed_keys.write_posed(
             self.rig, self.frames, self.bone_names, self.parents, self.posed, record=self.record,
             rigid_limbs=self.rigid_limbs, before_write=self._open_layer)
         self.written = True
@@ -523,7 +523,7 @@ class Job:
             keys_written=self.keys_written, warnings=list(self.warnings), precision=self.precision,
             solve_seconds=self.times["solve"],
             write_seconds=self.times["write"], verify_seconds=self.times["verify"], read_seconds=self.times["read"],
-            control_passes=self.passes, point_positions=positions, engine=self.engine_result,
+            control_passes=self.control_passes, point_positions=positions, engine=self.engine_result,
             layer_action=self.layer_action or "")
 
     def _floor_plane(self, world):
