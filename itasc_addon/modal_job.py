@@ -64,15 +64,9 @@ class ModalJob:
         guard.end_bake()
 
     def _abandon(self, context):
-        """Stop the job: its `cancel()` where it has one (it puts the frame back and says what it
-        kept, or None when nothing was written), else its frame put back. Returns that message."""
-        message = None
-        cancel = getattr(self._job, "cancel", None)
-        restore = getattr(self._job, "restore_frame", None)
-        if cancel is not None:
-            message = cancel()
-        elif restore is not None:
-            restore()
+        """Stop the job: its `cancel()` puts the scene's frame back and says what it kept (None
+        when nothing was written). Returns that message."""
+        message = self._job.cancel()
         self._end(context)
         return message
 
