@@ -42,6 +42,10 @@ class ModalJob:
     def invoke(self, context, event):
         if context.window is None or bpy.app.background:     # no event loop: run to the end
             return self.execute(context)
+        return self._start(context)
+
+    def _start(self, context):
+        """Make the job and run it a step per timer event (`modal`), with a progress bar and Esc."""
         try:
             self._job = self._make_job(context)
             self._steps = self._job.steps()
