@@ -109,7 +109,7 @@ def retarget(rig, source, frame_start=None, frame_end=None, *, bone_map=None, co
     a `retarget.job.MeasuredRetarget`, measured on Blender's evaluation of the keys: the usual
     arrays plus ``contacts`` and ``foot_slide`` (per span, scene units). Bad input raises
     `RigError` and writes nothing."""
-    return retarget_job.Job(rig, source, frame_start, frame_end, bone_map=bone_map, contacts=contacts, **options).run()
+    return retarget_job.prepare(rig, source, frame_start, frame_end, bone_map=bone_map, contacts=contacts, **options).run()
 
 
 def fit_keypoints(rig, trial_or_path, *, static=None, keypoint_set=None, bone_map=None, cutoff=6.0, threshold=0.0,
@@ -129,8 +129,8 @@ def fit_keypoints(rig, trial_or_path, *, static=None, keypoint_set=None, bone_ma
     removes them). Returns a `keypoints.job.MeasuredKeypoints` measured on Blender's evaluation of
     the keys: ``error`` per frame and keypoint (scene units, NaN where missing), ``gap_frames``,
     ``gaps``, the engine's own fit as ``engine``. Bad input raises `RigError` and writes nothing."""
-    return keypoints_job.Job(rig, trial_or_path, static=static, keypoint_set=keypoint_set, bone_map=bone_map,
-                             cutoff=cutoff, threshold=threshold, frame_start=frame_start, **options).run()
+    return keypoints_job.prepare(rig, trial_or_path, static=static, keypoint_set=keypoint_set, bone_map=bone_map,
+                                 cutoff=cutoff, threshold=threshold, frame_start=frame_start, **options).run()
 
 
 def clear_bake(obj) -> int:

@@ -510,7 +510,7 @@ class Job:
             result, position_error=measured.position_error, rotation_error=measured.rotation_error,
             converged=measured.converged & result.converged, solver_position_error=result.position_error,
             solver_rotation_error=result.rotation_error, solver_converged=result.converged,
-            verified=measured.verified, float32_floor=measured.position_floor, verify_seconds=self.verify_seconds,
+            verified=measured.verified, float32_floor=measured.float32_floor, verify_seconds=self.verify_seconds,
             pole_error=measured.pole_error, notes=result.notes + self._reading_notes(),
             warnings=result.warnings + warnings + self.verify_warnings, seconds=time.perf_counter() - self.started)
         store_result(self.obj, result, "Bake" if self.bake else "Solve")

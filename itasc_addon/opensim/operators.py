@@ -201,7 +201,7 @@ class ITASC_OT_opensim_solve(ModalJob, bpy.types.Operator):
         return self._finished(job.report)
 
     def _make_job(self, context):
-        return solve.SolveJob(solve.model_object(context.object))
+        return solve.prepare(solve.model_object(context.object))
 
     def _finish(self):
         return self._finished(self._job.report)

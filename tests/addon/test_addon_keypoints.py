@@ -159,6 +159,23 @@ def test_panel_operator_and_undo(metarig):
     # the modal job's progress: rising to its total, the fit before anything is written
     progress, total = metarig["progress"], metarig["total"]
     assert progress == sorted(progress) and progress[-1] == total == 12 + 2
+    # Esc after the fit: nothing written; after the write: the keys stay, and the message says so
+    assert metarig["early"] == {"done": 1, "written": False, "message": None}
+    late = metarig["late"]
+    assert late["progress"] == [1, 2] and late["keys_written"] > 0 and "the keys are written" in late["message"]
+    # the same through the operator's modal path: a step per timer event, Esc between them
+    modal = metarig["modal"]
+    for log in modal.values():
+        assert log["states"][0] == ["RUNNING_MODAL"] and log["guard_during"] and not log["guard_after"]
+        assert log["range"] == [0, total] and log["ended"] and log["timer_removed"]
+    finished = modal["finished"]
+    assert finished["progress"] == progress[1:] + [total] and finished["states"][-1] == ["FINISHED"]
+    assert finished["reports"][-1][0] == ["INFO"] and "12 frame(s)" in finished["reports"][-1][1]
+    early, late = modal["esc_early"], modal["esc_late"]
+    assert early["progress"] == [1] and early["states"][-1] == ["CANCELLED"] and not early["written"]
+    assert early["reports"] == [[["WARNING"], "Keypoint fit cancelled; no keys were written"]]
+    assert late["progress"] == [1, 2] and late["states"][-1] == ["CANCELLED"] and late["written"]
+    assert late["reports"][-1][0] == ["WARNING"] and "the keys are written" in late["reports"][-1][1]
 
 
 def test_bad_input_is_refused_clearly(metarig):

@@ -117,7 +117,13 @@ def test_t_pose_source_onto_a_pose_target_and_back_hold_the_same_contacts(metari
 
 def test_the_job_steps_with_progress_and_stops_cleanly(metarig):
     s = metarig["steps"]
-    assert s["stopped_phase"] == "read" and s["stopped_message"] is None and s["unchanged"]
+    assert s["prepared_unchanged"]
+    stopped = s["stopped"]                     # three steps in: frames read, nothing written
+    assert 0 < stopped["done"] <= stopped["frames"] and not stopped["written"]
+    assert s["stopped_message"] is None and s["unchanged"]
+    late = s["late"]                           # 20 frames: read (one step), solved, written; then Esc
+    assert late["progress"] == [20, 21, 41] and late["total"] == 3 * 20 + 2 and late["keys_written"] > 0
+    assert "the keys are written" in late["message"]
     p = s["progress"]
     assert p[0] == 0 and p[-1] == s["total"] and all(b >= a for a, b in zip(p, p[1:])) and len(set(p)) >= 5
     assert s["converged"]

@@ -274,16 +274,24 @@ def draw_panel():
 
 def job_steps(rig, walk):
     """A retarget run step by step as the modal operator runs it: progress never goes back and
-    ends at the total; a job stopped before its write step leaves every key as it was."""
+    ends at the total; a job stopped before its write step leaves every key as it was, one
+    stopped after it keeps its keys and says so."""
     job_module = addon("retarget.job")
     before = json.dumps(all_keys(rig))
-    stopped = job_module.Job(rig, walk, calibration_frame=1)
+    stopped = job_module.prepare(rig, walk, calibration_frame=1)
+    out = {"prepared_unchanged": json.dumps(all_keys(rig)) == before}
     steps = stopped.steps()
     for _ in range(3):
         next(steps)
-    out = {"stopped_phase": stopped.phase, "stopped_message": stopped.cancel(),
-           "unchanged": json.dumps(all_keys(rig)) == before}
-    job = job_module.Job(rig, walk, 1, 100, calibration_frame=1)
+    out.update(stopped={"done": stopped.done, "frames": len(stopped.frames), "written": stopped.written},
+               stopped_message=stopped.cancel(), unchanged=json.dumps(all_keys(rig)) == before)
+    late = job_module.prepare(rig, walk, 1, 20, calibration_frame=1)
+    steps, late_progress = late.steps(), []
+    while not late.written:
+        late_progress.append(next(steps))
+    out["late"] = {"progress": late_progress, "total": late.total, "keys_written": late.keys_written,
+                   "message": late.cancel()}
+    job = job_module.prepare(rig, walk, 1, 100, calibration_frame=1)
     progress = [job.done]
     for done in job.steps():
         progress.append(done)
