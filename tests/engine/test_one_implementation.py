@@ -31,7 +31,7 @@ FORWARD_KINEMATICS = {"kinematics.py", "joints.py"}     # the composition, and t
 FORWARD_KINEMATICS_COPIES = {
     "one_frame.py": "the F = 1 composition of Scene.evaluate(one_frame=True), on the kinds' `motion`",
     "opensim/marker_kinematics.py": "marker IK's pointer-jumping composition, on the revolute kind's `motion`",
-    "restarts/chain.py": "the racing serial chain: joints folded into cos/sin constants per chain",
+    "restarts/chain.py": "the racing serial chain: its own product of the revolute kind's folded joints",
 }
 JACOBIAN = {"kinematics.py:moved_point_jacobian"}
 JACOBIAN_COPIES = {
