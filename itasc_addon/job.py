@@ -512,7 +512,8 @@ class Job:
         self.verify_seconds += time.perf_counter() - started
         result = replace(
             result, position_error=measured.position_error, rotation_error=measured.rotation_error,
-            converged=measured.converged & result.engine.converged, verified=measured.verified, float32_floor=measured.float32_floor, verify_seconds=self.verify_seconds,
+            converged=measured.converged & result.engine.converged, verified=measured.verified,
+            float32_floor=measured.float32_floor, verify_seconds=self.verify_seconds,
             pole_error=measured.pole_error, notes=result.notes + self._reading_notes(),
             warnings=result.warnings + warnings + self.verify_warnings, seconds=time.perf_counter() - self.started)
         store_result(self.obj, result, "Bake" if self.bake else "Solve")
