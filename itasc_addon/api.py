@@ -11,10 +11,11 @@ scene units, NaN where a constraint has no position part), ``rotation_error`` (r
 ``iterations``, ``converged``, and ``seconds``. The errors and ``converged`` are measured on
 Blender's evaluation of what was written, at every written frame (`verify`): a frame is converged
 when the engine converged and Blender shows every constraint within the precision (allowing for
-its float32 rounding, ``float32_floor``). The engine's own figures are ``solver_position_error``,
-``solver_rotation_error`` and ``solver_converged``; ``verified`` marks the frames measured and
-``verify_seconds`` the time that took. Also ``constraints`` (their names), ``bones``,
-``q`` (the solved joint values), ``sigma_min`` and ``warnings``; ``method`` says which solver ran:
+its float32 rounding, ``float32_floor``). ``engine`` is the engine's own result (a
+`solver.Result`: its ``position_error``, ``rotation_error``, ``converged``, ``q`` (the solved
+joint values) and ``sigma_min``); ``verified`` marks the frames measured and ``verify_seconds``
+the time that took; ``seconds`` counts from the start of reading the rig. Also ``constraints``
+(their names), ``bones`` and ``warnings``; ``method`` says which solver ran:
 "analytic two-bone" (the exact closed form, for a two-bone chain under one location-only IK
 constraint with nothing else acting on it; see `two_bone`) or "iterative <update law>", and
 ``fallback_reason`` why the closed form did not apply.

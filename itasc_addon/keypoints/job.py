@@ -54,9 +54,10 @@ class MeasuredKeypoints:
     `bone_names` and `bone_matrices` (F, B, 4, 4): the moved bones' world matrices as Blender
     shows them. `engine` the engine's `KeypointResult` (None for the copy method), `report` its
     calibration per keypoint, `left_out` {keypoint: why}. With contacts (the fit's): `contacts`
-    {foot keypoint: [(first, last) scene frame]} where the fit held it still, and `foot_drift`
+    {foot keypoint: [(first, last) scene frame]} where the fit held it still, and `foot_slide`
     {foot keypoint: (spans,)} the keypoint's largest distance, as Blender shows it, from where it
-    is at the span's first frame (scene units)."""
+    is at the span's first frame (scene units). `seconds` the whole fit from the start of
+    `prepare`; `solve_seconds`, `write_seconds`, `verify_seconds` its parts."""
 
     frames: np.ndarray
     names: list
@@ -79,11 +80,11 @@ class MeasuredKeypoints:
     keys_written: int = 0
     control_passes: int = 0
     warnings: list = field(default_factory=list)
-    fit_seconds: float = 0.0
+    solve_seconds: float = 0.0
     write_seconds: float = 0.0
     verify_seconds: float = 0.0
     contacts: dict = field(default_factory=dict)
-    foot_drift: dict = field(default_factory=dict)
+    foot_slide: dict = field(default_factory=dict)
 
     @property
     def mean_error(self) -> float:
@@ -201,7 +202,7 @@ class Job:
     seen: list = field(default_factory=list, init=False)    # Blender's evaluation of the keys, chunk by chunk
     result: MeasuredKeypoints | None = field(default=None, init=False)
     control_passes: int = field(default=0, init=False)   # Rigify: passes over its controls
-    times: dict = field(default_factory=lambda: {"fit": 0.0, "write": 0.0, "verify": 0.0}, init=False)
+    times: dict = field(default_factory=lambda: {"solve": 0.0, "write": 0.0, "verify": 0.0}, init=False)
     _isolation: ExitStack | None = field(default=None, init=False)
 
     # --- steps -------------------------------------------------------------------------------
@@ -222,7 +223,7 @@ class Job:
     def _steps(self):
         began = time.perf_counter()
         self._fit()
-        self.times["fit"] = time.perf_counter() - began
+        self.times["solve"] = time.perf_counter() - began
         self.done += 1
         yield self.done
         began = time.perf_counter()
@@ -330,7 +331,7 @@ class Job:
         gaps = {n: _spans(self.missing[:, k], f0) for k, n in enumerate(self.names) if self.missing[:, k].any()}
         held = {} if self.engine is None else self.engine.contacts
         contacts = {n: [(s.start + f0, s.end + f0) for s in spans] for n, spans in held.items() if spans}
-        drift = {n: np.array([np.linalg.norm(points[s.start:s.end + 1, self.names.index(n)]
+        slide = {n: np.array([np.linalg.norm(points[s.start:s.end + 1, self.names.index(n)]
                                              - points[s.start, self.names.index(n)], axis=-1).max() for s in spans])
                  for n, spans in held.items() if spans}
         return MeasuredKeypoints(
@@ -340,4 +341,4 @@ class Job:
             method=self.method, seconds=time.perf_counter() - self.started, engine=self.engine,
             report=self.calibration.report(), left_out=dict(self.left_out), bone_map=dict(self.t_map),
             keys_written=self.keys_written, control_passes=self.control_passes, warnings=list(self.warnings),
-            fit_seconds=self.times["fit"], write_seconds=self.times["write"], contacts=contacts, foot_drift=drift)
+            solve_seconds=self.times["solve"], write_seconds=self.times["write"], contacts=contacts, foot_slide=slide)

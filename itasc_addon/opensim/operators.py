@@ -180,7 +180,7 @@ class ITASC_OT_opensim_solve(ModalJob, bpy.types.Operator):
     def _finished(self, report):
         for message in report.messages:
             self.report({"WARNING"}, message)
-        converged = report.result.converged is None or bool(report.result.converged.all())
+        converged = report.engine.converged is None or bool(report.engine.converged.all())
         self.report({"INFO"} if converged else {"WARNING"}, report.summary())
         return {"FINISHED"}
 

@@ -217,16 +217,17 @@ def task_set(obj, names):
 
 @dataclass
 class Report:
-    """What solve_and_bake did: the IK result, the sample frames, keys written, messages."""
+    """What solve_and_bake did: the engine's IK result (`engine`), the sample frames, keys written,
+    messages; `seconds` from the start of `prepare`."""
 
-    result: IKResult
+    engine: IKResult
     frames: np.ndarray
     keys_written: int = 0
     messages: list = field(default_factory=list)
     seconds: float = 0.0
 
     def summary(self) -> str:
-        r = self.result
+        r = self.engine
         measured = np.isfinite(r.marker_error_max)                  # NaN: a frame without any marker
         worst = int(np.argmax(np.where(measured, r.marker_error_max, -np.inf))) if r.n_frames else 0
         converged = int(np.sum(r.converged)) if r.converged is not None else r.n_frames

@@ -11,8 +11,8 @@ animator controls, `rigify_controls`) -> Blender's evaluation of every written f
 result: per contact point and frame the distance from its pin (`position_error`), per span the
 foot slide, floor penetration, per role the style difference, all from what Blender shows.
 
-`method="copy"` writes the copy-rotation retarget the usual tools do instead (`naive`), through the same
-steps, measured the same way (its contacts: the caller's, e.g. another result's, or detected
+`method="copy"` writes the copy-rotation retarget the usual tools do instead (`copy_rotations`),
+through the same steps, measured the same way (its contacts: the caller's, e.g. another result's, or detected
 on the source's feet).
 
 Nothing is written before every check passed: bad input raises `RigError` with what to change.
@@ -33,7 +33,7 @@ from ...solver.retarget.skeletons import rest_ground
 from ...solver.runtime.blas_threads import one_blas_thread
 from .. import keys, solving
 from ..rig import RigError
-from . import auto_map, bone_maps, naive, posed_keys, rigify_controls, source, target
+from . import auto_map, bone_maps, copy_rotations, posed_keys, rigify_controls, source, target
 
 CHUNK = 48          # frames read per step
 
@@ -406,9 +406,9 @@ class Job:
         self.engine_source = src
 
     def _copy_poses(self):
-        """Pose matrices (F, B, 4, 4) in armature space of the copy-rotation retarget (`naive`)."""
+        """Pose matrices (F, B, 4, 4) in armature space of the copy-rotation retarget (`copy_rotations`)."""
         skeleton = target.read_skeleton(self.rig, self.bone_names, self.parents)
-        wanted, hips, self.k = naive.naive_world(self.motion, self.roles, skeleton, self.t_map, self.calibration)
+        wanted, hips, self.k = copy_rotations.copied_world(self.motion, self.roles, skeleton, self.t_map, self.calibration)
         bases = skeleton.bases(wanted, located={hips})
         return self._pose_of(bases)
 

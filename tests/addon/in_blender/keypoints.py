@@ -56,10 +56,10 @@ def figures(result, rig=None, rate=None):
         "engine_mean": None if engine is None else float(np.nanmean(engine.fit.error)),
         "gap_frames": result.gap_frames.tolist(), "gaps": {k: [list(s) for s in v] for k, v in result.gaps.items()},
         "scale": result.scale, "keys": result.keys_written, "warnings": result.warnings, "seconds": result.seconds,
-        "fit_seconds": result.fit_seconds, "write_seconds": result.write_seconds, "passes": result.control_passes,
+        "solve_seconds": result.solve_seconds, "write_seconds": result.write_seconds, "passes": result.control_passes,
         "bone_map": result.bone_map, "left_out": result.left_out,
         "contacts": {k: [list(s) for s in v] for k, v in result.contacts.items()},
-        "foot_drift": {k: v.tolist() for k, v in result.foot_drift.items()},
+        "foot_slide": {k: v.tolist() for k, v in result.foot_slide.items()},
         "source_drift": {k: [_drift(result.data[a - f0:b - f0 + 1, result.names.index(k)]) for a, b in v]
                          for k, v in result.contacts.items()},
         "jitter": None if rig is None else float(np.nanmean(jitter(result.bone_matrices, target.parents_of(rig),
