@@ -39,10 +39,9 @@ JACOBIAN_COPIES = {
     "one_frame.py:OneFrame.endpoint_jacobians": "the endpoints' Jacobians at F = 1, one product per endpoint",
 }
 UPDATE_STEP = {"update.py:limited_step"}
-UPDATE_STEP_COPIES = {"update.py:frame_limited_step": "the same locking for one frame, as Python `if`s"}
+UPDATE_STEP_COPIES: dict = {}
 PSEUDO_INVERSE = {"pseudoinverse.py:solve", "pseudoinverse.py:_sdls"}
-PSEUDO_INVERSE_COPIES = {"pseudoinverse.py:solve_frame": "the same three methods on 2-D arrays, for one frame",
-                         "geometry.py:kabsch": "not an A#: the rotation of a rigid fit (Kabsch)"}
+PSEUDO_INVERSE_COPIES = {"geometry.py:kabsch": "not an A#: the rotation of a rigid fit (Kabsch)"}
 
 
 def _modules():
