@@ -14,8 +14,8 @@ when the engine converged and Blender shows every constraint within the precisio
 its float32 rounding, ``float32_floor``). ``engine`` is the engine's own result (a
 `solver.Result`: its ``position_error``, ``rotation_error``, ``converged``, ``q`` (the solved
 joint values) and ``sigma_min``); ``verified`` marks the frames measured and ``verify_seconds``
-the time that took; ``seconds`` counts from the start of reading the rig. Also ``constraints``
-(their names), ``bones`` and ``warnings``; ``method`` says which solver ran:
+the time that took; ``seconds`` counts from the start of reading the rig. Also ``constraint_names``
+(the columns), ``bones`` and ``warnings``; ``solver_path`` says which solver ran:
 "analytic two-bone" (the exact closed form, for a two-bone chain under one location-only IK
 constraint with nothing else acting on it; see `two_bone`) or "iterative <update law>", and
 ``fallback_reason`` why the closed form did not apply.
