@@ -128,8 +128,9 @@ def fit_keypoints(rig, trial_or_path, *, static=None, keypoint_set=None, bone_ma
     units, up, rigid_limbs (as `retarget`'s), contacts ('auto': the feet held where they stand
     still and above the floor, as the engine's; None: free), floor. Keys are written as `bake` writes them (Clear Bake
     removes them). Returns a `keypoints.job.MeasuredKeypoints` measured on Blender's evaluation of
-    the keys: ``error`` per frame and keypoint (scene units, NaN where missing), ``gap_frames``,
-    ``gaps``, the engine's own fit as ``engine``. Bad input raises `RigError` and writes nothing."""
+    the keys: ``position_error`` per frame and keypoint (``keypoint_names``; scene units, NaN where
+    missing), ``gap_frames``, ``gaps``, the engine's own fit as ``engine``. Bad input raises
+    `RigError` and writes nothing."""
     return keypoints_job.prepare(rig, trial_or_path, static=static, keypoint_set=keypoint_set, bone_map=bone_map,
                                  cutoff=cutoff, threshold=threshold, frame_start=frame_start, **options).run()
 
