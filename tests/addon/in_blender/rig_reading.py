@@ -303,7 +303,7 @@ def chain_bone_constraints(n_frames=8):
     return {"refused": refused, "after_refusals": after_refusals, "driver": driver_message,
             "muted_driver": muted_driver, "limited": limited, "free": free_message,
             "follower": [follower, res.warnings if res else None, follower_errors],
-            "two": [message, two.constraints if two else None, two.warnings if two else None],
+            "two": [message, two.constraint_names if two else None, two.warnings if two else None],
             "before": before, "after": all_keys(rig), "finite": finite()}
 
 
