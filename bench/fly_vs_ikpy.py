@@ -156,13 +156,13 @@ def main(argv=None) -> dict:
                      for leg, k in legs.items()}
 
     ours_ms, ikpy_ms = 1e3 * ours_s / leg_frames, 1e3 * ikpy_s / leg_frames
-    e_ours = np.stack([ours[leg].error for leg in legs])
+    e_ours = np.stack([ours[leg].position_error for leg in legs])
     e_theirs = np.stack([theirs_errors[leg] for leg in legs])
     wrapped = np.angle(np.exp(1j * (np.stack([ours[leg].angles for leg in legs])
                                     - np.stack([theirs_angles[leg] for leg in legs]))))
     same_branch = np.mean(np.all(np.abs(wrapped) < 1e-3, axis=-1))
     from_iterated = np.abs(np.stack([ours[leg].angles - iterated[leg].angles for leg in legs]))
-    e_iterated = np.stack([iterated[leg].error for leg in legs])
+    e_iterated = np.stack([iterated[leg].position_error for leg in legs])
 
     print(f"IKPy stage chains equal our FK to {fk_check:.1e} mm (random angles); building them took {build_s:.2f} s")
     print(f"time per leg-frame (4 stages), median of {args.repeats} interleaved runs: ours {ours_ms:.4f} ms "

@@ -68,10 +68,10 @@ def ours(trial, static, filtered, rig, cutoff, contacts) -> dict:
     fit, s = result.fit, result.calibration.scale
     joint = np.diff(fit.q[:, rotational], 2, axis=0) * trial.rate ** 2
     fitted = result.calibration.placement.evaluate(fit.q, jacobian=False) / s
-    return dict(error_mm=1000 * np.nanmean(fit.error) / s, rms_mm=1000 * np.nanmean(fit.rms) / s,
+    return dict(error_mm=1000 * np.nanmean(fit.position_error) / s, rms_mm=1000 * np.nanmean(fit.rms) / s,
                 joint_jitter=float(np.sqrt(np.mean(joint ** 2))), keypoint_jitter=keypoint_jitter(fitted, trial.rate),
                 to_filtered_mm=1000 * np.nanmean(np.linalg.norm(fitted - filtered, axis=-1)),
-                stance_drift_mm=1000 * stance_drift(fitted, fit.names), seconds=seconds,
+                stance_drift_mm=1000 * stance_drift(fitted, fit.keypoint_names), seconds=seconds,
                 iterations=fit.iterations, converged=bool(fit.converged))
 
 

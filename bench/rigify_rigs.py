@@ -66,7 +66,7 @@ def in_blender(metarig, n_frames, repeats):
     if done != {"FINISHED"}:
         raise RuntimeError(f"nla.bake returned {done}")
     return {"blender": blender, "ours": seconds, "nla": nla, "verify": res.verify_seconds, "bones": len(rig.pose.bones),
-            "active": len(res.constraints), "driven": sum(s >= 0 for s in res.solved_by),
+            "active": len(res.constraint_names), "driven": sum(s >= 0 for s in res.solved_by),
             "stages": max(res.solved_by) + 1, "passes": readings + 1, "max_error": float(np.nanmax(res.position_error)),
             "converged": int(np.count_nonzero(res.converged)), "frames": n_frames, "version": bpy.app.version_string}
 

@@ -14,8 +14,8 @@ when the engine converged and Blender shows every constraint within the precisio
 its float32 rounding, ``float32_floor``). ``engine`` is the engine's own result (a
 `solver.Result`: its ``position_error``, ``rotation_error``, ``converged``, ``q`` (the solved
 joint values) and ``sigma_min``); ``verified`` marks the frames measured and ``verify_seconds``
-the time that took; ``seconds`` counts from the start of reading the rig. Also ``constraints``
-(their names), ``bones`` and ``warnings``; ``method`` says which solver ran:
+the time that took; ``seconds`` counts from the start of reading the rig. Also ``constraint_names``
+(the columns), ``bones`` and ``warnings``; ``solver_path`` says which solver ran:
 "analytic two-bone" (the exact closed form, for a two-bone chain under one location-only IK
 constraint with nothing else acting on it; see `two_bone`) or "iterative <update law>", and
 ``fallback_reason`` why the closed form did not apply.
@@ -128,8 +128,9 @@ def fit_keypoints(rig, trial_or_path, *, static=None, keypoint_set=None, bone_ma
     units, up, rigid_limbs (as `retarget`'s), contacts ('auto': the feet held where they stand
     still and above the floor, as the engine's; None: free), floor. Keys are written as `bake` writes them (Clear Bake
     removes them). Returns a `keypoints.job.MeasuredKeypoints` measured on Blender's evaluation of
-    the keys: ``error`` per frame and keypoint (scene units, NaN where missing), ``gap_frames``,
-    ``gaps``, the engine's own fit as ``engine``. Bad input raises `RigError` and writes nothing."""
+    the keys: ``position_error`` per frame and keypoint (``keypoint_names``; scene units, NaN where
+    missing), ``gap_frames``, ``gaps``, the engine's own fit as ``engine``. Bad input raises
+    `RigError` and writes nothing."""
     return keypoints_job.prepare(rig, trial_or_path, static=static, keypoint_set=keypoint_set, bone_map=bone_map,
                                  cutoff=cutoff, threshold=threshold, frame_start=frame_start, **options).run()
 

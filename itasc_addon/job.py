@@ -443,15 +443,15 @@ class Job:
             iterations=np.concatenate([p.iterations for p in pieces]).astype(int),
             converged=np.concatenate([p.converged for p in pieces]).astype(bool),
             sigma_min=np.concatenate([p.sigma_min for p in pieces]), seconds=sum(p.seconds for p in pieces),
-            frames=self.frames.copy(), names=list(rig.constraint_names))
+            frames=self.frames.copy(), constraint_names=list(rig.constraint_names))
         return SolveResult(
             frames=engine.frames, position_error=engine.position_error, rotation_error=engine.rotation_error,
             iterations=engine.iterations, converged=engine.converged, seconds=time.perf_counter() - self.started,
-            engine=engine, constraints=rig.constraint_names, bones=list(rig.bones),
+            engine=engine, constraint_names=rig.constraint_names, bones=list(rig.bones),
             mode=stage.mode, warnings=list(rig.warnings) + list(stage.chosen.warnings), keys_written=written,
             settings=dict(stage.chosen.values), settings_from=dict(stage.chosen.sources),
-            notes=list(stage.chosen.notes),
-            method=two_bone.METHOD if stage.plan is not None else f"iterative {stage.settings.method.upper()}",
+            notes=list(stage.chosen.notes), solver_path=two_bone.SOLVER_PATH if stage.plan is not None
+            else f"iterative {stage.settings.method.upper()}",
             fallback_reason="" if stage.plan is not None else stage.fallback_reason)
 
     # -- verify: Blender's evaluation of what was written ------------------------------------------
@@ -535,7 +535,7 @@ def merge_stages(results, measure_rig, order, seconds):
     position, rotation = np.full((F, len(names)), np.nan), np.full((F, len(names)), np.nan)
     solved_by = [-1] * len(names)
     for k, r in enumerate(results):
-        for c, name in enumerate(r.constraints):
+        for c, name in enumerate(r.constraint_names):
             j = names.index(name)
             position[:, j], rotation[:, j], solved_by[j] = r.position_error[:, c], r.rotation_error[:, c], k
 
@@ -548,14 +548,14 @@ def merge_stages(results, measure_rig, order, seconds):
         iterations=np.sum([e.iterations for e in engines], axis=0),
         converged=np.logical_and.reduce([e.converged for e in engines]),
         sigma_min=np.minimum.reduce([e.sigma_min for e in engines]), seconds=sum(e.seconds for e in engines),
-        frames=engines[0].frames, names=list(names))
+        frames=engines[0].frames, constraint_names=list(names))
     return replace(
         results[0], position_error=position, rotation_error=rotation, iterations=engine.iterations,
-        converged=engine.converged, engine=engine, constraints=list(names),
+        converged=engine.converged, engine=engine, constraint_names=list(names),
         bones=[b for r in results for b in r.bones],
         warnings=joined([order.warnings] + [r.warnings for r in results]),
         keys_written=sum(r.keys_written for r in results),
-        method=" then ".join(joined([[r.method] for r in results])),
+        solver_path=" then ".join(joined([[r.solver_path] for r in results])),
         fallback_reason="; ".join(joined([[r.fallback_reason] for r in results if r.fallback_reason])),
         notes=joined([r.notes for r in results]), solved_by=solved_by, seconds=seconds)
 
@@ -588,8 +588,8 @@ def store_result(obj, result, kind):
     props.result_rms_error = rms
     props.result_seconds = result.seconds
     props.result_message = "; ".join(result.warnings)[:1000]
-    props.result_method = result.method
-    column = {name: c for c, name in enumerate(result.constraints)}
+    props.result_solver_path = result.solver_path
+    column = {name: c for c, name in enumerate(result.constraint_names)}
     for pb, con in rig_module.ik_constraints(obj):
         c = column.get(f"{pb.name}/{con.name}")
         item = handover.entry(obj, pb.name, con.name, create=c is not None)

@@ -46,7 +46,7 @@ _rigs = {}              # object pointer -> Reader
 
 @dataclass
 class State:
-    names: tuple        # coordinate names, to tell whether the rig changed
+    coordinate_names: tuple    # to tell whether the rig changed
     q: np.ndarray       # (1, n)
     frame: float
     objects: np.ndarray
@@ -127,7 +127,7 @@ def _solve(obj, force):
     key = obj.as_pointer()
     state = _state.get(key)
     names = tuple(rig.model.coordinate_names)
-    if state is not None and state.names != names:
+    if state is not None and state.coordinate_names != names:
         state = None
     # Targets or chain groups added or removed: the last solution still fits, the last samples do not.
     same_inputs = (state is not None and state.objects.shape == samples.objects.shape

@@ -181,8 +181,8 @@ class ITASC_PT_result(_Sub, bpy.types.Panel):
             return
         col = layout.column(align=True)
         col.label(text=f"{props.result_kind}: {props.result_frames} frame(s) in {props.result_seconds:.2f} s")
-        if props.result_method:
-            col.label(text=f"Solver: {props.result_method}")
+        if props.result_solver_path:
+            col.label(text=f"Solver: {props.result_solver_path}")
         icon = "CHECKMARK" if props.result_not_converged == 0 else "ERROR"
         col.label(text=f"Not converged: {props.result_not_converged}", icon=icon)
         col.label(text=f"Max position error: {props.result_max_error:.3g}")

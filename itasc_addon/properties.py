@@ -200,7 +200,7 @@ class ITASC_PG_settings(bpy.types.PropertyGroup):
     result_rms_error: FloatProperty(default=0.0, precision=9)
     result_seconds: FloatProperty(default=0.0)
     result_message: StringProperty(default="")
-    result_method: StringProperty(default="")       # which solver ran, e.g. "analytic two-bone"
+    result_solver_path: StringProperty(default="")       # which solver ran, e.g. "analytic two-bone"
 
 
 classes = (ITASC_PG_curve, ITASC_PG_constraint, ITASC_PG_channel, ITASC_PG_kept_bone, ITASC_PG_settings)

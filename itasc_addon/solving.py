@@ -30,12 +30,12 @@ class SolveResult:
     Arrays per frame (and per constraint): errors in scene units (position) and radians
     (rotation), NaN where a constraint has no such part.
 
-    `constraints` are every active IK constraint of the rig: those our solver drove (in stages,
+    `constraint_names` are every active IK constraint of the rig: those our solver drove (in stages,
     `solved_by`) and those Blender's own IK keeps solving (`solved_by` -1; the warnings say why).
     `position_error`, `rotation_error` and `converged` describe Blender's evaluation of what was
     written (`verify`): a frame is converged when the engine converged there and Blender shows
     every active IK constraint within the precision. `iterations` are the engine's.
-    `engine` is the engine's `solver.Result` of the stages joined, its columns `constraints`
+    `engine` is the engine's `solver.Result` of the stages joined, its columns `constraint_names`
     (errors in scene units, NaN for Blender's constraints; `q` the stages' joint values side by
     side, `sigma_min` the smallest over the stages, `seconds` the engine's own time).
     Blender keys and evaluates in float32: "within the precision" allows for what that resolves
@@ -53,12 +53,12 @@ class SolveResult:
     iterations: np.ndarray
     converged: np.ndarray
     seconds: float
-    constraints: list = field(default_factory=list)
+    constraint_names: list = field(default_factory=list)
     bones: list = field(default_factory=list)
     mode: str = "ANIMATION"
     warnings: list = field(default_factory=list)
     keys_written: int = 0
-    method: str = ""              # which solver ran: two_bone.METHOD or "iterative <update law>"
+    solver_path: str = ""         # which solver ran: two_bone.SOLVER_PATH or "iterative <update law>"
     fallback_reason: str = ""     # why the two-bone fast path did not run ('' when it did)
     verified: np.ndarray | None = None
     float32_floor: np.ndarray | None = None
@@ -91,8 +91,8 @@ class SolveResult:
         unread = 0 if self.verified is None else int(np.count_nonzero(~self.verified))
         if unread:
             text += f", {unread} not verified"
-        if self.method:
-            text += f" ({self.method})"
+        if self.solver_path:
+            text += f" ({self.solver_path})"
         return text
 
 

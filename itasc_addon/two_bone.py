@@ -1,6 +1,6 @@
 """The exact fast path: a chain of two bones under one IK constraint on position alone, with
 nothing else acting on it, is solved in closed form (`solver.analytic.two_bone_ik`), all frames
-in one batch, instead of by the iterative engine. Results say which ran (`METHOD`).
+in one batch, instead of by the iterative engine. Results say which ran (`SOLVER_PATH`, their `solver_path`).
 
 Eligibility is decided from plain facts (`Facts`, read by `read_facts`) by the pure function
 `why_not`, which returns '' for an eligible rig and otherwise the reason it is not:
@@ -74,7 +74,7 @@ from ..solver.update import reached
 from . import rig as rig_module
 from .rig.sampling import unscaled_points
 
-METHOD = "analytic two-bone"
+SOLVER_PATH = "analytic two-bone"
 CONNECT_TOLERANCE = 1e-6     # gap between the second head and the first tail, relative to the reach
 SCALE_TOLERANCE = 1e-6       # pose scale this close to 1 counts as unscaled (keys are float32)
 _TINY = 1e-9                 # relative size below which a direction is taken as undefined
@@ -361,5 +361,5 @@ def solve(rig, plan: Plan, samples, q0, objects, poles, scene, settings):
     sigma_min = np.linalg.svd(Aw, compute_uv=False)[:, -1]
     result = solver.Result(q=q, position_error=ev.position_error, rotation_error=ev.rotation_error,
                            iterations=np.zeros(F, dtype=int), converged=reached(scene, ev, settings.precision),
-                           sigma_min=sigma_min, seconds=time.perf_counter() - start, names=list(scene.names))
+                           sigma_min=sigma_min, seconds=time.perf_counter() - start, constraint_names=list(scene.names))
     return result, rotations

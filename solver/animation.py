@@ -80,7 +80,7 @@ def solve_animation(scene: Scene, q0, objects=None, bases=None, settings: Settin
               for a in range(0, F, block)]
     joined = {k: np.concatenate([getattr(b, k) for b in blocks]) for k in
               ("q", "position_error", "rotation_error", "iterations", "converged", "sigma_min")}
-    return Result(**joined, seconds=time.perf_counter() - start, names=list(scene.names))
+    return Result(**joined, seconds=time.perf_counter() - start, constraint_names=list(scene.names))
 
 
 def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, start: float,
@@ -127,7 +127,7 @@ def _solve_block(scene: Scene, q, objects, bases, values, settings: Settings, st
         converged &= complete_frames(objects, F)      # a missing target: the frame is not done
     return Result(q=batch.q, position_error=position_error, rotation_error=rotation_error,
                   iterations=iterations, converged=converged, sigma_min=s_min,
-                  seconds=time.perf_counter() - start, names=list(scene.names))
+                  seconds=time.perf_counter() - start, constraint_names=list(scene.names))
 
 
 @dataclass

@@ -70,7 +70,7 @@ def solve_frame(scene: Scene, q, objects, bases, values, settings: Settings, sta
         converged &= complete_frames(objects, 1)[0]       # a missing target: the frame is not done
     return Result(q=frame.q, position_error=position_error, rotation_error=rotation_error,
                   iterations=np.array([iterations]), converged=np.array([bool(converged)]),
-                  sigma_min=np.array([s_min]), seconds=time.perf_counter() - start, names=list(scene.names))
+                  sigma_min=np.array([s_min]), seconds=time.perf_counter() - start, constraint_names=list(scene.names))
 
 
 class _Frame:

@@ -20,7 +20,7 @@ class Result:
     sigma_min: np.ndarray
     seconds: float
     frames: np.ndarray = field(default=None)
-    names: list = field(default_factory=list)     # the constraints' names, in column order
+    constraint_names: list = field(default_factory=list)     # the constraints' names, in column order
     evaluation: object = None    # simulation: the last frame's Evaluation, a next call's `start`
 
     def __post_init__(self):

@@ -109,7 +109,7 @@ def solve_simulation(scene: Scene, q_start, objects=None, bases=None, settings: 
         converged[f] = reached(scene, ev, settings.precision)[0] and (settings.fit or complete[f])
     return Result(q=out_q, position_error=position_error, rotation_error=rotation_error, iterations=iterations,
                   converged=converged, sigma_min=sigma_min, seconds=time.perf_counter() - started,
-                  names=list(scene.names), evaluation=last)
+                  constraint_names=list(scene.names), evaluation=last)
 
 
 @one_blas_thread()

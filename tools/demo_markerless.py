@@ -101,18 +101,18 @@ def run_in_scene(out_dir, first=0, count=None):
         rig = rigs[kind, method]
         result = api.fit_keypoints(rig, trial, static=static, frame_start=1, method=method)
         if side is None:
-            side, rows = stance_foot(result.data, result.names)
-            out["frames"], out["names"], out["stance"] = result.frames.tolist(), result.names, side
+            side, rows = stance_foot(result.data, result.keypoint_names)
+            out["frames"], out["names"], out["stance"] = result.frames.tolist(), result.keypoint_names, side
             raw = result.data[:, rows]
             out["raw_drift"] = np.nanmean(np.linalg.norm(raw - raw[0], axis=-1), axis=1).tolist()
         foot = result.points[:, rows]
         out["cases"][f"{kind} {method}"] = {
-            "error": np.nanmean(result.error, axis=1).tolist(), "mean_error": result.mean_error,
+            "error": np.nanmean(result.position_error, axis=1).tolist(), "mean_error": result.mean_error,
             "jitter": np.nan_to_num(jitter(result.bone_matrices, target.parents_of(rig), result.bone_names,
                                            trial.rate), nan=-1.0).tolist(),
             "drift": np.mean(np.linalg.norm(foot - foot[0], axis=-1), axis=1).tolist(),
             "seconds": result.seconds, "solve_seconds": result.solve_seconds,
-            "engine_mean": None if result.engine is None else float(np.nanmean(result.engine.fit.error)),
+            "engine_mean": None if result.engine is None else float(np.nanmean(result.engine.fit.position_error)),
             "scale": result.scale}
         rig.location.x += 1.0 * x
     blend = Path(out_dir) / "markerless.blend"

@@ -67,10 +67,10 @@ def run_in_scene(out_dir, clip=str(CLIP)):
     bpy.ops.wm.save_as_mainfile(filepath=str(blend), check_existing=False)
 
     def per_frame(result):
-        pos = result.point_positions
+        pos = result.contact_positions
         slide = np.full(pos.shape[:2], np.nan)
         f0 = int(result.frames[0])
-        for j, p in enumerate(result.points):
+        for j, p in enumerate(result.contact_names):
             for a, b in result.contacts[p]:
                 path = pos[a - f0:b - f0 + 1, j]
                 slide[a - f0:b - f0 + 1, j] = np.linalg.norm(path - path[0], axis=-1)
@@ -81,7 +81,7 @@ def run_in_scene(out_dir, clip=str(CLIP)):
                 "not_converged": result.not_converged}
 
     fps = bpy.context.scene.render.fps / bpy.context.scene.render.fps_base
-    return {"frames": ours.frames.tolist(), "points": ours.points, "ours": per_frame(ours), "copy": per_frame(copied),
+    return {"frames": ours.frames.tolist(), "points": ours.contact_names, "ours": per_frame(ours), "copy": per_frame(copied),
             "import_seconds": import_seconds, "fps": fps, "blend": str(blend), "blender": bpy.app.version_string}
 
 

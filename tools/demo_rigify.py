@@ -232,7 +232,7 @@ def run_metarig(n_frames=250, out_dir=None, precision=PRECISION):
     ours_errors, ours_eval_seconds = _measure(bpy, scene, rig, targets, n_frames)
 
     # The API reports its errors per constraint, "bone/constraint": put them in EFFECTORS' order.
-    columns = [next(i for i, name in enumerate(result.constraints) if name.split("/")[0] == bone)
+    columns = [next(i for i, name in enumerate(result.constraint_names) if name.split("/")[0] == bone)
                for bone, _ in EFFECTORS]
     scene.frame_set(1)
     return {
@@ -246,7 +246,7 @@ def run_metarig(n_frames=250, out_dir=None, precision=PRECISION):
                  "eval_seconds": ours_eval_seconds,
                  "reported": np.asarray(result.position_error)[:, columns].tolist(),
                  "converged": bool(np.all(result.converged)), "iterations_max": int(np.max(result.iterations)),
-                 "method": result.method, "precision": precision, "muted": muted,
+                 "solver_path": result.solver_path, "precision": precision, "muted": muted,
                  "warnings": list(result.warnings)},
         "blend": _save(bpy, out_dir),
     }
@@ -444,7 +444,7 @@ def run_generated(n_frames=250, out_dir=None):
     muted = {f"{tip}/{c.name}": bool(c.mute) for tip, *_ in LIMBS.values()
              for c in rig.pose.bones[tip].constraints if c.type == "IK"}
     # The API reports its errors per constraint, "bone/constraint": put them in LIMBS' order.
-    columns = [next(i for i, name in enumerate(result.constraints) if name.split("/")[0] == tip)
+    columns = [next(i for i, name in enumerate(result.constraint_names) if name.split("/")[0] == tip)
                for tip, *_ in LIMBS.values()]
     scene.frame_set(1)
     joints = np.linalg.norm(np.asarray(ours["joints"]) - np.asarray(standard["joints"]), axis=-1)
@@ -462,7 +462,7 @@ def run_generated(n_frames=250, out_dir=None):
                  "reported": np.asarray(result.position_error)[:, columns].tolist(),
                  "engine": np.asarray(result.engine.position_error)[:, columns].tolist(),
                  "converged": bool(np.all(result.converged)), "iterations_max": int(np.max(result.iterations)),
-                 "method": result.method, "constraints": list(result.constraints), "muted": muted,
+                 "solver_path": result.solver_path, "constraints": list(result.constraint_names), "muted": muted,
                  "warnings": list(result.warnings), "scales": ours["scales"]},
         "plane_degrees": plane_degrees(ours["normals"], standard["normals"]),
         "joint_distances": joints.tolist(),
@@ -496,14 +496,14 @@ def run_other(metarig, n_frames=250, out_dir=None):
     result = api.bake(rig, 1, n_frames)
     seconds = time.perf_counter() - start
     ours = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
-    by = dict(zip(result.constraints, result.solved_by))
+    by = dict(zip(result.constraint_names, result.solved_by))
     scene.frame_set(1)
     return {
         "rig": metarig, "blender_version": bpy.app.version_string, "frames": n_frames, "bones": len(rig.pose.bones),
         "effectors": active, "stages": [by.get(name, -1) for name in active], "controls": controls,
         "blender": {"errors": blender, "seconds": blender_seconds, "solver": rig.pose.ik_solver},
         "ours": {"errors": ours, "seconds": seconds, "verify_seconds": result.verify_seconds,
-                 "converged": int(np.count_nonzero(result.converged)), "method": result.method,
+                 "converged": int(np.count_nonzero(result.converged)), "solver_path": result.solver_path,
                  "warnings": list(result.warnings),
                  "reported": np.asarray(result.position_error).tolist()},
         "blend": _save(bpy, out_dir),
@@ -545,7 +545,7 @@ def _table_other(data):
     ours, blender = data["ours"], data["blender"]
     n = data["frames"]
     stages = data["stages"]
-    rows = [(f"ours (api.bake, {ours['method']}, the add-on's defaults)", statistics(ours["errors"]), ours["seconds"]),
+    rows = [(f"ours (api.bake, {ours['solver_path']}, the add-on's defaults)", statistics(ours["errors"]), ours["seconds"]),
             (f"Blender's own IK ({blender['solver']}, the rig's own)", statistics(blender["errors"]),
              blender["seconds"])]
     worst = np.asarray(ours["errors"]).max(axis=0)
@@ -580,7 +580,7 @@ def _table_generated(data):
     ours, blender = data["ours"], data["blender"]
     n = data["frames"]
     lengths = ", ".join(f"{limb} {length:.3f} m" for limb, length in zip(data["effectors"], data["chain_lengths"]))
-    rows = [(f"ours (api.bake, {ours['method']}, the add-on's defaults)", statistics(ours["errors"]), ours["seconds"]),
+    rows = [(f"ours (api.bake, {ours['solver_path']}, the add-on's defaults)", statistics(ours["errors"]), ours["seconds"]),
             (f"Blender Standard IK ({blender['solver']}, the rig's own)", statistics(blender["errors"]),
              blender["seconds"])]
     degrees = np.asarray(data["plane_degrees"])
@@ -616,7 +616,7 @@ def _table_metarig(data):
     s = blender["settings"]
     lengths = ", ".join(f"{b} {length:.3f} m" for b, length in zip(data["effectors"], data["chain_lengths"]))
     rows = [
-        (f"ours (api.bake, {ours['method']}, precision {ours['precision']:g} m)", statistics(ours["errors"]),
+        (f"ours (api.bake, {ours['solver_path']}, precision {ours['precision']:g} m)", statistics(ours["errors"]),
          ours["seconds"]),
         (f"Blender iTaSC ({s['mode'].lower()}, {s['solver']}, precision {s['precision']:g}, {s['iterations']} it.)",
          statistics(blender["errors"]), blender["seconds"]),

@@ -45,7 +45,7 @@ METHODS = ("fit", "copy")
 class MeasuredKeypoints:
     """What a keypoint fit did, measured on Blender's evaluation of the keys it wrote.
 
-    Per scene frame (F, `frames`) and keypoint (K, `names`): `error` the distance from the
+    Per scene frame (F, `frames`) and keypoint (K, `keypoint_names`): `position_error` the distance from the
     calibrated keypoint on the bone as Blender shows it to the data (scene units; NaN where the
     keypoint is missing or below the confidence threshold), `points` (F, K, 3) those keypoints
     and `data` (F, K, 3) the data's (scaled by `scale`, world space); `rms` (F,) over the
@@ -60,8 +60,8 @@ class MeasuredKeypoints:
     `prepare`; `solve_seconds`, `write_seconds`, `verify_seconds` its parts."""
 
     frames: np.ndarray
-    names: list
-    error: np.ndarray
+    keypoint_names: list
+    position_error: np.ndarray
     rms: np.ndarray
     points: np.ndarray
     data: np.ndarray
@@ -88,11 +88,11 @@ class MeasuredKeypoints:
 
     @property
     def mean_error(self) -> float:
-        return float(np.nanmean(self.error))
+        return float(np.nanmean(self.position_error))
 
     def summary(self) -> str:
-        return (f"{self.method}: {len(self.frames)} frame(s), {len(self.names)} keypoint(s), mean error "
-                f"{self.mean_error:.4g} (as Blender shows it), max {float(np.nanmax(self.error)):.4g}, "
+        return (f"{self.method}: {len(self.frames)} frame(s), {len(self.keypoint_names)} keypoint(s), mean error "
+                f"{self.mean_error:.4g} (as Blender shows it), max {float(np.nanmax(self.position_error)):.4g}, "
                 f"{len(self.gap_frames)} frame(s) with gaps, scale {self.scale:.4g}, {self.seconds:.2f} s")
 
 
@@ -291,8 +291,8 @@ class Job:
         except ValueError as err:
             raise RigError(f"keypoints onto '{self.rig.name}': {err}; nothing was written") from None
         self.placement = self.calibration.placement
-        self.names = list(self.placement.names)
-        positions, weights = self._in_order(self.trial, self.names)
+        self.keypoint_names = list(self.placement.names)
+        positions, weights = self._in_order(self.trial, self.keypoint_names)
         self.y = self.calibration.scale * positions
         self.missing = weights <= 0
 
@@ -323,21 +323,22 @@ class Job:
         world = np.array(self.rig.matrix_world)
         points = self._points(seen, self.placement)
         data = np.where(self.missing[..., None], np.nan, self.y @ world[:3, :3].T + world[:3, 3])
-        error = np.linalg.norm(points - data, axis=-1)
+        position_error = np.linalg.norm(points - data, axis=-1)
         present = ~self.missing
         count = present.sum(axis=1)
-        rms = np.where(count > 0, np.sqrt(np.nansum(error ** 2, axis=1) / np.maximum(count, 1)), np.nan)
+        rms = np.where(count > 0, np.sqrt(np.nansum(position_error ** 2, axis=1) / np.maximum(count, 1)), np.nan)
         f0 = int(self.frames[0])
-        gaps = {n: _spans(self.missing[:, k], f0) for k, n in enumerate(self.names) if self.missing[:, k].any()}
+        names = self.keypoint_names
+        gaps = {n: _spans(self.missing[:, k], f0) for k, n in enumerate(names) if self.missing[:, k].any()}
         held = {} if self.engine is None else self.engine.contacts
         contacts = {n: [(s.start + f0, s.end + f0) for s in spans] for n, spans in held.items() if spans}
-        slide = {n: np.array([np.linalg.norm(points[s.start:s.end + 1, self.names.index(n)]
-                                             - points[s.start, self.names.index(n)], axis=-1).max() for s in spans])
+        slide = {n: np.array([np.linalg.norm(points[s.start:s.end + 1, names.index(n)]
+                                             - points[s.start, names.index(n)], axis=-1).max() for s in spans])
                  for n, spans in held.items() if spans}
         return MeasuredKeypoints(
-            frames=self.frames.copy(), names=self.names, error=error, rms=rms, points=points, data=data,
-            missing=self.missing.copy(), gap_frames=self.frames[self.missing.any(axis=1)].astype(int), gaps=gaps,
-            bone_names=list(self.bone_names), bone_matrices=seen, scale=float(self.calibration.scale),
+            frames=self.frames.copy(), keypoint_names=names, position_error=position_error, rms=rms, points=points,
+            data=data, missing=self.missing.copy(), gap_frames=self.frames[self.missing.any(axis=1)].astype(int),
+            gaps=gaps, bone_names=list(self.bone_names), bone_matrices=seen, scale=float(self.calibration.scale),
             method=self.method, seconds=time.perf_counter() - self.started, engine=self.engine,
             report=self.calibration.report(), left_out=dict(self.left_out), bone_map=dict(self.t_map),
             keys_written=self.keys_written, control_passes=self.control_passes, warnings=list(self.warnings),

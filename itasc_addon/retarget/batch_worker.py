@@ -70,7 +70,7 @@ def figures(result, seconds) -> dict:
     import numpy as np
     spans = result.spans()
     slides = [s for *_, s in spans]
-    pins = [float(d) for p in result.points for d in result.pin_distance.get(p, ())]
+    pins = [float(d) for p in result.contact_names for d in result.pin_distance.get(p, ())]
     below = result.floor_penetration
     return {
         "frames": len(result.frames), "frame_start": int(result.frames[0]), "frame_end": int(result.frames[-1]),

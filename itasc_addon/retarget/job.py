@@ -42,15 +42,15 @@ CHUNK = 48          # frames read per step
 class MeasuredRetarget:
     """What a retarget did, measured on Blender's evaluation of the keys it wrote.
 
-    Per frame (F) and contact point (P): `position_error` the contact point's distance from its
-    pin (scene units; NaN where no span holds it; for the copy method, from where the span
-    started), `floor_penetration` how far below the floor it is (0 above; the contact points are
-    each foot's heel, ball and toe tip). The floor: `floor` its world height below the source's
+    Per frame (F) and contact point (P, `contact_names`): `position_error` the contact point's
+    distance from its pin (scene units; NaN where no span holds it; for the copy method, from where
+    the span started), `floor_penetration` how far below the floor it is (0 above; the contact
+    points are each foot's heel, ball and toe tip). The floor: `floor` its world height below the source's
     hips at the calibration frame, `floor_normal` (3,) its world normal, `floor_slope` its angle
     to level (radians), `source_floor` the clip's own floor height there before it was put on the
     target's rest ground (scene units, the source's scale), all fitted to the source's contacts
     (a level floor at the rig's rest ground for the copy method). Per frame and mapped
-    role (R, `roles`): `rotation_error`, the angle between the bone's world rotation as Blender
+    role (R, `role_names`): `rotation_error`, the angle between the bone's world rotation as Blender
     shows it and as the solve posed it (radians). `iterations`, `converged` (F,): the engine's
     iterations; converged where the engine converged and Blender shows every held point within
     `precision` of its pin and none below the floor by more. `contacts` {point: [(first, last)
@@ -59,7 +59,7 @@ class MeasuredRetarget:
     `style_difference` {role: radians}: mean angle between the calibrated source's and the
     target's local rotations (relative to the nearest mapped ancestor role; world for the hips),
     as Blender shows the target. `seconds` the whole retarget; `solve_seconds`, `write_seconds`,
-    `verify_seconds` its parts; `point_positions` (F, P, 3) the contact points in world space as
+    `verify_seconds` its parts; `contact_positions` (F, P, 3) the contact points in world space as
     Blender shows them; `engine` the engine's own result (None for the copy method)."""
 
     frames: np.ndarray
@@ -77,8 +77,8 @@ class MeasuredRetarget:
     floor_slope: float = 0.0
     source_floor: float = 0.0
     style_difference: dict = field(default_factory=dict)
-    points: list = field(default_factory=list)
-    roles: list = field(default_factory=list)
+    contact_names: list = field(default_factory=list)
+    role_names: list = field(default_factory=list)
     bone_map: dict = field(default_factory=dict)
     method: str = "ik"
     scale: float = 1.0
@@ -90,7 +90,7 @@ class MeasuredRetarget:
     verify_seconds: float = 0.0
     read_seconds: float = 0.0
     control_passes: int = 0
-    point_positions: np.ndarray | None = None
+    contact_positions: np.ndarray | None = None
     engine: object = None
     layer_action: str = ""      # with `layer`: the new action the keys went into, over the rig's animation
 
@@ -517,13 +517,13 @@ class Job:
             floor_penetration=penetration, floor=float(floor_world), floor_normal=normal,
             floor_slope=float(np.arccos(np.clip(normal[2], -1.0, 1.0))),
             source_floor=float(getattr(self.engine_result, "source_floor", self.floor)),
-            style_difference=style, points=names,
-            roles=list(self.roles), bone_map={r: (self.s_map[r], self.t_map[r]) for r in self.roles},
+            style_difference=style, contact_names=names,
+            role_names=list(self.roles), bone_map={r: (self.s_map[r], self.t_map[r]) for r in self.roles},
             method=self.method, scale=float(getattr(self.engine_result, "scale", getattr(self, "k", 1.0))),
             keys_written=self.keys_written, warnings=list(self.warnings), precision=self.precision,
             solve_seconds=self.times["solve"],
             write_seconds=self.times["write"], verify_seconds=self.times["verify"], read_seconds=self.times["read"],
-            control_passes=self.control_passes, point_positions=positions, engine=self.engine_result,
+            control_passes=self.control_passes, contact_positions=positions, engine=self.engine_result,
             layer_action=self.layer_action or "")
 
     def _floor_plane(self, world):

@@ -276,7 +276,7 @@ def _fly(spec: TrialSpec):
         target = Path(tmp) / "angles.mot"
         write_storage(target, labels, data, name=f"{spec.base} leg angles", in_degrees=True)
         files = {f"{spec.name}_angles.mot": target.read_bytes()}
-    errors = np.stack([s.error for s in solutions.values()])                  # (legs, F, 5)
+    errors = np.stack([s.position_error for s in solutions.values()])                  # (legs, F, 5)
     leg, _, keypoint = np.unravel_index(int(np.nanargmax(errors)), errors.shape)
     report = next(iter(solutions.values())).report                           # one report for all legs
     stages = np.asarray(report.converged, bool)                              # (legs, F, stages)

@@ -125,12 +125,12 @@ FLY_SETTINGS = Settings(method="sdls", precision=1e-9, max_iterations=100, fit=T
 @dataclass
 class LegSolution:
     """Angles (..., F, 7) in ANGLES order, the FK keypoints of those angles (..., F, 5, 3), the
-    distance of every keypoint from its measurement (..., F, 5), the segment lengths used (..., 4)
-    and the solver's report."""
+    distance of every keypoint from its measurement `position_error` (..., F, 5), the segment
+    lengths used (..., 4) and the solver's report."""
 
     angles: np.ndarray
     fitted: np.ndarray
-    error: np.ndarray
+    position_error: np.ndarray
     lengths: np.ndarray
     report: SequentialResult
 
@@ -170,7 +170,7 @@ def solve_leg(keypoints, method: str = "sequential", lengths=None, q0=None, sett
                            settings=settings, warm_start=warm_start, max_passes=max_passes)
     angles = report.q[..., ANGLE_COLUMNS]
     fitted = leg_keypoints(angles, lengths[..., None, :], origin)
-    return LegSolution(angles=angles, fitted=fitted, error=np.linalg.norm(fitted - keypoints, axis=-1),
+    return LegSolution(angles=angles, fitted=fitted, position_error=np.linalg.norm(fitted - keypoints, axis=-1),
                        lengths=lengths, report=report)
 
 
@@ -188,12 +188,12 @@ def _closed_form(keypoints, lengths, start, recurrence: bool) -> LegSolution:
     if single:
         angles, fitted, stage_error = angles[0], fitted[0], stage_error[0]
     S = len(STAGES)
-    report = SequentialResult(q=leg_coordinates(angles, lengths[..., None, :]), keypoint_error=stage_error,
+    report = SequentialResult(q=leg_coordinates(angles, lengths[..., None, :]), position_error=stage_error,
                               iterations=np.zeros(stage_error.shape, dtype=int), converged=np.isfinite(stage_error),
                               passes=np.ones(S, dtype=int), frame_solves=np.full(S, B * F),
                               warm_starts=["sequential" if recurrence else "none"] * S,
                               seconds=time.perf_counter() - t)
-    return LegSolution(angles=angles, fitted=fitted, error=np.linalg.norm(fitted - keypoints, axis=-1),
+    return LegSolution(angles=angles, fitted=fitted, position_error=np.linalg.norm(fitted - keypoints, axis=-1),
                        lengths=lengths, report=report)
 
 
@@ -202,7 +202,7 @@ def solve_legs(legs: dict, method: str = "sequential", **options) -> dict:
     returns {leg: LegSolution} with each leg's own slice."""
     names = list(legs)
     both = solve_leg(np.stack([legs[n] for n in names]), method=method, **options)
-    return {n: LegSolution(angles=both.angles[i], fitted=both.fitted[i], error=both.error[i],
+    return {n: LegSolution(angles=both.angles[i], fitted=both.fitted[i], position_error=both.position_error[i],
                            lengths=both.lengths[i], report=both.report) for i, n in enumerate(names)}
 
 
@@ -219,4 +219,5 @@ def segment_lengths(keypoints: np.ndarray) -> np.ndarray:
 
 def keypoint_error_table(solutions: dict) -> dict:
     """{leg: {'mean': (5,), 'max': (5,)}} of the distances between measured and fitted keypoints."""
-    return {leg: {"mean": s.error.mean(axis=0), "max": s.error.max(axis=0)} for leg, s in solutions.items()}
+    return {leg: {"mean": s.position_error.mean(axis=0), "max": s.position_error.max(axis=0)}
+            for leg, s in solutions.items()}

@@ -44,10 +44,10 @@ MAX_HALVINGS = 60        # 2^-60 alpha_0: below that no step in double precision
 
 @dataclass
 class GradientResult:
-    """Per frame: solved q (F, n), distance |p(q) - p_bar| (F,), iterations (F,), converged (F,)."""
+    """Per frame: solved q (F, n), position_error |p(q) - p_bar| (F,), iterations (F,), converged (F,)."""
 
     q: np.ndarray
-    error: np.ndarray
+    position_error: np.ndarray
     iterations: np.ndarray
     converged: np.ndarray
     seconds: float
@@ -145,7 +145,7 @@ def gradient_descent(model: Model, segment: int, point, target, q0, gradient: st
             alpha[pending] *= 0.5
         # Frames where no step satisfied Armijo sit at a stationary point (to machine precision).
         active = active[accepted]
-    error = np.sqrt(f)
-    converged = error <= tolerance
-    return GradientResult(q=q, error=error, iterations=iterations, converged=converged,
+    position_error = np.sqrt(f)
+    converged = position_error <= tolerance
+    return GradientResult(q=q, position_error=position_error, iterations=iterations, converged=converged,
                           seconds=time.perf_counter() - start)

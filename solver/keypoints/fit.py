@@ -28,7 +28,7 @@ less than NEWTON_FROM of the cost, the keypoint term's full Hessian (second_orde
 trajectory refreshed every NEWTON_EVERY steps) takes Gauss-Newton's place: the valleys that only
 the pull to rest decides are then crossed in a few steps instead of crept along.
 
-The result reports per frame and keypoint the error |x - s p| (rig units, NaN where missing),
+The result reports per frame and keypoint the position error |x - s p| (rig units, NaN where missing),
 which keypoints were missing (the gaps the smoothness bridged) and per frame the RMS over the
 keypoints present; with contacts, the spans, the floor, each contact point's distance from its pin
 and how far it lies below the floor.
@@ -57,21 +57,22 @@ _MU_START = 1e-3            # Levenberg-Marquardt damping, relative to the mean 
 
 @dataclass
 class KeypointFit:
-    """q (F, n) coordinates; error (F, K) |x - s p| in rig units (NaN where missing); missing
-    (F, K) keypoints the fit did not see (NaN or below the confidence threshold); rms (F,) over
-    the keypoints present (NaN in a frame without any); bridged (F,) frames with a keypoint
-    missing; iterations, converged, seconds; the smoothness weight per coordinate `smoothing` and
-    the pull to rest `rest` (rho). With contacts: `contacts` {contact keypoint: [Span, ...]}, the `floor` height (rig units,
-    along +Z), and per frame and contact point (`contact_names`) `pin_error` (F, P) the distance
-    from its pin (NaN where no span holds it) and `floor_penetration` (F, P) how far below the
-    floor it lies (0 above it)."""
+    """q (F, n) coordinates; position_error (F, K) |x - s p| in rig units (NaN where missing);
+    missing (F, K) keypoints the fit did not see (NaN or below the confidence threshold); rms (F,)
+    over the keypoints present (NaN in a frame without any); bridged (F,) frames with a keypoint
+    missing; the keypoints' names `keypoint_names` (the K axis); iterations, converged, seconds;
+    the smoothness weight per coordinate `smoothing` and the pull to rest `rest` (rho). With
+    contacts: `contacts` {contact keypoint: [Span, ...]}, the `floor` height (rig units, along
+    +Z), and per frame and contact point (`contact_names`) `pin_error` (F, P) the distance from its
+    pin (NaN where no span holds it) and `floor_penetration` (F, P) how far below the floor it lies
+    (0 above it)."""
 
     q: np.ndarray
-    error: np.ndarray
+    position_error: np.ndarray
     missing: np.ndarray
     rms: np.ndarray
     bridged: np.ndarray
-    names: tuple
+    keypoint_names: tuple
     iterations: int
     converged: bool
     seconds: float

@@ -438,7 +438,7 @@ class _Race:
         return RestartResult(q=q[None].copy(), position_error=np.array([[errors[0]]]),
                              rotation_error=np.array([[errors[1]]]),
                              iterations=np.array([self.total_iterations]), converged=np.array([converged]),
-                             sigma_min=np.array([np.nan]), seconds=charged, names=list(self.chain.names),
+                             sigma_min=np.array([np.nan]), seconds=charged, constraint_names=list(self.chain.names),
                              restarts=np.array([self.started]), charged=np.array([charged]),
                              first_converged=np.array([first]), passes=np.array([self.passes]))
 

@@ -76,8 +76,9 @@ def solve_with_restarts(scene: Scene, objects, settings: Settings = Settings(), 
     q0, objects, bases, _ = check_inputs(scene, q0, objects, bases)
     start = time.perf_counter()
     first = solve_animation(scene, q0, objects, bases, settings, deadline=start + budget * F)
-    best = RestartResult(**{k: getattr(first, k) for k in ("q", "position_error", "rotation_error", "iterations",
-                                                           "converged", "sigma_min", "seconds", "frames", "names")},
+    copied = ("q", "position_error", "rotation_error", "iterations", "converged", "sigma_min", "seconds", "frames",
+              "constraint_names")
+    best = RestartResult(**{k: getattr(first, k) for k in copied},
                          restarts=np.zeros(F, dtype=int), charged=np.full(F, first.seconds / max(F, 1)),
                          first_converged=first.converged.copy())
     best.q, best.iterations = best.q.copy(), best.iterations.copy()

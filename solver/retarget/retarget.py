@@ -112,7 +112,7 @@ class RetargetResult:
     scale             the leg-length ratio k
     seconds           wall time of the whole retarget
     model             the TargetModel solved (its Model, and where bones and roles are in it)
-    bone_names        target.bones' names (the B axis); point_names the contact points' (the P axis)
+    bone_names        target.bones' names (the B axis); contact_names the contact points' (the P axis)
     calibration       the Calibration used
     frames            (F,) the source frames, 0..F-1
     """
@@ -136,7 +136,7 @@ class RetargetResult:
     source_floor: float = 0.0
     model: TargetModel | None = None
     bone_names: tuple = ()
-    point_names: tuple = ()
+    contact_names: tuple = ()
     calibration: Calibration | None = None
     frames: np.ndarray | None = None
 
@@ -534,7 +534,7 @@ def _result(tm, target, problem, solution, desired, spans, pins, names, k, calib
         seconds=time.perf_counter() - began,
         model=tm,
         bone_names=tm.bone_names,
-        point_names=tuple(names),
+        contact_names=tuple(names),
         calibration=calibration,
         frames=np.arange(q.shape[0]),
     )

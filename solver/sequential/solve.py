@@ -43,13 +43,14 @@ WARM_STARTS = ("auto", "previous", "sequential", "none")
 @dataclass
 class SequentialResult:
     """q (F, n) (or (B, F, n) for B sequences): all coordinates after the last stage. Per stage k
-    (last axis): the distance between its keypoint and the measurement after the stage (F, S),
-    solver iterations summed over passes (F, S), the engine's converged flag (F, S; False wherever
-    the keypoint cannot be matched exactly, the usual case for measured data); per stage (S,):
+    (last axis): `position_error` (F, S) the distance between its keypoint and the measurement
+    after the stage, solver iterations summed over passes (F, S), the engine's converged flag
+    (F, S; False wherever the keypoint cannot be matched exactly, the usual case for measured
+    data); per stage (S,):
     passes and frame solves, and the warm start used ('previous', 'sequential' or 'none')."""
 
     q: np.ndarray
-    keypoint_error: np.ndarray
+    position_error: np.ndarray
     iterations: np.ndarray
     converged: np.ndarray
     passes: np.ndarray
@@ -176,7 +177,7 @@ def sequential_ik(model: Model, stages, keypoints, q0=None, bases=None, settings
             problem, q, flat_keypoints[:, stage.keypoint], bases, settings, warm_start, max_passes,
             start_tolerance, n_sequences=B)
         used.append(how)
-    return SequentialResult(q=q.reshape(lead + (n,)), keypoint_error=error.reshape(lead + (S,)),
+    return SequentialResult(q=q.reshape(lead + (n,)), position_error=error.reshape(lead + (S,)),
                             iterations=iterations.reshape(lead + (S,)), converged=converged.reshape(lead + (S,)),
                             passes=passes, frame_solves=solves, warm_starts=used,
                             seconds=time.perf_counter() - start)

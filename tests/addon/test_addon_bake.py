@@ -187,6 +187,6 @@ def test_bake_holds_ik_rotation_control_to_the_animated_rotation_of_each_frame(e
 
 def test_gradient_descent_is_selectable_as_a_baseline(extension_zip):
     r = run("gradient_baseline", extension_zip)
-    assert "GRADIENT" in r["method"].upper()
+    assert "GRADIENT" in r["solver_path"].upper()
     assert all(r["converged"]) and max(r["errors"]) <= 3e-6
     print(f"\ngradient descent baseline: {sum(r['iterations']) / 10:.0f} iterations per frame")

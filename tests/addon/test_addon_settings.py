@@ -40,7 +40,7 @@ def test_changes_in_the_armatures_panel_are_used_by_the_next_solve(followed):
     one = followed["one_iteration"]            # iterations 1, solver DLS
     assert followed["live_iterations"] == 1    # what live preview asks at its next frame
     assert one["settings"]["max_iterations"] == 1 and one["settings"]["method"] == "DLS"
-    assert one["method"] == "iterative DLS"
+    assert one["solver_path"] == "iterative DLS"
     assert one["iterations"][MIDDLE] == [1, 1, 1, 1]
     assert not any(one["converged"][MIDDLE]) and one["error"] > 0.1     # one step does not reach
     again = followed["tight"]                  # iterations 100 again

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.blender
 
 def test_bake_two_bone_arm_takes_the_exact_fast_path(extension_zip):
     r = call_in_blender("two_bone:bake_arm", extension_zip=extension_zip)
-    assert r["method"] == "analytic two-bone" and r["fallback"] == "" and r["muted"]
+    assert r["solver_path"] == "analytic two-bone" and r["fallback"] == "" and r["muted"]
     assert "Solver: analytic two-bone" in r["labels"] and "analytic two-bone" in r["summary"]
     assert r["fcurves"] == ["rotation_euler"] * 3 + ["rotation_quaternion"] * 4     # each bone's own mode
     reach, scale = r["reach"], r["scale"]
@@ -50,18 +50,18 @@ def test_bake_two_bone_arm_takes_the_exact_fast_path(extension_zip):
     assert max(abs(a - b) for a, b in zip(r["measured"], r["blender_tail"])) <= 1e-6      # float32 either side
     assert set(r["iterations"]) == {0}
     # Reported exactly as the iterative path reports the same rig.
-    assert r["ref_method"].startswith("iterative ")
+    assert r["ref_solver_path"].startswith("iterative ")
     assert r["ref_converged"] == r["converged"]
     assert max(abs(a - b) for a, b in zip(r["reported"], r["ref_reported"])) <= 1e-6
-    assert r["frame_method"] == "analytic two-bone" and r["frame_error"] <= 1e-9
-    assert r["simulation"] == [r["ref_method"], "simulation mode"]
+    assert r["frame_solver_path"] == "analytic two-bone" and r["frame_error"] <= 1e-9
+    assert r["simulation"] == [r["ref_solver_path"], "simulation mode"]
 
 
 
 def test_pole_target_places_the_elbow_the_way_blenders_ik_does(extension_zip):
     r = call_in_blender("two_bone:pole_cases", extension_zip=extension_zip)
     for (roll, angle), o in zip(r["cases"], r["out"]):
-        assert o["method"] == "analytic two-bone", (roll, angle)
+        assert o["solver_path"] == "analytic two-bone", (roll, angle)
         assert not any("pole" in w for w in o["warnings"]), o["warnings"]
         assert max(o["tail"]) <= 1e-9
         assert max(o["shown_tail"]) <= 1e-6                      # what Blender shows of the keys written
@@ -105,10 +105,10 @@ def test_rigs_that_are_not_two_bone_chains_keep_the_iterative_engine(extension_z
 def test_time_fast_path_against_iterative_on_1000_frames(extension_zip):
     r = call_in_blender("two_bone:timing", extension_zip=extension_zip)
     fast, slow = r["fast"], r["iterative"]
-    assert fast["method"] == "analytic two-bone" and slow["method"].startswith("iterative ")
+    assert fast["solver_path"] == "analytic two-bone" and slow["solver_path"].startswith("iterative ")
     assert fast["not_converged"] == slow["not_converged"]
     print(f"\n1000-frame bake of a two-bone arm: solve {fast['solve'] * 1e3:.1f} ms analytic vs "
-          f"{slow['solve'] * 1e3:.1f} ms {slow['method']} (x{slow['solve'] / fast['solve']:.0f}); whole bake "
+          f"{slow['solve'] * 1e3:.1f} ms {slow['solver_path']} (x{slow['solve'] / fast['solve']:.0f}); whole bake "
           f"{fast['total']:.2f} s vs {slow['total']:.2f} s (x{slow['total'] / fast['total']:.2f}; sampling "
           f"the scene frame by frame takes {fast['sample']:.2f} s / {slow['sample']:.2f} s of it); max error on "
           f"converged frames {fast['max_reachable_error']:.1e} vs {slow['max_reachable_error']:.1e}")
@@ -119,7 +119,7 @@ def test_a_straight_chain_aimed_along_itself_bends_by_the_documented_rule(extens
     """No pose or rest bend and the target on the chain's line: the chain bends about its first
     bone's X axis, the elbow toward the first bone's -Z (here +Y: bones up +Z, roll 0)."""
     r = call_in_blender("two_bone:straight_chain", extension_zip=extension_zip)
-    assert r["method"] == "analytic two-bone" and r["converged"] == [True, True, False]
+    assert r["solver_path"] == "analytic two-bone" and r["converged"] == [True, True, False]
     assert max(r["miss"][:2]) <= 1e-12
     for k, (elbow, tail) in enumerate(zip(r["elbow"], r["tail"])):
         if k < 2:

@@ -245,7 +245,7 @@ def test_the_fly_kind_solves_every_keypoint_file(client, tmp_path):
                 assert np.allclose(angles.column(f"{leg}_{angle}"), np.degrees(solution.angles[:, k]), atol=1e-9)
         report = json.loads((tmp_path / f"{spec.name}.json").read_text())
         assert report["frames"] == angles.n_rows and report["frames_not_converged"] == 0
-        assert report["keypoint_error_max"] == pytest.approx(max(s.error.max() for s in direct.values()))
+        assert report["keypoint_error_max"] == pytest.approx(max(s.position_error.max() for s in direct.values()))
 
 
 def _start(args, **kwargs):

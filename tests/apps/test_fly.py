@@ -200,10 +200,10 @@ def test_synthetic_leg_motion_is_recovered(batched, method):
     if batched:
         sol = solve_leg(np.stack(keypoints), method, lengths=np.tile(lengths, (3, 1)),
                         q0=np.stack([m[0] for m in motions]))
-        angles, errors = sol.angles, sol.error
+        angles, errors = sol.angles, sol.position_error
     else:
         sols = [solve_leg(k, method, lengths=lengths, q0=m[0]) for k, m in zip(keypoints, motions)]
-        angles, errors = np.stack([s.angles for s in sols]), np.stack([s.error for s in sols])
+        angles, errors = np.stack([s.angles for s in sols]), np.stack([s.position_error for s in sols])
     assert np.max(errors) < 1e-8
     np.testing.assert_allclose(angles, np.stack(motions), atol=1e-7)
 
@@ -225,8 +225,8 @@ def test_errors_are_distances_to_the_fk_of_the_solved_angles(real):
         for leg, k in legs.items():
             s = solutions[leg]
             fk = reference_leg(s.angles, s.lengths, k[:, 0])
-            np.testing.assert_allclose(s.error, np.linalg.norm(fk - k, axis=-1), atol=1e-12)
-            assert np.all(s.error[:, 0] < 1e-12)            # the ThC joint follows the Coxa keypoint
+            np.testing.assert_allclose(s.position_error, np.linalg.norm(fk - k, axis=-1), atol=1e-12)
+            assert np.all(s.position_error[:, 0] < 1e-12)            # the ThC joint follows the Coxa keypoint
 
 
 @have_data
@@ -238,10 +238,10 @@ def test_sequential_keeps_proximal_keypoints_closer_than_the_whole_chain(real):
     _, legs, seq, whole = real
     for leg in legs:
         for i in (1, 2, 3):
-            assert seq[leg].error[:, i].mean() < whole[leg].error[:, i].mean(), (leg, KEYPOINTS[i])
-            assert seq[leg].error[:, i].max() < whole[leg].error[:, i].max(), (leg, KEYPOINTS[i])
+            assert seq[leg].position_error[:, i].mean() < whole[leg].position_error[:, i].mean(), (leg, KEYPOINTS[i])
+            assert seq[leg].position_error[:, i].max() < whole[leg].position_error[:, i].max(), (leg, KEYPOINTS[i])
         # ... by a wide margin: measured ratios of the means 0.016-0.092.
-        assert seq[leg].error[:, 1:4].mean() < 0.2 * whole[leg].error[:, 1:4].mean()
+        assert seq[leg].position_error[:, 1:4].mean() < 0.2 * whole[leg].position_error[:, 1:4].mean()
 
 
 # Claw error of sequential IK (mm), all legs and frames, with the measured value next to each bound.
@@ -254,7 +254,7 @@ CLAW_BOUNDS = {
 @have_data
 def test_claw_error_of_sequential_ik_stays_below_the_measured_bound(real):
     name, legs, seq, whole = real
-    claw = np.stack([seq[leg].error[:, 4] for leg in legs])
+    claw = np.stack([seq[leg].position_error[:, 4] for leg in legs])
     assert claw.mean() < CLAW_BOUNDS[name]["mean"]
     assert claw.max() < CLAW_BOUNDS[name]["max"]
     # The whole chain puts the claw on its keypoint (all claws are within reach: measured
@@ -262,7 +262,7 @@ def test_claw_error_of_sequential_ik_stays_below_the_measured_bound(real):
     for leg, k in legs.items():
         reach = np.linalg.norm(k[:, 4] - k[:, 0], axis=-1)
         assert np.all(reach < whole[leg].lengths.sum())
-        assert np.all(whole[leg].error[:, 4] < 1e-8)
+        assert np.all(whole[leg].position_error[:, 4] < 1e-8)
 
 
 @have_data
@@ -276,12 +276,12 @@ def test_each_stage_reaches_its_least_squares_optimum_on_real_data(real):
         s = seq[leg]
         for i in (1, 2, 3):
             sphere = np.abs(np.linalg.norm(k[:, i] - s.fitted[:, i - 1], axis=-1) - s.lengths[i - 1])
-            np.testing.assert_allclose(s.error[:, i], sphere, atol=1e-8)
+            np.testing.assert_allclose(s.position_error[:, i], sphere, atol=1e-8)
         for f in range(0, len(k), 10 if name == "small" else 100):
             trial = np.repeat(s.angles[f:f + 1], grid.size, axis=0)
             trial[:, 6] = grid
             best = np.min(np.linalg.norm(reference_leg(trial, s.lengths, k[f, 0])[:, 4] - k[f, 4], axis=-1))
-            assert best - s.lengths[3] * (grid[1] - grid[0]) / 2 <= s.error[f, 4] <= best + 1e-12
+            assert best - s.lengths[3] * (grid[1] - grid[0]) / 2 <= s.position_error[f, 4] <= best + 1e-12
 
 
 @have_data
@@ -296,7 +296,7 @@ def test_warm_started_stages_equal_the_frame_by_frame_recurrence():
     assert np.all(passes.report.passes <= 3)             # measured: 2 per stage
     # Without warm starts, frames of these legs flip to the other (roll + pi) branch.
     cold = solve_leg(k, method="sequential-iterative", warm_start="none")
-    np.testing.assert_allclose(cold.error, loop.error, atol=1e-6)
+    np.testing.assert_allclose(cold.position_error, loop.position_error, atol=1e-6)
     assert np.max(np.abs(cold.angles - loop.angles)) > 1.0
 
 
@@ -323,9 +323,9 @@ def test_closed_form_stages_equal_the_iterated_stages_on_real_data(real, iterati
     assert done.mean() > 0.99
     angles = np.stack([seq[leg].angles for leg in legs])
     np.testing.assert_allclose(angles[done], np.stack([iterative[leg].angles for leg in legs])[done], atol=1e-7, rtol=0)
-    np.testing.assert_allclose(np.stack([seq[leg].error for leg in legs]),
-                               np.stack([iterative[leg].error for leg in legs]), atol=1e-7, rtol=0)
-    np.testing.assert_allclose(ours.keypoint_error, theirs.keypoint_error, atol=1e-7, rtol=0)
+    np.testing.assert_allclose(np.stack([seq[leg].position_error for leg in legs]),
+                               np.stack([iterative[leg].position_error for leg in legs]), atol=1e-7, rtol=0)
+    np.testing.assert_allclose(ours.position_error, theirs.position_error, atol=1e-7, rtol=0)
     assert ours.warm_starts == ["sequential"] * 4 and np.all(ours.converged)
 
 
@@ -337,7 +337,7 @@ def test_closed_form_without_warm_start_equals_the_iterated_stages():
     k = np.stack([legs[leg] for leg in LEGS])
     ours, theirs = solve_leg(k, warm_start="none"), solve_leg(k, "sequential-iterative", warm_start="none")
     np.testing.assert_allclose(ours.angles, theirs.angles, atol=1e-7, rtol=0)
-    np.testing.assert_allclose(ours.error, theirs.error, atol=1e-7, rtol=0)
+    np.testing.assert_allclose(ours.position_error, theirs.position_error, atol=1e-7, rtol=0)
     assert np.max(np.abs(ours.angles - solve_leg(k).angles)) > 1.0
 
 
@@ -384,7 +384,7 @@ def test_random_legs_are_matched_exactly_up_to_a_half_turn_of_each_segment(warm_
     origin = rng.normal(size=(B, F, 3))
     keypoints = np.stack([reference_leg(truth[b], lengths[b], origin[b]) for b in range(B)])
     sol = solve_leg(keypoints, lengths=lengths, q0=rng.uniform(-3, 3, size=(B, 7)), warm_start=warm_start)
-    assert np.max(sol.error) < 1e-12
+    assert np.max(sol.position_error) < 1e-12
     half_turn = rz(np.pi)
     for b in range(B):
         for ours, true in zip(reference_rotations(sol.angles[b]), reference_rotations(truth[b])):
@@ -472,8 +472,8 @@ def test_keypoints_on_an_axis_or_missing_leave_angles_where_the_iteration_leaves
         theirs = solve_leg(kk, "sequential-iterative", lengths=lengths)
         upto = STAGE_COLUMNS[stage][-1] + 1
         np.testing.assert_allclose(ours.angles[:, :upto], theirs.angles[:, :upto], atol=1e-7, err_msg=name)
-        np.testing.assert_allclose(ours.error, theirs.error, atol=1e-7, err_msg=name)
-        assert np.array_equal(np.isnan(ours.error), np.isnan(theirs.error)), name
+        np.testing.assert_allclose(ours.position_error, theirs.position_error, atol=1e-7, err_msg=name)
+        assert np.array_equal(np.isnan(ours.position_error), np.isnan(theirs.position_error)), name
         held = STAGE_COLUMNS[stage][:1] if "axis" in name else STAGE_COLUMNS[stage]
         np.testing.assert_array_equal(ours.angles[5, list(held)], ours.angles[4, list(held)], err_msg=name)
         np.testing.assert_allclose(ours.angles[6:, :STAGE_COLUMNS[stage][0]], clean.angles[6:, :STAGE_COLUMNS[stage][0]])
@@ -499,11 +499,11 @@ def test_a_missing_coxa_keypoint_holds_the_whole_leg_for_that_frame():
     k[7, 0] = np.nan
     ours = solve_leg(k, lengths=lengths)
     np.testing.assert_array_equal(ours.angles[7], ours.angles[6])
-    assert np.all(np.isnan(ours.error[7])) and np.all(np.isnan(ours.report.keypoint_error[7]))
+    assert np.all(np.isnan(ours.position_error[7])) and np.all(np.isnan(ours.report.position_error[7]))
     assert not np.any(ours.report.converged[7]) and np.all(ours.report.converged[np.arange(20) != 7])
     others = np.arange(20) != 7
     np.testing.assert_allclose(ours.angles[others], clean.angles[others], atol=1e-12)
-    np.testing.assert_allclose(ours.error[others], clean.error[others], atol=1e-12)
+    np.testing.assert_allclose(ours.position_error[others], clean.position_error[others], atol=1e-12)
 
 
 def test_bad_leg_input_is_refused_with_a_message():
@@ -634,10 +634,10 @@ def test_a_missing_coxa_keypoint_leaves_the_frame_where_it_was_in_both_methods()
     for method in ("sequential", "sequential-iterative"):
         r = solve_leg(k, method, lengths=lengths)
         assert np.all(np.isfinite(r.angles)), method
-        assert np.all(np.isnan(r.error[3])), method
+        assert np.all(np.isnan(r.position_error[3])), method
         np.testing.assert_allclose(r.angles[3], r.angles[2], rtol=0, atol=1e-8, err_msg=method)
         others = np.r_[0:3, 4:10]
-        np.testing.assert_allclose(r.error[others], clean.error[others], atol=1e-7, err_msg=method)
+        np.testing.assert_allclose(r.position_error[others], clean.position_error[others], atol=1e-7, err_msg=method)
 
 
 def test_a_stage_without_its_keypoint_is_not_reported_converged_by_either_method():
@@ -649,5 +649,5 @@ def test_a_stage_without_its_keypoint_is_not_reported_converged_by_either_method
     lengths = segment_lengths(legs["RF_leg"])
     for method in ("sequential", "sequential-iterative"):
         report = solve_leg(k, method, lengths=lengths).report
-        assert np.isnan(report.keypoint_error[2, 1]) and not report.converged[2, 1], method
+        assert np.isnan(report.position_error[2, 1]) and not report.converged[2, 1], method
         assert report.converged[2, [0, 2, 3]].all() and report.converged[[0, 1, 3, 4, 5]].all(), method

@@ -146,7 +146,7 @@ def test_gradient_descent_reaches_world_targets(gradient):
     distance = np.linalg.norm(lecture_toe(result.q) - target, axis=-1)
     assert result.converged.all()
     assert np.all(distance <= 1e-6)
-    np.testing.assert_allclose(result.error, distance, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(result.position_error, distance, rtol=1e-9, atol=1e-15)
     assert np.all(result.iterations >= 1)
     # The start really was off target, by far more than the tolerance.
     assert np.min(np.linalg.norm(lecture_toe(q0) - target, axis=-1)) > 1e-3

@@ -229,10 +229,10 @@ def test_keypoints_from_a_known_motion_give_its_joint_angles(rig, monkeypatch):
     assert np.max(violation(model, fit.q)) == 0.0
     # the pull to rest biases each coordinate by about REST_WEIGHT of its value; without it the
     # angles come back exactly
-    assert np.nanmax(fit.error) < 30 * data_term_module.REST_WEIGHT
+    assert np.nanmax(fit.position_error) < 30 * data_term_module.REST_WEIGHT
     monkeypatch.setattr(data_term_module, "REST_WEIGHT", 1e-12)
     exact = fit_trajectory(placement, positions, weights, scale=1.2, cutoff=None)
-    assert exact.converged and np.nanmax(exact.error) < 1e-9
+    assert exact.converged and np.nanmax(exact.position_error) < 1e-9
     assert np.max(np.abs(exact.q - Q)) < 1e-7                    # radians and metres
 
 

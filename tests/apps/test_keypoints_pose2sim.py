@@ -96,7 +96,7 @@ def test_complete_trial_fits_every_frame(rig, balancing, complete):
     assert np.max(violation(rig.model, fit.q)) <= 1e-12
     assert np.all(np.isfinite(fit.rms)) and fit.rms.shape == (balancing.n_frames,)
     # markerless keypoints do not sit on a rigid rig: centimetres, not millimetres
-    assert np.nanmean(fit.error) / complete.calibration.scale < 0.04
+    assert np.nanmean(fit.position_error) / complete.calibration.scale < 0.04
 
 
 def test_gaps_are_bridged_and_reported(rig, static, balancing, complete):
@@ -123,7 +123,7 @@ def test_gaps_are_bridged_and_reported(rig, static, balancing, complete):
     assert np.array_equal(fit.missing, removed) and np.array_equal(fit.gap_frames, np.flatnonzero(removed.any(axis=1)))
     assert np.all(np.isnan(fit.rms[blank])) and np.all(np.isfinite(np.delete(fit.rms, blank)))
     kept = ~removed
-    assert np.mean(fit.error[kept]) <= 1.10 * np.mean(complete.fit.error[kept])
+    assert np.mean(fit.position_error[kept]) <= 1.10 * np.mean(complete.fit.position_error[kept])
     # the bridged wrist passes near where the removed keypoint was
     x = result.calibration.scale * balancing.positions[gap, wrist]
     placement = result.calibration.placement
@@ -160,7 +160,7 @@ def test_still_feet_are_held_and_kept_above_the_floor(rig, static, balancing, co
             for n in complete.fit.contact_names for span in complete.contacts[n]]
     assert np.min(heights) >= complete.floor - 1e-4 and complete.floor <= np.min(pins) + 1e-4
     assert np.max(complete.fit.floor_penetration) <= 1e-4          # rig units: 0.05 mm
-    assert np.nanmean(complete.fit.error) <= 1.10 * np.nanmean(free.fit.error)
+    assert np.nanmean(complete.fit.position_error) <= 1.10 * np.nanmean(free.fit.position_error)
 
 
 def test_mean_keypoint_error_is_below_opensims_marker_rms(balancing, complete, tmp_path):
@@ -179,7 +179,7 @@ def test_mean_keypoint_error_is_below_opensims_marker_rms(balancing, complete, t
     # Both files hold 8 decimals: the report's rounding (5e-9) plus the locations' (5e-9 per
     # coordinate, at most that much again in a distance) stays below 1e-8 + 1e-8.
     np.testing.assert_allclose(rms, reported, rtol=0, atol=2e-8)
-    assert np.nanmean(complete.fit.error) / complete.calibration.scale <= rms.mean()
+    assert np.nanmean(complete.fit.position_error) / complete.calibration.scale <= rms.mean()
 
 
 def test_bad_input_is_named(rig, static, balancing):

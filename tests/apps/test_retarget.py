@@ -211,7 +211,7 @@ def test_user_edited_spans_are_honoured(walk):
         assert result.contacts[name] == edited[name]
     assert_held(target, result)
     paths = contact_paths(target, result)
-    assert np.isnan(result.pin_error[removed.start:removed.end + 1, result.point_names.index("heel.L")]).all()
+    assert np.isnan(result.pin_error[removed.start:removed.end + 1, result.contact_names.index("heel.L")]).all()
     # Only the ball holds the left foot there now; the heel, free, turns with the source's foot
     # about the ball, and the source's foot stands flat: the heel stays within a millimetre.
     assert np.ptp(paths["heel.L"][removed.start:removed.end + 1], axis=0).max() < 1e-3
@@ -305,11 +305,11 @@ def test_floor_is_an_inequality():
     result = retarget(walk_source(F), target, contacts=None, detection=ContactDetection(percentile=50))
     assert result.converged.all()
     paths = contact_paths(target, result)
-    height = np.stack([paths[name][:, 2] for name in result.point_names], axis=1) - result.floor
+    height = np.stack([paths[name][:, 2] for name in result.contact_names], axis=1) - result.floor
     assert height.min() > -HELD
     resting = np.abs(height) < 1e-9
-    left, right = [result.point_names.index(f"{p}.{s}") for p in ("heel", "ball") for s in "L"], \
-        [result.point_names.index(f"{p}.{s}") for p in ("heel", "ball") for s in "R"]
+    left, right = [result.contact_names.index(f"{p}.{s}") for p in ("heel", "ball") for s in "L"], \
+        [result.contact_names.index(f"{p}.{s}") for p in ("heel", "ball") for s in "R"]
     for heel, ball in (left, right):
         one = resting[:, heel] ^ resting[:, ball]
         assert one.sum() > 5

@@ -104,7 +104,7 @@ def test_exact_keypoints_recover_the_motion(warm_start):
     fitted = reference_keypoints(result.q)
     assert np.max(np.linalg.norm(fitted - keypoints, axis=-1)) < 1e-8
     np.testing.assert_allclose(result.q, q_true, atol=1e-7)
-    np.testing.assert_allclose(result.keypoint_error, np.linalg.norm(fitted - keypoints, axis=-1)[:, 1:], atol=1e-12)
+    np.testing.assert_allclose(result.position_error, np.linalg.norm(fitted - keypoints, axis=-1)[:, 1:], atol=1e-12)
 
 
 def test_without_warm_start_the_branch_flips_but_keypoints_still_match():
@@ -150,8 +150,8 @@ def test_each_stage_reaches_its_least_squares_optimum():
     fitted = reference_keypoints(result.q)
     sphere1 = np.abs(np.linalg.norm(keypoints[:, 1] - fitted[:, 0], axis=-1) - L0)
     sphere2 = np.abs(np.linalg.norm(keypoints[:, 2] - fitted[:, 1], axis=-1) - L1)
-    np.testing.assert_allclose(result.keypoint_error[:, 0], sphere1, atol=1e-9)
-    np.testing.assert_allclose(result.keypoint_error[:, 1], sphere2, atol=1e-9)
+    np.testing.assert_allclose(result.position_error[:, 0], sphere1, atol=1e-9)
+    np.testing.assert_allclose(result.position_error[:, 1], sphere2, atol=1e-9)
 
     grid = np.linspace(-np.pi, np.pi, 8001)
     best = np.empty(len(keypoints))
@@ -159,8 +159,8 @@ def test_each_stage_reaches_its_least_squares_optimum():
         trial = np.repeat(result.q[f:f + 1], grid.size, axis=0)
         trial[:, 5] = grid
         best[f] = np.min(np.linalg.norm(reference_keypoints(trial)[:, 3] - keypoints[f, 3], axis=-1))
-    assert np.all(result.keypoint_error[:, 2] <= best + 1e-12)
-    assert np.all(result.keypoint_error[:, 2] >= best - L2 * (grid[1] - grid[0]) / 2)   # |d distance / d angle| <= L2
+    assert np.all(result.position_error[:, 2] <= best + 1e-12)
+    assert np.all(result.position_error[:, 2] >= best - L2 * (grid[1] - grid[0]) / 2)   # |d distance / d angle| <= L2
 
 
 def test_earlier_stages_pass_through_and_unstaged_coordinates_keep_their_start():
@@ -226,7 +226,7 @@ def test_moving_bases_carry_the_solution():
     still = sequential_ik(arm(), STAGES, keypoints, q0=q_true[0], settings=SETTINGS)
     carried = sequential_ik(arm(), STAGES, moved, q0=q_true[0], bases=bases, settings=SETTINGS)
     np.testing.assert_allclose(carried.q, still.q, atol=1e-7)
-    np.testing.assert_allclose(carried.keypoint_error, still.keypoint_error, atol=1e-9)
+    np.testing.assert_allclose(carried.position_error, still.position_error, atol=1e-9)
 
 
 @pytest.mark.parametrize("warm_start", ["previous", "sequential"])
@@ -236,8 +236,8 @@ def test_independent_sequences_solve_together_as_they_do_alone(warm_start):
     keypoints = np.stack([noisy(reference_keypoints(true_motion(F=15, seed=s)), seed=20 + s) for s in range(3)])
     q0 = np.stack([true_motion(F=15, seed=s)[0] for s in range(3)])[:, None]          # (B, 1, n)
     together = sequential_ik(arm(), STAGES, keypoints, q0=q0, settings=SETTINGS, warm_start=warm_start)
-    assert together.q.shape == (3, 15, 6) and together.keypoint_error.shape == (3, 15, 3)
+    assert together.q.shape == (3, 15, 6) and together.position_error.shape == (3, 15, 3)
     for b in range(3):
         alone = sequential_ik(arm(), STAGES, keypoints[b], q0=q0[b, 0], settings=SETTINGS, warm_start=warm_start)
         np.testing.assert_allclose(together.q[b], alone.q, atol=1e-7)
-        np.testing.assert_allclose(together.keypoint_error[b], alone.keypoint_error, atol=1e-9)
+        np.testing.assert_allclose(together.position_error[b], alone.position_error, atol=1e-9)

@@ -381,7 +381,7 @@ def test_joint_values_per_frame_and_missing_ones():
     np.testing.assert_allclose(result.q[:, 1], values[:, 0], atol=1e-12)
     np.testing.assert_allclose(result.q[[0, 2], 4], values[[0, 2], 1], atol=1e-12)
     assert result.q[1, 4] == 0.0 and np.isnan(result.rotation_error[1, 1])
-    assert result.names == ["hold", "other"]
+    assert result.constraint_names == ["hold", "other"]
     simulated = solve_simulation(scene, model.neutral(1), values=values, settings=Settings(substeps=20))
     assert np.isfinite(simulated.q).all()
     np.testing.assert_allclose(simulated.q[0, 1], 0.1, atol=1e-9)      # the first frame is converged

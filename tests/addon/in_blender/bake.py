@@ -135,7 +135,7 @@ def hand_over():
     api.release(rig)
     released = [rig.pose.bones["bone03"].constraints[0].mute, rig.pose.bones["bone01"].constraints[-1].mute,
                 rig.itasc.active]
-    return {"driving": driving, "reloaded": reloaded, "released": released, "constraints": res.constraints}
+    return {"driving": driving, "reloaded": reloaded, "released": released, "constraints": res.constraint_names}
 
 
 def clear():
@@ -239,7 +239,7 @@ def transformed():
         tail = re.matrix_world @ pb.matrix @ Vector((0.0, pb.bone.length, 0.0))
         distances.append((tail - anchor.matrix_world.translation).length)
     return {"errors": errors, "distances": distances, "converged": res.converged.tolist(),
-            "constraints": res.constraints, "reported": np.nanmax(res.position_error, axis=0).tolist()}
+            "constraints": res.constraint_names, "reported": np.nanmax(res.position_error, axis=0).tolist()}
 
 
 def step():
@@ -297,5 +297,5 @@ def gradient_baseline():
     clear_scene()
     scene, rig, target = chain_rig(3, 10)
     res = api.bake(rig, 1, 10, method="GRADIENT", max_iterations=5000)
-    return {"method": res.method, "errors": tip_errors(scene, rig, target, range(1, 11)),
+    return {"solver_path": res.solver_path, "errors": tip_errors(scene, rig, target, range(1, 11)),
             "converged": res.converged.tolist(), "iterations": res.iterations.tolist()}

@@ -65,7 +65,7 @@ def missing_target():
     after = all_keys(rig)
     driving = mutes(rig)
     api.release(rig)
-    return {"message": message, "warnings": res.warnings, "constraints": res.constraints, "bones": res.bones,
+    return {"message": message, "warnings": res.warnings, "constraints": res.constraint_names, "bones": res.bones,
             "converged": bool(res.converged.all()), "before": before, "after": after, "finite": finite(),
             "original": original, "driving": driving, "released": mutes(rig)}
 
@@ -185,7 +185,7 @@ def cycle():
     ik_muted = bool(ik.mute)
     return {"refused": out, "before": before, "after": all_keys(rig), "message": message, "shared": shared,
             "shared_mutes": shared_mutes, "cyclic_muted": ik_muted, "solved_by": res.solved_by,
-            "warnings": res.warnings, "constraints": res.constraints, "bones": res.bones, "finite": finite()}
+            "warnings": res.warnings, "constraints": res.constraint_names, "bones": res.bones, "finite": finite()}
 
 
 def chain_count():
@@ -216,7 +216,7 @@ def fight():
     message, res = attempt(lambda: api.bake(rig, 3, 14))
     near_errors = tip_errors(scene, rig, target, range(3, 15))
     far_errors = tip_errors(scene, rig, far, range(3, 15))
-    return {"message": message, "constraints": res.constraints, "error": res.position_error.tolist(),
+    return {"message": message, "constraints": res.constraint_names, "error": res.position_error.tolist(),
             "not_converged": res.not_converged, "summary": res.summary(), "near": near_errors, "far": far_errors,
             "bones": res.bones, "before": before, "after": all_keys(rig), "finite": finite()}
 

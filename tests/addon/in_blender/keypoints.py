@@ -49,18 +49,18 @@ def figures(result, rig=None, rate=None):
     jitter (`tools.demo_markerless.jitter`: mean over frames)."""
     engine, f0 = result.engine, int(result.frames[0])
     return {
-        "frames": result.frames.tolist(), "names": result.names,
-        "mean_error": result.mean_error, "error": np.nan_to_num(result.error, nan=-1.0).tolist(),
+        "frames": result.frames.tolist(), "names": result.keypoint_names,
+        "mean_error": result.mean_error, "error": np.nan_to_num(result.position_error, nan=-1.0).tolist(),
         "missing": result.missing.tolist(), "finite_pose": bool(np.isfinite(result.bone_matrices).all()),
-        "engine_error": None if engine is None else np.nan_to_num(engine.fit.error, nan=-1.0).tolist(),
-        "engine_mean": None if engine is None else float(np.nanmean(engine.fit.error)),
+        "engine_error": None if engine is None else np.nan_to_num(engine.fit.position_error, nan=-1.0).tolist(),
+        "engine_mean": None if engine is None else float(np.nanmean(engine.fit.position_error)),
         "gap_frames": result.gap_frames.tolist(), "gaps": {k: [list(s) for s in v] for k, v in result.gaps.items()},
         "scale": result.scale, "keys": result.keys_written, "warnings": result.warnings, "seconds": result.seconds,
         "solve_seconds": result.solve_seconds, "write_seconds": result.write_seconds, "passes": result.control_passes,
         "bone_map": result.bone_map, "left_out": result.left_out,
         "contacts": {k: [list(s) for s in v] for k, v in result.contacts.items()},
         "foot_slide": {k: v.tolist() for k, v in result.foot_slide.items()},
-        "source_drift": {k: [_drift(result.data[a - f0:b - f0 + 1, result.names.index(k)]) for a, b in v]
+        "source_drift": {k: [_drift(result.data[a - f0:b - f0 + 1, result.keypoint_names.index(k)]) for a, b in v]
                          for k, v in result.contacts.items()},
         "jitter": None if rig is None else float(np.nanmean(jitter(result.bone_matrices, target.parents_of(rig),
                                                                    result.bone_names, rate)))}

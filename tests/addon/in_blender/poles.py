@@ -114,7 +114,7 @@ def against_standard(n_bones, pole_angle, pole_is_bone, n_frames=12, stretch=0.0
     return {"plane_degrees": np.degrees(np.arccos(cosine)).tolist(), "our_miss": our_miss.tolist(),
             "their_miss": their_miss.tolist(), "converged": result.converged.tolist(),
             "pole_error": result.pole_error.tolist(),
-            "warnings": result.warnings, "method": result.method}
+            "warnings": result.warnings, "solver_path": result.solver_path}
 
 
 def _chain_pose(scene, rig, target, ik, frames):

@@ -81,7 +81,7 @@ def run(rig, src):
     hips = src.pose.bones[result.bone_map["hips"][0]]
     bpy.context.scene.frame_set(1)
     return {**summary(result), "bone_map": {r: s for r, (s, _) in result.bone_map.items()},
-            "points": list(result.points), "floor": result.floor, "floor_normal": list(result.floor_normal),
+            "points": list(result.contact_names), "floor": result.floor, "floor_normal": list(result.floor_normal),
             "floor_slope": result.floor_slope, "source_floor": result.source_floor,
             "hips_start": list(src.matrix_world @ hips.head), "frames_converged": int(result.converged.sum()),
             "scene_kept": scene_kept}

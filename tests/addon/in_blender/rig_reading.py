@@ -93,7 +93,7 @@ def bone_targets(n_frames=12):
     # Two bones of that chain: the closed-form fast path, the target bone read the same way.
     ik.chain_count = 2
     res = api.bake(rig, 1, n_frames)
-    out["two_bone"] = [res.method, _head_errors(scene, rig, "bone02", rig, "goal", frames)]
+    out["two_bone"] = [res.solver_path, _head_errors(scene, rig, "bone02", rig, "goal", frames)]
     ik.chain_count = 3
     api.release(rig)
 
@@ -303,7 +303,7 @@ def chain_bone_constraints(n_frames=8):
     return {"refused": refused, "after_refusals": after_refusals, "driver": driver_message,
             "muted_driver": muted_driver, "limited": limited, "free": free_message,
             "follower": [follower, res.warnings if res else None, follower_errors],
-            "two": [message, two.constraints if two else None, two.warnings if two else None],
+            "two": [message, two.constraint_names if two else None, two.warnings if two else None],
             "before": before, "after": all_keys(rig), "finite": finite()}
 
 
@@ -349,15 +349,15 @@ def animated_mute(n_frames=10):
     rig.update_tag()
     scene.frame_set(2)
     switched = [bool(ik.mute), bool(other.mute)]
-    solved = [api.solve_frame(rig, 2).constraints]
+    solved = [api.solve_frame(rig, 2).constraint_names]
     scene.frame_set(5)                       # where the keys mute the first one
-    solved.append(api.solve_frame(rig, 5).constraints)
+    solved.append(api.solve_frame(rig, 5).constraint_names)
     tip["switch"] = 0.0
     rig.update_tag()
     api.release(rig)
     released = state()
     released["keys"] = {k: v for k, v in released["keys"].items() if k in original["keys"]}
-    return {"constraints": res.constraints, "driving": driving, "errors": errors, "switched": switched,
+    return {"constraints": res.constraint_names, "driving": driving, "errors": errors, "switched": switched,
             "switched_constraints": solved, "same": released == original,
             "original": {k: v for k, v in original.items() if k != "keys"},
             "released": {k: v for k, v in released.items() if k != "keys"}, "finite": finite()}

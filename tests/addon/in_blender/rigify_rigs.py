@@ -64,11 +64,11 @@ def bake(metarig, n_frames=12):
     with_pole = [bool(rig.pose.bones[name.split("/", 1)[0]].constraints[name.split("/", 1)[1]].pole_target)
                  for name in active]
     after = mutes(rig)
-    columns = [res.constraints.index(name) if name in res.constraints else -1 for name in active]
+    columns = [res.constraint_names.index(name) if name in res.constraint_names else -1 for name in active]
     records = {f"{i.bone}/{i.constraint}": [i.result_stage, i.result_max_error] for i in rig.itasc.constraints}
     api.release(rig)
     return {
-        "controls": controls, "active": active, "constraints": list(res.constraints),
+        "controls": controls, "active": active, "constraints": list(res.constraint_names),
         "solved_by": [res.solved_by[c] if c >= 0 else None for c in columns],
         "reported": np.asarray(res.position_error)[:, [c for c in columns if c >= 0]].tolist(),
         "converged": np.asarray(res.converged).tolist(), "warnings": list(res.warnings),
@@ -151,7 +151,7 @@ def three_chains(n_frames=10):
         res = api.bake(rig, 1, n_frames)
         ours = rigify_rigs.tail_errors(bpy, scene, rig, frames, active)
         after = mutes(rig)
-        columns = [res.constraints.index(name) for name in active]
+        columns = [res.constraint_names.index(name) for name in active]
         api.release(rig)
         out[case] = {"solved_by": [res.solved_by[c] for c in columns], "blender": blender, "ours": ours,
                      "reported": np.asarray(res.position_error)[:, columns].tolist(), "warnings": list(res.warnings),
@@ -210,7 +210,7 @@ def solve_one_frame(metarig, frame=3):
         con = rig.pose.bones[bone].constraints[cname]
         tail = ev.pose.bones[rigify_rigs.tip(rig.pose.bones[bone], con).name].tail
         ours.append((ev.pose.bones[con.subtarget].head - tail).length)
-    columns = [res.constraints.index(name) for name in active]
+    columns = [res.constraint_names.index(name) for name in active]
     return {"ours": ours, "reported": np.asarray(res.position_error)[0, columns].tolist(),
             "solved_by": [res.solved_by[c] for c in columns], "frame": scene.frame_current}
 
@@ -241,7 +241,7 @@ def three_chains_at_influence(n_frames=10):
     res = api.bake(rig, 1, n_frames)
     ours = _points(scene, rig, frames, "B1")
     target = _points(scene, rig, frames, "B_target", "head")
-    names = list(res.constraints)
+    names = list(res.constraint_names)
     out = {"before_ik": before_ik.tolist(), "blender": blender.tolist(), "ours": ours.tolist(),
            "target": target.tolist(), "solved_by": dict(zip(names, res.solved_by)),
            "reported": np.asarray(res.position_error)[:, names.index("B1/IK")].tolist(),

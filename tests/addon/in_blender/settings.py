@@ -22,7 +22,7 @@ def _bake(rig, **options):
     for pb in rig.pose.bones:
         pb.matrix_basis.identity()
     res = api.bake(rig, 1, N_FRAMES, **options)
-    return {"settings": res.settings, "from": res.settings_from, "mode": res.mode, "method": res.method,
+    return {"settings": res.settings, "from": res.settings_from, "mode": res.mode, "solver_path": res.solver_path,
             "iterations": res.iterations.tolist(), "engine_error": float(np.nanmax(res.engine.position_error)),
             "engine_converged": res.engine.converged.tolist(), "error": float(np.nanmax(res.position_error)),
             "converged": res.converged.tolist(), "notes": res.notes, "warnings": res.warnings}

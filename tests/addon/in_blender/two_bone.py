@@ -185,7 +185,7 @@ def bake_arm():
     frame = api.solve_frame(rig, 30)
     simulation = api.bake(rig, 1, 5, mode="SIMULATION")
     return {
-        "method": res.method, "fallback": res.fallback_reason, "muted": muted, "warnings": res.warnings,
+        "solver_path": res.solver_path, "fallback": res.fallback_reason, "muted": muted, "warnings": res.warnings,
         "labels": labels, "fcurves": fcurves, "summary": res.summary(),
         "double_tail": np.linalg.norm(tail - goal_arm, axis=1).tolist(),
         "double_straight": [float(max(np.linalg.norm(np.cross(v, g)) / (np.linalg.norm(v) * np.linalg.norm(g))
@@ -200,10 +200,10 @@ def bake_arm():
         "reported": res.engine.position_error[:, 0].tolist(), "converged": res.converged.tolist(),
         "measured": res.position_error[:, 0].tolist(),
         "iterations": res.iterations.tolist(), "sigma_min": res.engine.sigma_min.tolist(),
-        "ref_method": ref.method, "ref_reported": ref.engine.position_error[:, 0].tolist(),
+        "ref_solver_path": ref.solver_path, "ref_reported": ref.engine.position_error[:, 0].tolist(),
         "ref_converged": ref.converged.tolist(),
-        "frame_method": frame.method, "frame_error": float(frame.engine.position_error[0, 0]),
-        "simulation": [simulation.method, simulation.fallback_reason],
+        "frame_solver_path": frame.solver_path, "frame_error": float(frame.engine.position_error[0, 0]),
+        "simulation": [simulation.solver_path, simulation.fallback_reason],
     }
 
 
@@ -242,7 +242,7 @@ def pole_cases():
         e_theirs = across(arm(theirs["elbow"]) - arm(theirs["root"]))
         angle = lambda a, b: np.arctan2(np.linalg.norm(np.cross(a, b), axis=1), np.sum(a * b, axis=1))
         out.append({
-            "method": res.method, "warnings": res.warnings,
+            "solver_path": res.solver_path, "warnings": res.warnings,
             "to_pole": angle(e_ours, e_pole).tolist(),          # signed angle not needed: 0 means on the pole side
             "vs_blender": angle(e_ours, e_theirs).tolist(),
             "blender_tail": np.linalg.norm(theirs["tail"] - goal_world, axis=1).tolist(),
@@ -302,7 +302,7 @@ def not_eligible():
     baked = {}
     for name, rig in rigs.items():
         res = api.bake(rig, 1, N)
-        baked[name] = [res.method, res.fallback_reason, panel_labels(rig)]
+        baked[name] = [res.solver_path, res.fallback_reason, panel_labels(rig)]
     return {"reasons": reasons, "pose_reasons": pose_reasons, "baked": baked}
 
 
@@ -334,7 +334,7 @@ def timing():
         rig.animation_data_clear()
         with iterative_only():
             slow = timed(bake_job.prepare(rig, frames, bake=True))
-        out = {name: {"method": res.method, "sample": a, "solve": b, "total": c,
+        out = {name: {"solver_path": res.solver_path, "sample": a, "solve": b, "total": c,
                       "not_converged": res.not_converged, "max_reachable_error": float(np.max(
                           np.where(res.converged, res.position_error[:, 0], 0.0)))}
                for name, (res, a, b, c) in (("fast", fast), ("iterative", slow))}
@@ -353,5 +353,5 @@ def straight_chain():
     elbow, tail = chain_points(rig, res.engine.q)
     goal = world_targets(scene, target, range(1, 4))
     goal = (np.linalg.inv(world) @ np.concatenate([goal, np.ones((3, 1))], 1).T).T[:, :3]   # as keyed (float32)
-    return {"method": res.method, "elbow": elbow.tolist(), "miss": np.linalg.norm(tail - goal, axis=1).tolist(),
+    return {"solver_path": res.solver_path, "elbow": elbow.tolist(), "miss": np.linalg.norm(tail - goal, axis=1).tolist(),
             "tail": tail.tolist(), "converged": res.converged.tolist()}

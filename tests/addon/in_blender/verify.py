@@ -24,7 +24,7 @@ def figures(res):
             "converged": res.converged.tolist(), "engine_converged": res.engine.converged.tolist(),
             "verified": res.verified.tolist(), "floor": plain(res.float32_floor),
             "verify_seconds": res.verify_seconds, "seconds": res.seconds, "warnings": res.warnings,
-            "constraints": res.constraints, "frames": res.frames.tolist(), "summary": res.summary()}
+            "constraints": res.constraint_names, "frames": res.frames.tolist(), "summary": res.summary()}
 
 
 def effector_and_goal(ob, pb, con, depsgraph):
@@ -71,9 +71,9 @@ def clean_chain():
     scene, rig, target = chain_rig(6, 40)
     ik = rig.pose.bones[-1].constraints[0]
     res = api.solve_frame(rig, 7, key=False)             # a pose, no keys: measured where it stands
-    out["frame"] = figures(res) | shown(scene, rig, res.constraints, [7], move=False)
+    out["frame"] = figures(res) | shown(scene, rig, res.constraint_names, [7], move=False)
     res = api.bake(rig, 1, 40)
-    out["location"] = figures(res) | shown(scene, rig, res.constraints, res.frames)
+    out["location"] = figures(res) | shown(scene, rig, res.constraint_names, res.frames)
 
     clear_scene()
     scene, rig, target = chain_rig(6, 40, name="turning")
@@ -83,14 +83,14 @@ def clean_chain():
         target.rotation_euler = (angle, 0.3 * angle, 0.0)
         target.keyframe_insert("rotation_euler", frame=f)
     res = api.bake(rig, 1, 40)
-    out["rotation"] = figures(res) | shown(scene, rig, res.constraints, res.frames)
+    out["rotation"] = figures(res) | shown(scene, rig, res.constraint_names, res.frames)
 
     clear_scene()
     scene, rig, target = chain_rig(6, 40, name="distance")
     ik = rig.pose.bones[-1].constraints[0]
     ik.ik_type, ik.limit_mode, ik.distance = "DISTANCE", "LIMITDIST_ONSURFACE", 0.5
     res = api.bake(rig, 1, 40)
-    out["distance"] = figures(res) | shown(scene, rig, res.constraints, res.frames)
+    out["distance"] = figures(res) | shown(scene, rig, res.constraint_names, res.frames)
     return out
 
 
@@ -141,7 +141,7 @@ def rigify_metarig(n_frames=40):
 
     scene, rig, targets = demo_rigify._build(bpy, n_frames)
     res = api.bake(rig, 1, n_frames, precision=demo_rigify.PRECISION)
-    return figures(res) | shown(scene, rig, res.constraints, res.frames) | {"precision": demo_rigify.PRECISION}
+    return figures(res) | shown(scene, rig, res.constraint_names, res.frames) | {"precision": demo_rigify.PRECISION}
 
 
 def rigify_generated(n_frames=12):
@@ -152,7 +152,7 @@ def rigify_generated(n_frames=12):
         res = api.bake(rig, 1, n_frames)
     except api.RigError as err:
         return {"refused": str(err)}
-    return figures(res) | shown(scene, rig, res.constraints, res.frames)
+    return figures(res) | shown(scene, rig, res.constraint_names, res.frames)
 
 
 def steps_and_cancel():
