@@ -69,9 +69,9 @@ def rest_matrix(head, tail, roll: float = 0.0) -> np.ndarray:
 def bone_joints(bone: Bone):
     """The joints Blender's iTaSC gives a bone with these IK settings."""
     free = [not locked for locked in bone.lock]
-    lim = [(-np.inf, np.inf) if l is None else (float(l[0]), float(l[1])) for l in bone.limits]
+    lim = [(-np.inf, np.inf) if pair is None else (float(pair[0]), float(pair[1])) for pair in bone.limits]
     w = [1.0 - float(s) for s in bone.stiffness]
-    limited = [l is not None for l in bone.limits]
+    limited = [pair is not None for pair in bone.limits]
 
     def rot(i):
         return revolute("XYZ"[i], lower=(lim[i][0],), upper=(lim[i][1],), weight=(w[i],), name=f"{bone.name}.rot{'xyz'[i]}")

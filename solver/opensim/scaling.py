@@ -171,15 +171,15 @@ def scale_inertia(inertia, mass: float, factors, scale_mass: bool) -> np.ndarray
     its smallest moment, I_axis = m r^2 / 2, I_other = m (L^2/12 + r^2/4): r and L are recovered,
     scaled (r^2 by the two other factors, L by the axis factor) and the moments rebuilt; products
     of inertia scale by their two axes' factors."""
-    I = np.array(inertia, dtype=float).reshape(3, 3)
+    tensor = np.array(inertia, dtype=float).reshape(3, 3)
     s = np.asarray(factors, dtype=float)
     volume = abs(s[0] * s[1] * s[2])
     new_mass = mass * volume if scale_mass else mass
     if new_mass <= np.finfo(float).eps:
         return np.zeros((3, 3))
     if _equal(s[0], s[1]) and _equal(s[1], s[2]):
-        return I * (volume if scale_mass else 1.0) * s[0] * s[0]
-    d = np.diag(I)
+        return tensor * (volume if scale_mass else 1.0) * s[0] * s[0]
+    d = np.diag(tensor)
     axis = (0 if d[0] <= d[2] else 2) if d[0] <= d[1] else (1 if d[1] <= d[2] else 2)
     term = 2.0 * d[axis] / mass
     radius = np.sqrt(term) if term >= 0 else 0.0
@@ -188,7 +188,7 @@ def scale_inertia(inertia, mass: float, factors, scale_mass: bool) -> np.ndarray
     length = (np.sqrt(term) if term >= 0 else 0.0) * s[axis]
     rest = [k for k in range(3) if k != axis]
     radius_sq = radius * s[rest[0]] * radius * s[rest[1]]
-    out = I * np.outer(s, s) * (volume if scale_mass else 1.0)
+    out = tensor * np.outer(s, s) * (volume if scale_mass else 1.0)
     side = new_mass * (length * length / 12.0 + 0.25 * radius_sq)
     out[0, 0] = out[1, 1] = out[2, 2] = side
     out[axis, axis] = 0.5 * new_mass * radius_sq
@@ -208,8 +208,8 @@ def _inertia(body, v4: bool, path) -> np.ndarray:
     return np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
 
 
-def _set_inertia(body, I, v4: bool):
-    values = (I[0, 0], I[1, 1], I[2, 2], I[0, 1], I[0, 2], I[1, 2])
+def _set_inertia(body, tensor, v4: bool):
+    values = (tensor[0, 0], tensor[1, 1], tensor[2, 2], tensor[0, 1], tensor[0, 2], tensor[1, 2])
     if v4:
         set_text(body, "inertia", numbers(values))
     else:

@@ -17,8 +17,8 @@ import pytest
 # scipy's Euler angles are the independent forward kinematics these tests check against.
 Rotation = pytest.importorskip("scipy.spatial.transform", reason="scipy is the reference here").Rotation
 
-from solver import fly
-from solver.fly import (
+from solver import fly  # noqa: E402 (after the reference is known present)
+from solver.fly import (  # noqa: E402
     ANGLES,
     KEYPOINTS,
     LEGS,

@@ -17,7 +17,6 @@ at least as good as OpenSim's by the objective both minimise.
 
 import os
 import re
-import shutil
 import warnings
 from pathlib import Path
 
@@ -165,9 +164,9 @@ def test_frame_span_is_opensims_find_frame_range():
 
 
 def test_inertia_of_equal_factors_and_cylinder():
-    I = np.diag([0.1, 0.02, 0.1])
-    assert np.allclose(scale_inertia(I, 2.0, [1.1] * 3, scale_mass=False), I * 1.1 ** 2, rtol=1e-15)
-    assert np.allclose(scale_inertia(I, 2.0, [1.1] * 3, scale_mass=True), I * 1.1 ** 5, rtol=1e-15)
+    tensor = np.diag([0.1, 0.02, 0.1])
+    assert np.allclose(scale_inertia(tensor, 2.0, [1.1] * 3, scale_mass=False), tensor * 1.1 ** 2, rtol=1e-15)
+    assert np.allclose(scale_inertia(tensor, 2.0, [1.1] * 3, scale_mass=True), tensor * 1.1 ** 5, rtol=1e-15)
     # a cylinder along y (its smallest moment): m r^2 / 2 about y, m (L^2/12 + r^2/4) about x and z
     m, r, L = 2.0, 0.05, 0.4
     cylinder = np.diag([m * (L * L / 12 + r * r / 4), m * r * r / 2, m * (L * L / 12 + r * r / 4)])
@@ -345,10 +344,10 @@ def inertia_difference(doc: ModelDocument, values) -> float:
         name = body.get("name")
         if name not in values["bodies"]:
             continue
-        I = _inertia(body, doc.v4, None)
+        tensor = _inertia(body, doc.v4, None)
         _, moments, products, _ = values["bodies"][name]
         theirs = np.concatenate([moments, products])
-        ours = np.concatenate([np.diag(I), [I[0, 1], I[0, 2], I[1, 2]]])
+        ours = np.concatenate([np.diag(tensor), [tensor[0, 1], tensor[0, 2], tensor[1, 2]]])
         worst = max(worst, float(np.max(np.abs(ours - theirs))) / max(float(np.max(np.abs(theirs))), 1e-300))
     return worst
 
@@ -549,7 +548,7 @@ def test_output_marker_file(tmp_path):
 @needs_p2s
 def test_opensim_reads_our_opensim_4_files(tmp_path):
     osim = opensim_if_installed()
-    run = quiet_run(pose2sim_setup(tmp_path, placer_apply=True), tmp_path / "ours")
+    quiet_run(pose2sim_setup(tmp_path, placer_apply=True), tmp_path / "ours")
     if osim is None:
         pytest.skip("the opensim package is the reference")
     for name in ("scaled.osim", "placed.osim"):

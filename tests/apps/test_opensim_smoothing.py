@@ -90,7 +90,10 @@ def test_smoothing_takes_the_jitter_out_at_a_small_cost_in_marker_error(problem,
     # the refinement minimised what it says: each frame's objective rose, their sum plus the
     # acceleration penalty fell
     assert smooth.objective.sum() > raw.objective.sum()
-    smoothness = lambda q: np.sum(smooth.smoothing * np.diff(q, 2, axis=0) ** 2)
+
+    def smoothness(q):
+        return np.sum(smooth.smoothing * np.diff(q, 2, axis=0) ** 2)
+
     assert smooth.objective.sum() + smoothness(smooth.q) < raw.objective.sum() + smoothness(raw.q)
 
 

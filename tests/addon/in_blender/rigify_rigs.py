@@ -111,7 +111,9 @@ def _three_chain_rig(n_frames):
             bones.append(b)
         return bones
 
-    a, b, c = chain("A", 0.0, 3), chain("B", 2.0, 2, z=1.0), chain("C", -2.0, 2)
+    a = chain("A", 0.0, 3)
+    chain("B", 2.0, 2, z=1.0)
+    chain("C", -2.0, 2)
     ride = arm.edit_bones.new("B_target")          # rides on A's tip
     ride.head, ride.tail, ride.parent = (0.5, 0.0, 3.0), (0.5, 0.0, 3.3), a[-1]
     c_target = arm.edit_bones.new("C_target")

@@ -237,10 +237,16 @@ def pole_cases():
         elbow, tail = chain_points(rig, res.engine.q)
         g, p = arm(goal_world), arm(pole_world)                 # the root is the armature origin
         u = g / np.linalg.norm(g, axis=1, keepdims=True)
-        across = lambda v: v - np.sum(v * u, axis=1, keepdims=True) * u
+
+        def across(v):
+            return v - np.sum(v * u, axis=1, keepdims=True) * u
+
         e_ours, e_pole = across(elbow), across(p)
         e_theirs = across(arm(theirs["elbow"]) - arm(theirs["root"]))
-        angle = lambda a, b: np.arctan2(np.linalg.norm(np.cross(a, b), axis=1), np.sum(a * b, axis=1))
+
+        def angle(a, b):
+            return np.arctan2(np.linalg.norm(np.cross(a, b), axis=1), np.sum(a * b, axis=1))
+
         out.append({
             "solver_path": res.solver_path, "warnings": res.warnings,
             "to_pole": angle(e_ours, e_pole).tolist(),          # signed angle not needed: 0 means on the pole side
