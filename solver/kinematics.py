@@ -16,7 +16,7 @@ w_c is column c of  R_B J(phi)  (see rotations.rotvec_jacobian).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -24,125 +24,146 @@ from .model import Model
 from .rotations import skew
 
 _IDENTITY4 = np.eye(4)
-_IDENTITY3 = np.eye(3)
+_FRAMES_BY_ARITHMETIC = 32      # from this many frames on, forward_kinematics schedules for arithmetic
 
 
-@dataclass
 class Pose:
-    """The state forward kinematics computes for one set of coordinates (F frames)."""
+    """The state forward kinematics computes for one set of coordinates (F frames), each field
+    computed when first read:
 
-    frames: np.ndarray        # (F, S, 4, 4) world frame of each segment
-    local: np.ndarray         # (F, S, 4, 4) motion of each segment's joints (rest-relative)
-    direction: np.ndarray     # (F, n, 3) w_c or u_c per coordinate
-    pivot: np.ndarray         # (F, n, 3) o_c per coordinate (unused for translations)
+        frames      (F, S, 4, 4) world frame of each segment
+        local       (F, S, 4, 4) motion of each segment's joints (rest-relative)
+        direction   (F, n, 3) w_c or u_c per coordinate
+        pivot       (F, n, 3) o_c per coordinate (unused for translations)
+
+    They are views of node-major arrays (model.layout): the world nodes W and the transforms X
+    (A + N and T rows, each (F, 4, 4)) and the velocity columns (n, F, 3)."""
+
+    def __init__(self, model: Model, nodes: np.ndarray, transforms: np.ndarray, columns: np.ndarray):
+        self._model, self._nodes, self._transforms, self._columns = model, nodes, transforms, columns
+
+    @cached_property
+    def frames(self) -> np.ndarray:
+        return _take(self._nodes, self._model.layout.segment_nodes).swapaxes(0, 1)
+
+    @cached_property
+    def local(self) -> np.ndarray:
+        layout = self._model.layout
+        moved = _take(self._transforms, layout.local_rows)
+        if not layout.all_segments_move:
+            local = np.empty((len(self._model.segments),) + moved.shape[1:])
+            local[:] = _IDENTITY4
+            local[layout.local_segments] = moved
+            moved = local
+        return moved.swapaxes(0, 1)
+
+    @cached_property
+    def _world_columns(self):
+        """w_c = R c_c with R the frame before c's joint and c_c its column there; o_c that
+        frame's origin."""
+        before = _take(self._nodes, self._model.layout.coordinate_nodes)               # (n, F, 4, 4)
+        direction = np.einsum("nfij,nfj->nfi", before[..., :3, :3], self._columns)
+        return direction.swapaxes(0, 1), before[..., :3, 3].swapaxes(0, 1)
+
+    @property
+    def direction(self) -> np.ndarray:
+        return self._world_columns[0]
+
+    @property
+    def pivot(self) -> np.ndarray:
+        return self._world_columns[1]
+
+
+def _take(array: np.ndarray, index):
+    """array[index] along the first axis: a view for a slice, np.take for an index array (several
+    times cheaper than fancy indexing on small arrays)."""
+    return array[index] if isinstance(index, slice) else array.take(index, axis=0)
 
 
 def joint_transforms(model: Model, q: np.ndarray):
-    """Per joint: its 4x4 transform (F, G, 4, 4) and its velocity columns in its own
-    pre-joint frame (F, n, 3), one column per coordinate; each kind's group in one call
-    (joints.py)."""
+    """The transforms X (T, F, 4, 4) of model.layout: each joint's transform (its kind's group
+    in one call, joints.py) and the post transforms, rows for the partial products left to fill;
+    and each coordinate's velocity column (n, F, 3) in the frame before its joint."""
     F = q.shape[0]
-    T = np.zeros((F, len(model.joints), 4, 4))
-    T[..., 3, 3] = 1.0
+    layout = model.layout
+    X = np.empty((layout.n_transforms, F, 4, 4))
+    X[:layout.template.shape[0]] = layout.template[:, None]
     # Revolute and prismatic columns are fixed axes; only swing and sphere columns vary with q.
-    columns = np.repeat(model.fixed_columns[None], F, axis=0)
-    for group in model.joint_groups:
+    columns = np.empty((model.n_coordinates, F, 3))
+    columns[:] = model.fixed_columns[:, None]
+    for group, run in zip(model.joint_groups, layout.group_runs):
         values = q[group.take]                   # (F, G, d)
         if group.reshape:
             values = values.reshape(F, -1, group.kind.n_coordinates)
         R, t, varying = group.kind.motion(values, group.prepared)
-        T[:, group.joints, :3, :3] = _IDENTITY3 if R is None else R
+        if R is not None:
+            X[run, :, :3, :3] = R.swapaxes(0, 1)
         if t is not None:
-            translation = T[..., :3, 3]         # a view: one advanced index only below
-            translation[:, group.joints] = t
+            X[run, :, :3, 3] = t.swapaxes(0, 1)
         if varying is not None:
-            columns[:, group.coordinates] = varying.reshape(F, -1, 3)
-    return T, columns
+            columns[group.coordinates] = varying.reshape(F, -1, 3).swapaxes(0, 1)
+    return X, columns
 
 
 def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = None) -> Pose:
     """World frames of all segments for coordinates q (F, n); `bases` (F, A, 4, 4) places each
-    armature in the world (identity when None)."""
+    armature in the world (identity when None). The plan (model.layout): the joints' transforms,
+    each segment's partial products slot by slot, their offsets from the parent, then the world
+    nodes level by level: the same few numpy calls for any F."""
     q = np.asarray(q, dtype=float)
     F = q.shape[0]
-    S = len(model.segments)
-    T, columns = joint_transforms(model, q)
-    local, before = _compose(model, T)
-
-    # Built segment-major in level order, (S, F, 4, 4): a level is then one contiguous run of all
-    # its segments' frames, which its products write into directly (`out`); a level of one segment
-    # takes its constant in one 2-D matrix product over all frames.
     layout = model.layout
-    frames = np.empty((S, F, 4, 4))
-    pre = np.empty((S, F, 4, 4))
-    local_by_segment = local.swapaxes(0, 1)
-    for level, run, parent in zip(layout.level_index, layout.level_run, layout.level_parent_position):
-        if parent is None:  # the roots
-            pre[run] = (model.rest[level][:, None] if bases is None
-                        else (bases[:, model.armature[level]] @ model.rest[level]).swapaxes(0, 1))
-        else:
-            _times_constant(frames[parent], model.rest[level], out=pre[run])
-        np.matmul(pre[run], local_by_segment[level], out=frames[run])
-        if model.has_post:
-            _times_constant(frames[run], model.post[level], out=frames[run])
-    if layout.segment_position is not None:
-        frames = frames[layout.segment_position]       # back to segment order
-    frames = frames.swapaxes(0, 1)
-
-    # World frame before each joint (a segment's first joint acts right after the segment's rest
-    # frame), then rotation axis and pivot per coordinate.
-    joint_frame = pre[layout.joint_position].swapaxes(0, 1)
-    for slot, motion in before.items():
-        joints = layout.slots[slot]
-        joint_frame[:, joints] = joint_frame[:, joints] @ motion
-    joint_R = np.ascontiguousarray(joint_frame[..., :3, :3])                   # (F, G, 3, 3)
-    direction = np.einsum("fnij,fnj->fni", _per_coordinate(model, joint_R), columns)
-    pivot = _per_coordinate(model, joint_frame[..., :3, 3])
-    return Pose(frames=frames, local=local, direction=direction, pivot=pivot)
-
-
-def _per_coordinate(model: Model, per_joint: np.ndarray) -> np.ndarray:
-    """per_joint (F, G, ...) for each coordinate's joint (F, n, ...): a view where those run
-    contiguously, else np.take, whose result is laid out frame-major (an index array on axis 1
-    puts that axis first in memory, which makes the einsum above several times slower)."""
-    index = model.layout.coordinate_joint_index
-    return per_joint[:, index] if isinstance(index, slice) else per_joint.take(index, axis=1)
+    X, columns = _partial_products(model, q)
+    A = layout.n_armatures
+    W = np.empty((layout.n_nodes, F, 4, 4))
+    W[:A] = _IDENTITY4 if bases is None else np.asarray(bases, dtype=float).swapaxes(0, 1)
+    if F < _FRAMES_BY_ARITHMETIC:
+        # Few frames cost by the call: each node's offset Q first (its constant, or rest_s P_sk),
+        # then one product W_parent Q per level.
+        offsets = np.empty((layout.n_nodes - A, F, 4, 4))
+        offsets[layout.fixed_nodes] = layout.constants
+        if layout.moving_rests.size:
+            offsets[layout.moving_nodes] = layout.moving_rests @ _take(X, layout.moving_rows)
+        for level in layout.node_levels:
+            np.matmul(_take(W, level.parents), offsets[level.offsets], out=W[level.nodes])
+    else:
+        # Many frames cost by the arithmetic: the fixed nodes W_parent C (a 2-D product per
+        # constant where the parent is shared), then each moving node from the node before its
+        # segment's first joint, (W_parent rest_s) P_sk: one 4x4 product per frame and node.
+        for level in layout.node_levels:
+            _times_constant(_take(W, level.fixed_parents), layout.constants[level.constants], out=W[level.fixed])
+            if level.moving.stop > level.moving.start:
+                np.matmul(_take(W, level.moving_before), _take(X, level.moving_rows), out=W[level.moving])
+    return Pose(model, W, X, columns)
 
 
 def segment_motions(model: Model, q: np.ndarray) -> np.ndarray:
     """Each segment's own joint motion (F, S, 4, 4), rest-relative: Pose.local without the rest."""
-    return _compose(model, joint_transforms(model, np.asarray(q, dtype=float))[0])[0]
+    return Pose(model, None, _partial_products(model, np.asarray(q, dtype=float))[0], None).local
 
 
-def _compose(model: Model, T: np.ndarray):
-    """Each segment's joints (transforms T (F, G, 4, 4)) composed slot by slot: the segments'
-    motions (F, S, 4, 4) and, per later slot, the motion before its joints."""
-    layout = model.layout
-    if layout.one_joint_per_segment:
-        return T, {}
-    local = np.empty((T.shape[0], len(model.segments), 4, 4))
-    local[:, layout.jointless_index] = _IDENTITY4
-    before = {}
-    local[:, layout.first_slot_segments] = T[:, layout.first_slot_index]
-    for slot, joints in enumerate(layout.slots[1:], start=1):
-        seg = model.joint_segment[joints]
-        before[slot] = local[:, seg]                     # a copy: the index is an array
-        local[:, seg] = before[slot] @ T[:, joints]
-    return local, before
+def _partial_products(model: Model, q: np.ndarray):
+    """joint_transforms with the partial products filled in, one matmul per slot."""
+    X, columns = joint_transforms(model, q)
+    for previous, factor, run in model.layout.products:
+        np.matmul(_take(X, previous), _take(X, factor), out=X[run])
+    return X, columns
 
 
 def _times_constant(M: np.ndarray, C: np.ndarray, out: np.ndarray) -> None:
-    """out = M (L, F, 4, 4) @ C (L, 4, 4), segment-major, into a contiguous `out`. With L = 1 this
-    is one matrix product over all frames at once, which numpy runs several times faster than a
-    stack of 4x4 products."""
-    if C.shape[0] == 1:
-        np.matmul(M.reshape(-1, 4), C[0], out=out.reshape(-1, 4))    # reshapes of contiguous blocks: views
+    """out = M (L or 1, F, 4, 4) @ C (L, 1, 4, 4), node-major, into a contiguous `out`. With one M
+    this is one matrix product over all frames per constant, which numpy runs several times faster
+    than a stack of 4x4 products."""
+    if M.shape[0] == 1:
+        for i in range(C.shape[0]):
+            np.matmul(M.reshape(-1, 4), C[i, 0], out=out[i].reshape(-1, 4))    # reshapes of contiguous blocks: views
     else:
-        np.matmul(M, C[:, None], out=out)
+        np.matmul(M, C, out=out)
 
 
 _NEXT, _AFTER = [1, 2, 0], [2, 0, 1]     # (a x b)_i = a_next b_after - a_after b_next
-_MINUS_SKEW = -skew(np.eye(3)).reshape(3, 9)   # -[p]x flattened = p @ _MINUS_SKEW
+_SKEW = skew(np.eye(3)).reshape(3, 9)          # [p]x flattened = p @ _SKEW
+_MINUS_SKEW = -_SKEW
 _TO_POINT = np.zeros((6, 6))             # [[-[p]x, I], [I, 0]] without its -[p]x
 _TO_POINT[:3, 3:] = _TO_POINT[3:, :3] = np.eye(3)
 
@@ -169,11 +190,14 @@ def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray, linear: b
     w, o = pose.direction, pose.pivot
     V = np.empty((F, 6, n))
     V[:, :3] = w.swapaxes(-1, -2)
-    other = np.empty((F, n))
-    for i, (j, k) in enumerate(zip(_NEXT, _AFTER)):                  # o x w, one component at a time
-        np.multiply(o[..., j], w[..., k], out=V[:, 3 + i])
-        np.multiply(o[..., k], w[..., j], out=other)
-        V[:, 3 + i] -= other
+    if F < _FRAMES_BY_ARITHMETIC:                                   # o x w = [o]x w, one product
+        V[:, 3:] = ((o @ _SKEW).reshape(F, n, 3, 3) @ w[..., None])[..., 0].swapaxes(-1, -2)
+    else:
+        other = np.empty((F, n))
+        for i, (j, k) in enumerate(zip(_NEXT, _AFTER)):              # o x w, one component at a time
+            np.multiply(o[..., j], w[..., k], out=V[:, 3 + i])
+            np.multiply(o[..., k], w[..., j], out=other)
+            V[:, 3 + i] -= other
     translation = model.translational
     if translation.size:
         V[:, 3:, translation] = V[:, :3, translation]

@@ -29,13 +29,11 @@ MODEL_OFFSETS = {"rest", "post"}
 
 FORWARD_KINEMATICS = {"kinematics.py", "joints.py"}     # the composition, and the kinds (JointKind.transform)
 FORWARD_KINEMATICS_COPIES = {
-    "one_frame.py": "the F = 1 composition of Scene.evaluate(one_frame=True), on the kinds' `motion`",
     "opensim/marker_kinematics.py": "marker IK's pointer-jumping composition, on the revolute kind's `motion`",
     "restarts/chain.py": "the racing serial chain: joints folded into cos/sin constants per chain",
 }
 JACOBIAN = {"kinematics.py:moved_point_jacobian"}
 JACOBIAN_COPIES = {
-    "one_frame.py:OneFrame.endpoint_jacobians": "the endpoints' Jacobians at F = 1, one product per endpoint",
     "keypoints/second_order.py:gradient": "the keypoint fit's J^T f, from directions and pivots without J",
 }
 UPDATE_STEP = {"update.py:limited_step"}
