@@ -37,7 +37,7 @@ class Pose:
         pivot       (F, n, 3) o_c per coordinate (unused for translations)
 
     They are views of node-major arrays (model.layout): the world nodes W and the transforms X
-    (A + N and T rows, each (F, 4, 4)) and the velocity columns (n, F, 3)."""
+    (A + N and T rows, each (F, 4, 4)) and the velocity columns (F, n, 3)."""
 
     def __init__(self, model: Model, nodes: np.ndarray, transforms: np.ndarray, columns: np.ndarray):
         self._model, self._nodes, self._transforms, self._columns = model, nodes, transforms, columns
@@ -61,9 +61,11 @@ class Pose:
     def _world_columns(self):
         """w_c = R c_c with R the frame before c's joint and c_c its column there; o_c that
         frame's origin."""
-        before = _take(self._nodes, self._model.layout.coordinate_nodes)               # (n, F, 4, 4)
-        direction = np.einsum("nfij,nfj->nfi", before[..., :3, :3], self._columns)
-        return direction.swapaxes(0, 1), before[..., :3, 3].swapaxes(0, 1)
+        layout = self._model.layout
+        before = _take(self._nodes, layout.joint_nodes).swapaxes(0, 1)               # (F, G, 4, 4)
+        R = _per_coordinate(np.ascontiguousarray(before[..., :3, :3]), layout.coordinate_joints)
+        o = _per_coordinate(before[..., :3, 3], layout.coordinate_joints)
+        return np.einsum("fnij,fnj->fni", R, self._columns), o
 
     @property
     def direction(self) -> np.ndarray:
@@ -72,6 +74,11 @@ class Pose:
     @property
     def pivot(self) -> np.ndarray:
         return self._world_columns[1]
+
+
+def _per_coordinate(per_joint: np.ndarray, index) -> np.ndarray:
+    """per_joint (F, G, ...) for each coordinate's joint (F, n, ...), frame-major and contiguous."""
+    return np.ascontiguousarray(per_joint[:, index]) if isinstance(index, slice) else per_joint.take(index, axis=1)
 
 
 def _take(array: np.ndarray, index):
@@ -83,14 +90,13 @@ def _take(array: np.ndarray, index):
 def joint_transforms(model: Model, q: np.ndarray):
     """The transforms X (T, F, 4, 4) of model.layout: each joint's transform (its kind's group
     in one call, joints.py) and the post transforms, rows for the partial products left to fill;
-    and each coordinate's velocity column (n, F, 3) in the frame before its joint."""
+    and each coordinate's velocity column (F, n, 3) in the frame before its joint."""
     F = q.shape[0]
     layout = model.layout
     X = np.empty((layout.n_transforms, F, 4, 4))
     X[:layout.template.shape[0]] = layout.template[:, None]
     # Revolute and prismatic columns are fixed axes; only swing and sphere columns vary with q.
-    columns = np.empty((model.n_coordinates, F, 3))
-    columns[:] = model.fixed_columns[:, None]
+    columns = np.repeat(model.fixed_columns[None], F, axis=0)
     for group, run in zip(model.joint_groups, layout.group_runs):
         values = q[group.take]                   # (F, G, d)
         if group.reshape:
@@ -101,7 +107,7 @@ def joint_transforms(model: Model, q: np.ndarray):
         if t is not None:
             X[run, :, :3, 3] = t.swapaxes(0, 1)
         if varying is not None:
-            columns[group.coordinates] = varying.reshape(F, -1, 3).swapaxes(0, 1)
+            columns[:, group.coordinates] = varying.reshape(F, -1, 3)
     return X, columns
 
 

@@ -285,8 +285,8 @@ class KinematicLayout:
     at slot k, W_parent rest_s P_sk (P_s0 = I). A node is fixed when its offset from the parent
     is a constant (slot 0, or a segment with a post alone: `constants`), moving otherwise (offset
     rest_s P_sk: `moving_rests` times the X rows `moving_rows`); per level (LevelPlan) the fixed
-    nodes come first. `segment_nodes`, `coordinate_nodes` (the node before each coordinate's
-    joint), and `local_segments` / `local_rows` (the segments with joints and their P after the
+    nodes come first. `segment_nodes`, `joint_nodes` (the node before each joint) with
+    `coordinate_joints` (each coordinate's joint), and `local_segments` / `local_rows` (the segments with joints and their P after the
     last joint: Pose.local) read the results; `levels` lists each depth's segments.
     """
 
@@ -303,7 +303,8 @@ class KinematicLayout:
     moving_rows: slice | np.ndarray
     node_levels: list
     segment_nodes: slice | np.ndarray
-    coordinate_nodes: slice | np.ndarray
+    joint_nodes: slice | np.ndarray
+    coordinate_joints: slice | np.ndarray
     local_segments: slice | np.ndarray
     local_rows: slice | np.ndarray
     all_segments_move: bool
@@ -397,7 +398,8 @@ def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, 
                                       dtype=int)),
         node_levels=node_levels,
         segment_nodes=as_slice(segment_node),
-        coordinate_nodes=as_slice(joint_node[coordinate_joint]) if coordinate_joint.size else slice(0, 0),
+        joint_nodes=as_slice(joint_node),
+        coordinate_joints=as_slice(coordinate_joint),
         local_segments=as_slice(jointed),
         local_rows=as_slice(np.array([partial[s][len(segments[s].joints) - 1] for s in jointed], dtype=int)),
         all_segments_move=jointed.size == S,
