@@ -397,11 +397,19 @@ def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, 
         moving_rows=as_slice(np.array([partial[s][k - 1] for s, k in (offset[nodes[i][1:]] for i in moving_nodes)],
                                       dtype=int)),
         node_levels=node_levels,
-        segment_nodes=as_slice(segment_node),
-        joint_nodes=as_slice(joint_node),
+        segment_nodes=_as_run(segment_node),
+        joint_nodes=_as_run(joint_node),
         coordinate_joints=as_slice(coordinate_joint),
         local_segments=as_slice(jointed),
         local_rows=as_slice(np.array([partial[s][len(segments[s].joints) - 1] for s in jointed], dtype=int)),
         all_segments_move=jointed.size == S,
         levels=[np.flatnonzero(depth == d) for d in range(depth.max() + 1)],
     )
+
+
+def _as_run(index: np.ndarray):
+    """Indices in steps of one size as a slice (a view, also where the step is not 1), any other
+    index array as it is."""
+    if index.size > 1 and index[1] > index[0] and np.all(np.diff(index) == index[1] - index[0]):
+        return slice(int(index[0]), int(index[-1]) + 1, int(index[1] - index[0]))
+    return as_slice(index)
