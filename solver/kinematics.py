@@ -62,6 +62,10 @@ class Pose:
         """w_c = R c_c with R the frame before c's joint and c_c its column there; o_c that
         frame's origin."""
         layout = self._model.layout
+        if self._nodes.shape[1] < _FRAMES_BY_ARITHMETIC:         # fewest calls: each coordinate's node
+            before = _take(self._nodes, layout.coordinate_nodes).swapaxes(0, 1)      # (F, n, 4, 4)
+            return (before[..., :3, :3] @ self._columns[..., None])[..., 0], before[..., :3, 3]
+        # many frames: per joint first, then per coordinate, frame-major and contiguous
         before = _take(self._nodes, layout.joint_nodes).swapaxes(0, 1)               # (F, G, 4, 4)
         R = _per_coordinate(np.ascontiguousarray(before[..., :3, :3]), layout.coordinate_joints)
         o = _per_coordinate(before[..., :3, 3], layout.coordinate_joints)
@@ -93,14 +97,13 @@ def joint_transforms(model: Model, q: np.ndarray):
     and each coordinate's velocity column (F, n, 3) in the frame before its joint."""
     F = q.shape[0]
     layout = model.layout
-    X = np.empty((layout.n_transforms, F, 4, 4))
-    X[:layout.template.shape[0]] = layout.template[:, None]
+    X = layout.template.repeat(F, axis=1)
     # Revolute and prismatic columns are fixed axes; only swing and sphere columns vary with q.
-    columns = np.repeat(model.fixed_columns[None], F, axis=0)
+    columns = model.fixed_columns[None].repeat(F, axis=0)
     for group, run in zip(model.joint_groups, layout.group_runs):
-        values = q[group.take]                   # (F, G, d)
-        if group.reshape:
-            values = values.reshape(F, -1, group.kind.n_coordinates)
+        coordinates = group.coordinates
+        values = (q[:, coordinates] if isinstance(coordinates, slice) else q.take(coordinates, axis=1)
+                  ).reshape(F, -1, group.kind.n_coordinates)                                   # (F, G, d)
         R, t, varying = group.kind.motion(values, group.prepared)
         if R is not None:
             X[run, :, :3, :3] = R.swapaxes(0, 1)

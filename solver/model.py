@@ -275,8 +275,8 @@ class KinematicLayout:
     Arrays are node-major, (rows, F, 4, 4), so that each step writes one contiguous run.
 
     Transforms X: the joints' transforms, grouped by kind (`group_runs`, in joint_groups' order),
-    then the segments' post transforms (`template`: identity rows, then the posts), then partial
-    products. A segment s with factors X_1 .. X_m (its joints in slot order, then its post) has
+    then the segments' post transforms, then partial products (`template`: their first values,
+    identity but for the posts). A segment s with factors X_1 .. X_m (its joints in slot order, then its post) has
     the partial products P_s1 = X_1 and P_sk = P_s(k-1) X_k, one matmul per slot k >= 2 for all
     segments that have one (`products`: the rows of P_s(k-1) and of X_k, and the run written).
 
@@ -285,8 +285,8 @@ class KinematicLayout:
     at slot k, W_parent rest_s P_sk (P_s0 = I). A node is fixed when its offset from the parent
     is a constant (slot 0, or a segment with a post alone: `constants`), moving otherwise (offset
     rest_s P_sk: `moving_rests` times the X rows `moving_rows`); per level (LevelPlan) the fixed
-    nodes come first. `segment_nodes`, `joint_nodes` (the node before each joint) with
-    `coordinate_joints` (each coordinate's joint), and `local_segments` / `local_rows` (the segments with joints and their P after the
+    nodes come first. `segment_nodes`, `joint_nodes` (the node before each joint),
+    `coordinate_nodes` (the same per coordinate), `coordinate_joints` (each coordinate's joint), and `local_segments` / `local_rows` (the segments with joints and their P after the
     last joint: Pose.local) read the results; `levels` lists each depth's segments.
     """
 
@@ -304,6 +304,7 @@ class KinematicLayout:
     node_levels: list
     segment_nodes: slice | np.ndarray
     joint_nodes: slice | np.ndarray
+    coordinate_nodes: slice | np.ndarray
     coordinate_joints: slice | np.ndarray
     local_segments: slice | np.ndarray
     local_rows: slice | np.ndarray
@@ -326,7 +327,7 @@ def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, 
         group_runs.append(slice(start, start + joints.size))
         start += joints.size
     posted = [s for s, segment in enumerate(segments) if segment.post is not None]
-    template = np.concatenate([np.tile(np.eye(4), (G, 1, 1)), post[posted].reshape(-1, 4, 4)])
+    template = np.concatenate([np.tile(np.eye(4), (G, 1, 1)), post[posted].reshape(-1, 4, 4)])     # then products
     factors = [[] for _ in range(S)]
     for j in range(G):
         factors[joint_segment[j]].append(row[j])           # joints come in slot order
@@ -343,6 +344,7 @@ def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, 
         for i, s in enumerate(segs):
             partial[s].append(run.start + i)
         size = run.stop
+    template = np.concatenate([template, np.tile(np.eye(4), (size - template.shape[0], 1, 1))])
     # Nodes level by level: (level, kind, item), kind 0 a segment, 1 a joint; per node its offset
     # (segment, k): Q = rest_s P_sk, P_s0 = I. An offset is constant when P_sk holds no joint (slot
     # 0, or a segment with a post alone); within a level the constant ones come first.
@@ -385,7 +387,7 @@ def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, 
     jointed = np.array([s for s in range(S) if segments[s].joints], dtype=int)
     return KinematicLayout(
         group_runs=group_runs,
-        template=template,
+        template=template[:, None],
         n_transforms=size,
         products=products,
         n_armatures=A,
@@ -399,6 +401,7 @@ def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, 
         node_levels=node_levels,
         segment_nodes=_as_run(segment_node),
         joint_nodes=_as_run(joint_node),
+        coordinate_nodes=_as_run(joint_node[coordinate_joint]) if coordinate_joint.size else slice(0, 0),
         coordinate_joints=as_slice(coordinate_joint),
         local_segments=as_slice(jointed),
         local_rows=as_slice(np.array([partial[s][len(segments[s].joints) - 1] for s in jointed], dtype=int)),

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from .kinematics import forward_kinematics
+from .kinematics import forward_kinematics, moved_point_jacobian
 from .tasks import Stack, TaskInputs
 
 _EYE4 = np.eye(4)
@@ -31,6 +31,9 @@ class OneFrame:
         self.scene = scene
         self.model = scene.model
         self.has_ends = bool(scene._endpoints)
+        # Which coordinates move each endpoint (1, E, 1, n): none for endpoints on objects.
+        self.moves = np.zeros((1, len(scene._endpoints), 1, self.model.n_coordinates))
+        self.moves[0, scene._seg_ends, 0] = self.model.moves[:, scene._seg_of_ends].T
         self.batches = [kind.one_frame_batch(tasks, places) for kind, tasks, places in scene._groups]
         self.outputs_shape = (3, 1, scene.n_outputs)
         self.no_errors = np.full((2, 1, len(scene.constraints)), np.nan)
@@ -52,8 +55,13 @@ class OneFrame:
         b_matrix = bool(jacobians) and not isinstance(jacobians, str)
         A = np.zeros((1, scene.n_outputs, n)) if jacobians else None
         B = np.zeros((1, scene.n_outputs, scene.n_u)) if b_matrix else None
-        Jends = scene._endpoint_jacobians(pose, frames, objects, bases, b_matrix) if jacobians and self.has_ends \
-            else None
+        Jends = None
+        if jacobians and self.has_ends:
+            if b_matrix:
+                Jends = scene._endpoint_jacobians(pose, frames, objects, bases, b_matrix)
+            else:                  # A alone: the endpoints' Jacobians without the Xu columns
+                Jends = moved_point_jacobian(m, pose, frames[..., :3, 3])
+                Jends *= self.moves
         inputs = TaskInputs(q, frames, Jends, values, n)
         out = Stack(y, yd, task_weight, position_error, rotation_error, A, B)
         for batch in self.batches:
