@@ -16,11 +16,12 @@ w_c is column c of  R_B J(phi)  (see rotations.rotvec_jacobian).
 
 from __future__ import annotations
 
+import functools
 from functools import cached_property
 
 import numpy as np
 
-from .model import Model
+from .model import Model, as_slice
 from .rotations import skew
 
 _IDENTITY4 = np.eye(4)
@@ -45,6 +46,11 @@ class Pose:
     @cached_property
     def frames(self) -> np.ndarray:
         return _take(self._nodes, self._model.layout.segment_nodes).swapaxes(0, 1)
+
+    def nodes(self, index) -> np.ndarray:
+        """World nodes of the plan (model.layout) at `index` (a slice or indices), node-major
+        (len, F, 4, 4)."""
+        return _take(self._nodes, index)
 
     @cached_property
     def local(self) -> np.ndarray:
@@ -85,6 +91,12 @@ def _per_coordinate(per_joint: np.ndarray, index) -> np.ndarray:
     return np.ascontiguousarray(per_joint[:, index]) if isinstance(index, slice) else per_joint.take(index, axis=1)
 
 
+def segment_nodes(model: Model, segments: np.ndarray):
+    """The world nodes (Pose.nodes) of `segments` (E,): a slice where they are contiguous."""
+    layout = model.layout
+    return as_slice(np.arange(layout.n_nodes)[layout.segment_nodes][segments])
+
+
 def _take(array: np.ndarray, index):
     """array[index] along the first axis: a view for a slice, np.take for an index array (several
     times cheaper than fancy indexing on small arrays)."""
@@ -100,8 +112,20 @@ def joint_transforms(model: Model, q: np.ndarray):
     X = layout.template.repeat(F, axis=1)
     # Revolute and prismatic columns are fixed axes; only swing and sphere columns vary with q.
     columns = model.fixed_columns[None].repeat(F, axis=0)
+    if F == 1:          # one frame: the kinds' motion without a frame axis, fewer and smaller calls
+        q, X1, columns1 = q[0], X[:, 0], columns[0]
     for group, run in zip(model.joint_groups, layout.group_runs):
         coordinates = group.coordinates
+        if F == 1:
+            values = q[coordinates] if isinstance(coordinates, slice) else q.take(coordinates)
+            R, t, varying = group.kind.motion(values.reshape(-1, group.kind.n_coordinates), group.prepared)
+            if R is not None:
+                X1[run, :3, :3] = R
+            if t is not None:
+                X1[run, :3, 3] = t
+            if varying is not None:
+                columns1[coordinates] = varying.reshape(-1, 3)
+            continue
         values = (q[:, coordinates] if isinstance(coordinates, slice) else q.take(coordinates, axis=1)
                   ).reshape(F, -1, group.kind.n_coordinates)                                   # (F, G, d)
         R, t, varying = group.kind.motion(values, group.prepared)
@@ -110,7 +134,7 @@ def joint_transforms(model: Model, q: np.ndarray):
         if t is not None:
             X[run, :, :3, 3] = t.swapaxes(0, 1)
         if varying is not None:
-            columns[:, group.coordinates] = varying.reshape(F, -1, 3)
+            columns[:, coordinates] = varying.reshape(F, -1, 3)
     return X, columns
 
 
@@ -129,8 +153,7 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
     if F < _FRAMES_BY_ARITHMETIC:
         # Few frames cost by the call: each node's offset Q first (its constant, or rest_s P_sk),
         # then one product W_parent Q per level.
-        offsets = np.empty((layout.n_nodes - A, F, 4, 4))
-        offsets[layout.fixed_nodes] = layout.constants
+        offsets = layout.fixed_offsets.repeat(F, axis=1)
         if layout.moving_rests.size:
             offsets[layout.moving_nodes] = layout.moving_rests @ _take(X, layout.moving_rows)
         for level in layout.node_levels:
@@ -197,11 +220,12 @@ def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray, linear: b
     J = [[-[p]x, I], [I, 0]] V, one product per point (with `linear`, its first three rows)."""
     F, E, n = points.shape[0], points.shape[1], model.n_coordinates
     w, o = pose.direction, pose.pivot
-    V = np.empty((F, 6, n))
-    V[:, :3] = w.swapaxes(-1, -2)
     if F < _FRAMES_BY_ARITHMETIC:                                   # o x w = [o]x w, one product
-        V[:, 3:] = ((o @ _SKEW).reshape(F, n, 3, 3) @ w[..., None])[..., 0].swapaxes(-1, -2)
+        moment = (o @ _SKEW).reshape(F, n, 3, 3) @ w[..., None]
+        V = np.concatenate([w.swapaxes(-1, -2), moment[..., 0].swapaxes(-1, -2)], axis=1)
     else:
+        V = np.empty((F, 6, n))
+        V[:, :3] = w.swapaxes(-1, -2)
         other = np.empty((F, n))
         for i, (j, k) in enumerate(zip(_NEXT, _AFTER)):              # o x w, one component at a time
             np.multiply(o[..., j], w[..., k], out=V[:, 3 + i])
@@ -211,7 +235,17 @@ def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray, linear: b
     if translation.size:
         V[:, 3:, translation] = V[:, :3, translation]
         V[:, :3, translation] = 0.0
-    to_point = np.empty((F, E, 3 if linear else 6, 6))
-    to_point[:] = _TO_POINT[:3] if linear else _TO_POINT
+    if F < _FRAMES_BY_ARITHMETIC:
+        to_point = _to_point(F, E, linear).copy()
+    else:
+        to_point = np.empty((F, E, 3 if linear else 6, 6))
+        to_point[:] = _TO_POINT[:3] if linear else _TO_POINT
     to_point[..., :3, :3] = (points @ _MINUS_SKEW).reshape(F, E, 3, 3)
     return to_point @ V[:, None]
+
+
+@functools.lru_cache(maxsize=32)
+def _to_point(F: int, E: int, linear: bool) -> np.ndarray:
+    """_TO_POINT (its first three rows with `linear`) for F frames and E points, to copy (one
+    numpy call where filling a new array takes two)."""
+    return np.tile(_TO_POINT[:3] if linear else _TO_POINT, (F, E, 1, 1))

@@ -283,7 +283,8 @@ class KinematicLayout:
     Nodes W: the armature bases (A rows), then the world frames level by level (a level: one
     depth of the tree): each segment's frame W_parent rest_s P_sm and the frame before each joint
     at slot k, W_parent rest_s P_sk (P_s0 = I). A node is fixed when its offset from the parent
-    is a constant (slot 0, or a segment with a post alone: `constants`), moving otherwise (offset
+    is a constant (slot 0, or a segment with a post alone: `constants`, and `fixed_offsets` in
+    place among all the nodes' offsets, the moving ones zero), moving otherwise (offset
     rest_s P_sk: `moving_rests` times the X rows `moving_rows`); per level (LevelPlan) the fixed
     nodes come first. `segment_nodes`, `joint_nodes` (the node before each joint),
     `coordinate_nodes` (the same per coordinate), `coordinate_joints` (each coordinate's joint), and `local_segments` / `local_rows` (the segments with joints and their P after the
@@ -298,6 +299,7 @@ class KinematicLayout:
     n_nodes: int
     fixed_nodes: slice | np.ndarray
     constants: np.ndarray
+    fixed_offsets: np.ndarray
     moving_nodes: slice | np.ndarray
     moving_rests: np.ndarray
     moving_rows: slice | np.ndarray
@@ -365,6 +367,8 @@ def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, 
     moving = np.array([moves[node[1:]] for node in nodes], dtype=bool)
     fixed_nodes, moving_nodes = np.flatnonzero(~moving), np.flatnonzero(moving)
     constants = np.array([rest[s] @ (post[s] if k else np.eye(4)) for s, k in (offset[nodes[i][1:]] for i in fixed_nodes)])
+    fixed_offsets = np.zeros((len(nodes), 1, 4, 4))
+    fixed_offsets[fixed_nodes, 0] = constants.reshape(-1, 4, 4)
     node_levels = []
     levels = np.array([level for level, _, _ in nodes], dtype=int)
     for level in range(depth.max() + 1):
@@ -394,6 +398,7 @@ def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, 
         n_nodes=A + len(nodes),
         fixed_nodes=as_slice(fixed_nodes),
         constants=constants.reshape(-1, 1, 4, 4),
+        fixed_offsets=fixed_offsets,
         moving_nodes=as_slice(moving_nodes),
         moving_rests=rest[[offset[nodes[i][1:]][0] for i in moving_nodes]].reshape(-1, 1, 4, 4),
         moving_rows=as_slice(np.array([partial[s][k - 1] for s, k in (offset[nodes[i][1:]] for i in moving_nodes)],

@@ -19,7 +19,7 @@ from functools import cached_property
 import numpy as np
 
 from .blocks import Blocks, independent_blocks
-from .kinematics import Pose, forward_kinematics, moved_point_jacobian
+from .kinematics import Pose, forward_kinematics, moved_point_jacobian, segment_nodes
 from .limits import project, wrap_spheres
 from .model import Model, as_slice
 from .one_frame import OneFrame
@@ -119,6 +119,9 @@ class Scene:
         # The same indices as slices where contiguous (views in evaluate).
         self._seg_end_index, self._obj_end_index = as_slice(self._seg_ends), as_slice(self._obj_ends)
         self._seg_of_end_index, self._obj_of_end_index = as_slice(self._seg_of_ends), as_slice(self._obj_of_ends)
+        # The segment endpoints' world nodes in forward kinematics' plan, and their offsets node-major.
+        self._seg_end_nodes = segment_nodes(model, self._seg_of_ends)
+        self._seg_node_offsets = None if self._seg_offsets is None else self._seg_offsets[:, None]
         self._end_moves = model.moving_mask(self._seg_of_ends)     # which coordinates move each endpoint
         # Where each endpoint's own twist (Xu) enters B: the columns of its object, or of the
         # armature base of its segment; as index arrays (endpoints, 6, 6) for one assignment.
@@ -185,8 +188,10 @@ class Scene:
         F = pose.frames.shape[0]
         frames = np.empty((F, len(self._endpoints), 4, 4))
         if self._seg_ends.size:
-            ends = pose.frames[:, self._seg_of_end_index]
-            frames[:, self._seg_end_index] = ends if self._seg_offsets is None else ends @ self._seg_offsets
+            ends = pose.nodes(self._seg_end_nodes)                                         # (E, F, 4, 4)
+            if self._seg_node_offsets is not None:
+                ends = ends @ self._seg_node_offsets
+            frames[:, self._seg_end_index] = ends.swapaxes(0, 1)
         if self._obj_ends.size:
             ends = objects[:, self._obj_of_end_index]
             frames[:, self._obj_end_index] = ends if self._obj_offsets is None else ends @ self._obj_offsets
