@@ -17,7 +17,6 @@ w_c is column c of  R_B J(phi)  (see rotations.rotvec_jacobian).
 from __future__ import annotations
 
 import functools
-from functools import cached_property
 
 import numpy as np
 
@@ -26,6 +25,20 @@ from .rotations import skew
 
 _IDENTITY4 = np.eye(4)
 _FRAMES_BY_ARITHMETIC = 32      # from this many frames on, forward_kinematics schedules for arithmetic
+
+
+class _computed_once:
+    """functools.cached_property without its lock: Python before 3.12 takes one on each first
+    read, which at one frame costs more than the small computations it guards."""
+
+    def __init__(self, compute):
+        self.compute, self.name = compute, compute.__name__
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        value = instance.__dict__[self.name] = self.compute(instance)
+        return value
 
 
 class Pose:
@@ -43,7 +56,7 @@ class Pose:
     def __init__(self, model: Model, nodes: np.ndarray, transforms: np.ndarray, columns: np.ndarray):
         self._model, self._nodes, self._transforms, self._columns = model, nodes, transforms, columns
 
-    @cached_property
+    @_computed_once
     def frames(self) -> np.ndarray:
         return _take(self._nodes, self._model.layout.segment_nodes).swapaxes(0, 1)
 
@@ -52,7 +65,7 @@ class Pose:
         (len, F, 4, 4)."""
         return _take(self._nodes, index)
 
-    @cached_property
+    @_computed_once
     def local(self) -> np.ndarray:
         layout = self._model.layout
         moved = _take(self._transforms, layout.local_rows)
@@ -63,7 +76,7 @@ class Pose:
             moved = local
         return moved.swapaxes(0, 1)
 
-    @cached_property
+    @_computed_once
     def _world_columns(self):
         """w_c = R c_c with R the frame before c's joint and c_c its column there; o_c that
         frame's origin."""
