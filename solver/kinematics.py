@@ -51,10 +51,11 @@ class Pose:
         pivot       (F, n, 3) o_c per coordinate (unused for translations)
 
     They are views of node-major arrays (model.layout): the world nodes W and the transforms X
-    (A + N and T rows, each (F, 4, 4)) and the velocity columns (F, n, 3)."""
+    (A + N and T rows, each (F, 4, 4)) and the velocity columns (F, n, 3); `n_frames` is F."""
 
     def __init__(self, model: Model, nodes: np.ndarray, transforms: np.ndarray, columns: np.ndarray):
         self._model, self._nodes, self._transforms, self._columns = model, nodes, transforms, columns
+        self.n_frames = transforms.shape[1]
 
     @_computed_once
     def frames(self) -> np.ndarray:

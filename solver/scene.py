@@ -185,7 +185,7 @@ class Scene:
         return turned if missing is None else np.where(missing[:, None], q, turned)
 
     def _endpoint_frames(self, pose: Pose, objects):
-        F = pose.frames.shape[0]
+        F = pose.n_frames
         frames = np.empty((F, len(self._endpoints), 4, 4))
         if self._seg_ends.size:
             ends = pose.nodes(self._seg_end_nodes)                                         # (E, F, 4, 4)
