@@ -62,7 +62,7 @@ demo: build
 	$(PY) tools/demo_rigify.py --zip $(ZIP) --rig $(RIG)
 
 # Retargeting demo: the CMU walk (../shared/data/bvh) onto the generated Rigify rig, ours beside the
-# naive copy-rotation retarget; prints per-span foot slide and times, writes out/retarget.blend and
+# copy-rotation retarget; prints per-span foot slide and times, writes out/retarget.blend and
 # out/retarget_feet.png.
 .PHONY: demo-retarget
 demo-retarget: build

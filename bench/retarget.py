@@ -1,5 +1,5 @@
 """Retargeting a whole clip in Blender, end to end, against the clip's duration and against
-Blender's own bake of a naive retarget. Clips (../shared/data/bvh): the 994-frame CMU clip 131_01
+Blender's own bake of a copy-rotation retarget. Clips (../shared/data/bvh): the 994-frame CMU clip 131_01
 (8.28 s at 120 fps) onto Rigify's human metarig and onto the rig Rigify generates; onto the
 generated rig also the CMU walk 02_01 (344 frames, 2.87 s at 120 fps) and a 300-frame 60 fps
 clip (131_01 from its frame 394, every other frame: 5.0 s).
@@ -10,9 +10,9 @@ Per row, in one fresh bpy process with the extension installed from the built zi
 - ours: `api.retarget(rig, clip)` over every frame: reading the source by Blender's evaluation,
   the engine's solve (contacts detected and pinned), keys (on the generated rig: its controls,
   fixed-point passes on Blender's evaluation), and Blender's evaluation of every written frame;
-- nla.bake: a second copy of the rig keyed with the naive retarget (`method="copy"`), then
+- nla.bake: a second copy of the rig keyed with the copy-rotation retarget (`method="copy"`), then
   ``bpy.ops.nla.bake`` (visual keying, the mapped bones, every frame): what baking a retarget
-  costs in Blender itself. A constraint-driven naive setup would bake slower (its constraints
+  costs in Blender itself. A constraint-driven copy setup would bake slower (its constraints
   are evaluated too), so this is the cheaper side of that baseline.
 
 Ratios: ours / the clip's duration (below 1: faster than it plays), ours / nla.bake; and ours
@@ -92,18 +92,18 @@ def in_blender(rig_kind: str, n_frames: int | None = None, clip_name: str = "131
     ours = api.retarget(ours_rig, clip, first, last, calibration_frame=calibration)
     ours_cpu = time.process_time() - cpu
     ours_rig.hide_viewport = True                    # not evaluated while the baseline runs
-    naive_rig = rig()
-    naive = api.retarget(naive_rig, clip, first, last, method="copy", contacts=ours.contacts,
-                         calibration_frame=calibration)
-    bones = sorted({t for _, t in naive.bone_map.values()})
-    bpy.context.view_layer.objects.active = naive_rig
+    copy_rig = rig()
+    copied = api.retarget(copy_rig, clip, first, last, method="copy", contacts=ours.contacts,
+                          calibration_frame=calibration)
+    bones = sorted({t for _, t in copied.bone_map.values()})
+    bpy.context.view_layer.objects.active = copy_rig
     bpy.ops.object.mode_set(mode="POSE")
-    for pb in naive_rig.pose.bones:
+    for pb in copy_rig.pose.bones:
         selected = pb.name in bones
         if hasattr(pb, "select"):
             pb.select = selected
         else:
-            naive_rig.data.bones[pb.name].select = selected
+            copy_rig.data.bones[pb.name].select = selected
     started, cpu = time.perf_counter(), time.process_time()
     bpy.ops.nla.bake(frame_start=first, frame_end=last, only_selected=True, visual_keying=True,
                      clear_constraints=False, use_current_action=True, bake_types={"POSE"})
@@ -111,12 +111,12 @@ def in_blender(rig_kind: str, n_frames: int | None = None, clip_name: str = "131
     bpy.ops.object.mode_set(mode="OBJECT")
     fps = bpy.context.scene.render.fps / bpy.context.scene.render.fps_base
     slides = [s for *_, s in ours.spans()]
-    naive_slides = [s for *_, s in naive.spans()]
+    copy_slides = [s for *_, s in copied.spans()]
     return {"blender": bpy.app.version_string, "frames": last - first + 1, "fps": fps, "import": import_seconds,
             "ours": ours.seconds, "read": ours.read_seconds, "solve": ours.solve_seconds, "keys": ours.write_seconds,
-            "passes": ours.control_passes, "naive_keys": naive.seconds,
+            "passes": ours.control_passes, "copy_keys": copied.seconds,
             "nla_bake": bake_seconds, "ours_cpu": ours_cpu, "bake_cpu": bake_cpu,
-            "spans": len(slides), "slide_max": float(max(slides)), "naive_slide_max": float(max(naive_slides)),
+            "spans": len(slides), "slide_max": float(max(slides)), "copy_slide_max": float(max(copy_slides)),
             "below_floor": float(np.max(ours.floor_penetration)), "verify": ours.verify_seconds,
             "converged": int(np.sum(ours.converged))}
 
@@ -130,15 +130,15 @@ def run(quick: bool = False) -> Table:
         "other frame from 394); Blender's BVH importer, metres; one fresh bpy process per row. ours: "
         "`api.retarget(rig, clip)` over every frame (source read "
         "by Blender's evaluation, the engine's solve with contacts detected and pinned, keys, Blender's evaluation "
-        "of every written frame); import excluded. nla.bake: a copy of the rig keyed with the naive retarget, then "
+        "of every written frame); import excluded. nla.bake: a copy of the rig keyed with the copy-rotation retarget, then "
         "`bpy.ops.nla.bake` (visual keying, the mapped bones, every frame). Foot slide: the largest of any contact "
-        "span, Blender's evaluation of the keys, ours and naive on the same spans.",
+        "span, Blender's evaluation of the keys, ours and the copy on the same spans.",
         [Column("rig", "rig", text=True), Column("clip", "clip", text=True), Column("frames", "frames"),
          Column("clip_s", "clip s", "{:.2f}"),
          Column("ours", "ours s", "{:.2f}"), Column("solve", "solve s", "{:.2f}"), Column("keys", "keys s", "{:.2f}"),
          Column("nla_bake", "nla.bake s", "{:.2f}"), Column("per_clip", "ours / clip", "{:.2f}"),
          Column("per_bake", "ours / nla.bake", "{:.2f}"), Column("cpu_per_clip", "ours CPU / clip", "{:.2f}"), Column("slide_mm", "slide ours (mm)", "{:.3f}"),
-         Column("naive_mm", "slide naive (mm)", "{:.1f}"), Column("converged", "converged", text=True),
+         Column("copy_mm", "slide copy (mm)", "{:.1f}"), Column("converged", "converged", text=True),
          Column("import", "import s", "{:.2f}")])
     version = None
     for kind, clip_name in ROWS:
@@ -148,7 +148,7 @@ def run(quick: bool = False) -> Table:
         table.rows.append({"rig": kind, "clip": clip_name, "frames": r["frames"], "clip_s": clip, "ours": r["ours"], "solve": r["solve"],
                            "keys": r["keys"], "nla_bake": r["nla_bake"], "per_clip": r["ours"] / clip,
                            "per_bake": r["ours"] / r["nla_bake"], "cpu_per_clip": r["ours_cpu"] / clip, "slide_mm": 1e3 * r["slide_max"],
-                           "naive_mm": 1e3 * r["naive_slide_max"], "converged": f"{r['converged']}/{r['frames']}",
+                           "copy_mm": 1e3 * r["copy_slide_max"], "converged": f"{r['converged']}/{r['frames']}",
                            "import": r["import"], "raw": r})
     table.title += f" (Blender {version})"
     return table
@@ -157,4 +157,4 @@ def run(quick: bool = False) -> Table:
 def draw(table: Table, path) -> None:
     plot(path, "Retarget of a BVH clip end to end, seconds", "seconds (log)",
          {f"{r['rig']} {r['clip']}: {label}": r[key] for r in table.rows
-          for key, label in (("ours", "ours"), ("nla_bake", "nla.bake of naive"), ("clip_s", "clip duration"))})
+          for key, label in (("ours", "ours"), ("nla_bake", "nla.bake of the copy"), ("clip_s", "clip duration"))})

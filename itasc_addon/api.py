@@ -11,10 +11,11 @@ scene units, NaN where a constraint has no position part), ``rotation_error`` (r
 ``iterations``, ``converged``, and ``seconds``. The errors and ``converged`` are measured on
 Blender's evaluation of what was written, at every written frame (`verify`): a frame is converged
 when the engine converged and Blender shows every constraint within the precision (allowing for
-its float32 rounding, ``float32_floor``). The engine's own figures are ``solver_position_error``,
-``solver_rotation_error`` and ``solver_converged``; ``verified`` marks the frames measured and
-``verify_seconds`` the time that took. Also ``constraints`` (their names), ``bones``,
-``q`` (the solved joint values), ``sigma_min`` and ``warnings``; ``method`` says which solver ran:
+its float32 rounding, ``float32_floor``). ``engine`` is the engine's own result (a
+`solver.Result`: its ``position_error``, ``rotation_error``, ``converged``, ``q`` (the solved
+joint values) and ``sigma_min``); ``verified`` marks the frames measured and ``verify_seconds``
+the time that took; ``seconds`` counts from the start of reading the rig. Also ``constraints``
+(their names), ``bones`` and ``warnings``; ``method`` says which solver ran:
 "analytic two-bone" (the exact closed form, for a two-bone chain under one location-only IK
 constraint with nothing else acting on it; see `two_bone`) or "iterative <update law>", and
 ``fallback_reason`` why the closed form did not apply.
@@ -109,7 +110,7 @@ def retarget(rig, source, frame_start=None, frame_end=None, *, bone_map=None, co
     a `retarget.job.MeasuredRetarget`, measured on Blender's evaluation of the keys: the usual
     arrays plus ``contacts`` and ``foot_slide`` (per span, scene units). Bad input raises
     `RigError` and writes nothing."""
-    return retarget_job.Job(rig, source, frame_start, frame_end, bone_map=bone_map, contacts=contacts, **options).run()
+    return retarget_job.prepare(rig, source, frame_start, frame_end, bone_map=bone_map, contacts=contacts, **options).run()
 
 
 def fit_keypoints(rig, trial_or_path, *, static=None, keypoint_set=None, bone_map=None, cutoff=6.0, threshold=0.0,
@@ -129,8 +130,8 @@ def fit_keypoints(rig, trial_or_path, *, static=None, keypoint_set=None, bone_ma
     removes them). Returns a `keypoints.job.MeasuredKeypoints` measured on Blender's evaluation of
     the keys: ``error`` per frame and keypoint (scene units, NaN where missing), ``gap_frames``,
     ``gaps``, the engine's own fit as ``engine``. Bad input raises `RigError` and writes nothing."""
-    return keypoints_job.Job(rig, trial_or_path, static=static, keypoint_set=keypoint_set, bone_map=bone_map,
-                             cutoff=cutoff, threshold=threshold, frame_start=frame_start, **options).run()
+    return keypoints_job.prepare(rig, trial_or_path, static=static, keypoint_set=keypoint_set, bone_map=bone_map,
+                                 cutoff=cutoff, threshold=threshold, frame_start=frame_start, **options).run()
 
 
 def clear_bake(obj) -> int:

@@ -48,7 +48,9 @@ def prepare(obj, frames, *, bake=True, bones=None, key=False, record=True, **opt
     """Everything a solve of `obj` at `frames` needs, read and checked: the rig's active IK
     constraints in stages (`rig.order`), each stage read (`rig.read_rig`), and the rig that every
     active IK constraint is measured on. Bad input raises RigError here, with nothing changed.
-    `bake`: key every frame (else pose the last, and key it with `key`); `bones`: key only these."""
+    `bake`: key every frame (else pose the last, and key it with `key`); `bones`: key only these.
+    The result's `seconds` count from here."""
+    started = time.perf_counter()
     frames = np.atleast_1d(np.asarray(frames, dtype=float))
     if frames.size == 0:
         raise RigError("no frames to solve")
@@ -65,7 +67,7 @@ def prepare(obj, frames, *, bake=True, bones=None, key=False, record=True, **opt
     measure_rig = (rigs[0] if len(rigs) == 1 and not order.blender else
                    rig_module.read_rig(obj, on, measure=True, poles_of=lambda bone, name: (bone, name) in driven))
     return Job(obj, frames, order, rigs, measure_rig, bake=bake, bones=bones, key=key, record=record,
-               options=options)
+               options=options, started=started)
 
 
 @dataclass
@@ -100,7 +102,7 @@ class Stage:
 class Job:
     """A prepared solve (`prepare`); `steps()` does it, `result` is its SolveResult."""
 
-    def __init__(self, obj, frames, order, rigs, measure_rig, *, bake, bones, key, record, options):
+    def __init__(self, obj, frames, order, rigs, measure_rig, *, bake, bones, key, record, options, started):
         self.obj, self.frames, self.order, self.rigs, self.measure_rig = obj, frames, order, rigs, measure_rig
         self.bake, self.bones_filter, self.key, self.record, self.options = bake, bones, key, record, options
         self.scene = bpy.context.scene
@@ -109,7 +111,7 @@ class Job:
         self.stage = None            # the Stage under way
         self.stage_results = []      # the engine's figures of the stages written
         self.blended = {}            # per constraint aimed short of its target: (influence, its effector before)
-        self.engine_result = None    # the stages' engine figures joined, once all are written
+        self.engine_result = None    # the stages' results joined (`merge_stages`), once all are written
         self.reader = None           # Blender's evaluation of what was written
         self.to_read, self.v = [], 0     # the frames (indices) to read there, how many are read
         self.verify_warnings = []
@@ -123,7 +125,7 @@ class Job:
         self.verify_seconds = 0.0
         self.result = None
         self.done = 0
-        self.started = None
+        self.started = started           # when `prepare` began
 
     @property
     def total(self):
@@ -144,7 +146,6 @@ class Job:
         after it whose inputs are computed from the stages before (`prediction`). The
         verification confirms those inputs; a stage Blender does not confirm is done again from
         a reading of its own."""
-        self.started = time.perf_counter()
         handover.leave_to_blender(self.obj, {(bone, name) for bone, name, _ in self.order.blender})
         handover.set_active(self.obj, True)
         F = len(self.frames)
@@ -429,22 +430,25 @@ class Job:
             self.blended[rig.constraint_names[c]] = (rig.driven[c].influence, tip)
 
     def _stage_result(self, stage, q, written):
-        """The stage's pieces joined, per IK constraint, position errors in scene units."""
+        """The stage's result, its `engine` the pieces joined, per IK constraint, position errors
+        in scene units (its errors and `converged` the engine's until Blender's evaluation is read)."""
         rig, pieces = stage.rig, stage.pieces
         scale = stage.samples.scale[:, None]
         if stage.samples.base_scale is not None:              # lengths in a scaled parent's frame
             scale = scale * stage.samples.base_scale[:, rig.constraint_groups]
         C = len(rig.driven)            # joint-control tasks (after the IK constraints) are not reported
-        return SolveResult(
-            frames=self.frames.copy(),
-            position_error=np.concatenate([p.position_error[:, :C] for p in pieces]) * scale,
+        engine = solver.Result(
+            q=q, position_error=np.concatenate([p.position_error[:, :C] for p in pieces]) * scale,
             rotation_error=np.concatenate([p.rotation_error[:, :C] for p in pieces]),
             iterations=np.concatenate([p.iterations for p in pieces]).astype(int),
             converged=np.concatenate([p.converged for p in pieces]).astype(bool),
-            seconds=time.perf_counter() - self.started,
-            constraints=rig.constraint_names, bones=list(rig.bones),
-            sigma_min=np.concatenate([p.sigma_min for p in pieces]),
-            mode=stage.mode, warnings=list(rig.warnings) + list(stage.chosen.warnings), keys_written=written, q=q,
+            sigma_min=np.concatenate([p.sigma_min for p in pieces]), seconds=sum(p.seconds for p in pieces),
+            frames=self.frames.copy(), names=list(rig.constraint_names))
+        return SolveResult(
+            frames=engine.frames, position_error=engine.position_error, rotation_error=engine.rotation_error,
+            iterations=engine.iterations, converged=engine.converged, seconds=time.perf_counter() - self.started,
+            engine=engine, constraints=rig.constraint_names, bones=list(rig.bones),
+            mode=stage.mode, warnings=list(rig.warnings) + list(stage.chosen.warnings), keys_written=written,
             settings=dict(stage.chosen.values), settings_from=dict(stage.chosen.sources),
             notes=list(stage.chosen.notes),
             method=two_bone.METHOD if stage.plan is not None else f"iterative {stage.settings.method.upper()}",
@@ -490,7 +494,7 @@ class Job:
 
     def _finish_result(self):
         """The result: Blender's evaluation of the frames read (`verify.measure`) as the errors and
-        `converged`, the engine's own figures beside them; stored on the object."""
+        `converged`, the engine's own result beside them (`engine`); stored on the object."""
         started = time.perf_counter()
         result, rig = self.engine_result, self.measure_rig
         objects, scale = self.reader.targets()
@@ -508,9 +512,8 @@ class Job:
         self.verify_seconds += time.perf_counter() - started
         result = replace(
             result, position_error=measured.position_error, rotation_error=measured.rotation_error,
-            converged=measured.converged & result.converged, solver_position_error=result.position_error,
-            solver_rotation_error=result.rotation_error, solver_converged=result.converged,
-            verified=measured.verified, float32_floor=measured.position_floor, verify_seconds=self.verify_seconds,
+            converged=measured.converged & result.engine.converged, verified=measured.verified,
+            float32_floor=measured.float32_floor, verify_seconds=self.verify_seconds,
             pole_error=measured.pole_error, notes=result.notes + self._reading_notes(),
             warnings=result.warnings + warnings + self.verify_warnings, seconds=time.perf_counter() - self.started)
         store_result(self.obj, result, "Bake" if self.bake else "Solve")
@@ -525,8 +528,8 @@ class Job:
 
 
 def merge_stages(results, measure_rig, order, seconds):
-    """One SolveResult of the stages' engine results, its columns the measured rig's constraints
-    (every active IK constraint; NaN errors for those Blender's IK solves)."""
+    """One SolveResult of the stages' results, its columns (and its engine's) the measured rig's
+    constraints (every active IK constraint; NaN errors for those Blender's IK solves)."""
     names = measure_rig.constraint_names
     F = len(results[0].frames)
     position, rotation = np.full((F, len(names)), np.nan), np.full((F, len(names)), np.nan)
@@ -539,13 +542,19 @@ def merge_stages(results, measure_rig, order, seconds):
     def joined(lists):
         return list(dict.fromkeys(item for items in lists for item in items))
 
+    engines = [r.engine for r in results]
+    engine = solver.Result(
+        q=np.concatenate([e.q for e in engines], axis=1), position_error=position, rotation_error=rotation,
+        iterations=np.sum([e.iterations for e in engines], axis=0),
+        converged=np.logical_and.reduce([e.converged for e in engines]),
+        sigma_min=np.minimum.reduce([e.sigma_min for e in engines]), seconds=sum(e.seconds for e in engines),
+        frames=engines[0].frames, names=list(names))
     return replace(
-        results[0], position_error=position, rotation_error=rotation,
-        iterations=np.sum([r.iterations for r in results], axis=0),
-        converged=np.logical_and.reduce([r.converged for r in results]), constraints=list(names),
-        bones=[b for r in results for b in r.bones], sigma_min=np.minimum.reduce([r.sigma_min for r in results]),
+        results[0], position_error=position, rotation_error=rotation, iterations=engine.iterations,
+        converged=engine.converged, engine=engine, constraints=list(names),
+        bones=[b for r in results for b in r.bones],
         warnings=joined([order.warnings] + [r.warnings for r in results]),
-        keys_written=sum(r.keys_written for r in results), q=np.concatenate([r.q for r in results], axis=1),
+        keys_written=sum(r.keys_written for r in results),
         method=" then ".join(joined([[r.method] for r in results])),
         fallback_reason="; ".join(joined([[r.fallback_reason] for r in results if r.fallback_reason])),
         notes=joined([r.notes for r in results]), solved_by=solved_by, seconds=seconds)

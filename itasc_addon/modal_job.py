@@ -1,9 +1,11 @@
 """Long work in steps under a timer: a progress bar, Esc to cancel (nothing written before the job's
 write step; what a job keeps when cancelled later, its `cancel()` says).
 
-An operator mixes `ModalJob` in and gives `_make_job(context)` (an object with `steps()`, a
-generator that yields after each piece of work, and `done` and `total`), `_finish()` (the report once the job is through), the exceptions it
-reports as errors and how to word them, and the noun its cancel message uses. Without a window
+An operator mixes `ModalJob` in and gives `_make_job(context)` (a prepared job, from its job
+module's `prepare`: reading and checking done, nothing changed; an object with `steps()`, a
+generator that yields its `done` after each piece of work, `total`, and `cancel()`, which says
+what it kept or None when it wrote nothing), `_finish()` (the report once the job is through),
+the exceptions it reports as errors and how to word them, and the noun its cancel message uses. Without a window
 (background Blender, scripts) `invoke` runs `execute` to the end instead: by default the job's
 `run()`, then `_finish()`. Each step runs on one BLAS thread (`solver.runtime.blas_threads`), as the
 jobs' own `run()` do: their small stacked matrices are slower on several, far slower on a busy
@@ -40,6 +42,10 @@ class ModalJob:
     def invoke(self, context, event):
         if context.window is None or bpy.app.background:     # no event loop: run to the end
             return self.execute(context)
+        return self._start(context)
+
+    def _start(self, context):
+        """Make the job and run it a step per timer event (`modal`), with a progress bar and Esc."""
         try:
             self._job = self._make_job(context)
             self._steps = self._job.steps()
@@ -62,15 +68,9 @@ class ModalJob:
         guard.end_bake()
 
     def _abandon(self, context):
-        """Stop the job: its `cancel()` where it has one (it puts the frame back and says what it
-        kept, or None when nothing was written), else its frame put back. Returns that message."""
-        message = None
-        cancel = getattr(self._job, "cancel", None)
-        restore = getattr(self._job, "restore_frame", None)
-        if cancel is not None:
-            message = cancel()
-        elif restore is not None:
-            restore()
+        """Stop the job: its `cancel()` puts the scene's frame back and says what it kept (None
+        when nothing was written). Returns that message."""
+        message = self._job.cancel()
         self._end(context)
         return message
 

@@ -26,20 +26,24 @@ OPTION_NAMES = ik_settings.NAMES
 
 @dataclass
 class SolveResult:
-    """What a solve or bake did. Arrays per frame (and per constraint): errors in scene units
-    (position) and radians (rotation), NaN where a constraint has no such part.
+    """What a solve or bake did: what Blender measured, and `engine`, the engine's own result.
+    Arrays per frame (and per constraint): errors in scene units (position) and radians
+    (rotation), NaN where a constraint has no such part.
 
     `constraints` are every active IK constraint of the rig: those our solver drove (in stages,
     `solved_by`) and those Blender's own IK keeps solving (`solved_by` -1; the warnings say why).
     `position_error`, `rotation_error` and `converged` describe Blender's evaluation of what was
     written (`verify`): a frame is converged when the engine converged there and Blender shows
-    every active IK constraint within the precision. The engine's own figures are `solver_*`
-    (NaN for Blender's constraints).
+    every active IK constraint within the precision. `iterations` are the engine's.
+    `engine` is the engine's `solver.Result` of the stages joined, its columns `constraints`
+    (errors in scene units, NaN for Blender's constraints; `q` the stages' joint values side by
+    side, `sigma_min` the smallest over the stages, `seconds` the engine's own time).
     Blender keys and evaluates in float32: "within the precision" allows for what that resolves
     at the rig's size, `float32_floor` (frames x constraints, scene units; `verify`).
     `verified` says which frames Blender's evaluation was read at (a frame not read, e.g. after
-    a cancel, has NaN errors and is not converged); `verify_seconds` is the part of `seconds`
-    spent reading and measuring it. `pole_error` (frames x constraints, radians) is how far
+    a cancel, has NaN errors and is not converged); `seconds` counts from the start of
+    `job.prepare`, `verify_seconds` is the part of it spent reading and measuring Blender's
+    evaluation. `pole_error` (frames x constraints, radians) is how far
     Blender shows each chain's bend plane turned from its pole (NaN: the constraint has no pole
     the solver follows); a frame is converged only with those within the precision too."""
 
@@ -51,16 +55,11 @@ class SolveResult:
     seconds: float
     constraints: list = field(default_factory=list)
     bones: list = field(default_factory=list)
-    sigma_min: np.ndarray | None = None
     mode: str = "ANIMATION"
     warnings: list = field(default_factory=list)
     keys_written: int = 0
-    q: np.ndarray | None = None
     method: str = ""              # which solver ran: two_bone.METHOD or "iterative <update law>"
     fallback_reason: str = ""     # why the two-bone fast path did not run ('' when it did)
-    solver_position_error: np.ndarray | None = None   # the engine's own figures, same shapes and units
-    solver_rotation_error: np.ndarray | None = None
-    solver_converged: np.ndarray | None = None
     verified: np.ndarray | None = None
     float32_floor: np.ndarray | None = None
     verify_seconds: float = 0.0
@@ -70,6 +69,7 @@ class SolveResult:
     notes: list = field(default_factory=list)          # about the settings (the Standard solver, what is not
     #                                                    used) and the stages' readings of Blender's evaluation
     solved_by: list = field(default_factory=list)      # per constraint: the stage we drove it in, -1: Blender's IK
+    engine: object = None                              # the engine's solver.Result, per constraint as above
 
     @property
     def not_converged(self) -> int:

@@ -62,7 +62,8 @@ class Measured:
     rotation_error: np.ndarray
     reached: np.ndarray
     verified: np.ndarray
-    position_floor: np.ndarray      # (F, C) float32_floor's position part, scene units
+    float32_floor: np.ndarray       # (F, C) the position error Blender's float32 resolves at the rig's size,
+    #                                 scene units (`SolveResult.float32_floor`)
     pole_error: np.ndarray          # (F, C) how far each chain's bend plane is turned from its pole,
     #                                 radians (NaN: no pole task); `reached` counts the poles too
 

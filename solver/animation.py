@@ -39,7 +39,7 @@ from .runtime.blas_threads import one_blas_thread
 from .animation_frame import solve_frame
 from .animation_rules import LAMBDA_FIRST, LAMBDA_GIVE_UP, LAMBDA_START, NUDGE, SETTLED, SLOW_RUN, nudge_direction, \
     sigma_min, slow_step
-from .curvature import LowRank, Store, dgw_update, solve_damped
+from .curvature import LowRank, Store, dgw_update, secant_solver
 from .inputs import check_inputs, complete_frames, finite_frames, frames_with_a_target
 from .result import Result
 from .scene import Evaluation, Scene
@@ -272,7 +272,7 @@ class _Batch:
         """The damped step with curvature S for frames active[rows]: dq, the new q, its evaluation, its cost."""
         dq, _ = weighted_step(self.scene, self.q[frames], ev.A[rows], output_velocity(ev, 1.0)[rows],
                               ev.task_weight[rows],
-                              np.full(rows.size, self.settings.max_step), _secant_solver(S, self.lam[frames]))
+                              np.full(rows.size, self.settings.max_step), secant_solver(S, self.lam[frames]))
         trial = self.scene.project(self.q[frames] + dq)
         trial_ev = self.evaluate(trial, frames)
         return dq, trial, trial_ev, cost(trial_ev)
@@ -296,14 +296,6 @@ class _Batch:
         _put(ev, nudged_ev, np.ones(rows.size, bool), rows)
         current[rows] = cost(nudged_ev)
         self._to_secant(first)
-
-
-def _secant_solver(S: LowRank, lam):
-    """The damped secant system as a pseudo-inverse solver for weighted_step (curvature.py)."""
-    def solve(A, b, weight, cols, locked_step, frames):
-        S_part = LowRank(S.Z[frames], S.K[frames])
-        return solve_damped(A, b, weight, cols, S_part, lam[frames], locked_step), np.nan    # no s_min here
-    return solve
 
 
 def _select(ev: Evaluation, idx) -> Evaluation:

@@ -7,12 +7,13 @@ reached (and, with soft tasks or a fit, its step is below the precision), given 
 damping has grown past LAMBDA_GIVE_UP or max_iterations is spent; a stationary point off its
 targets nudged once, then given up; no iteration started that the last one says would end past
 the deadline. With a single frame every one of these choices is a Python `if` where the batch
-needs masks, index arrays and scatters over frames, and the update law's step runs on 2-D arrays
-(update.frame_step, pseudoinverse.solve_frame): numpy's cost per call, not the arithmetic, is
-what one frame pays. The constants and the slow-step rule are animation_rules.py's, the damped
-system and the curvature updates curvature.py's, for both loops. The answers are the batched
-loop's to rounding: tests/engine/test_animation_frame.py solves random frames both ways and
-compares iterations, flags and coordinates.
+needs masks, index arrays and scatters over frames: numpy's cost per call, not the arithmetic,
+is what one frame pays. The update law's step is the batch's own (update.weighted_step, with
+pseudoinverse.solve or curvature's damped solve), on the frame's arrays. The constants and the
+slow-step rule are animation_rules.py's, the damped system and the curvature updates
+curvature.py's, for both loops. The answers are the batched loop's to rounding:
+tests/engine/test_animation_frame.py solves random frames both ways and compares iterations,
+flags and coordinates.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ import numpy as np
 
 from .animation_rules import (LAMBDA_FIRST, LAMBDA_GIVE_UP, LAMBDA_START, NUDGE, SETTLED, SLOW_RUN, nudge_direction,
                               sigma_min, slow_step)
-from .curvature import LowRank, Store, dgw_update, solve_damped
+from .curvature import LowRank, Store, dgw_update, secant_solver
 from .inputs import complete_frames, finite_frames, frames_with_a_target
 from .result import Result
 from .scene import Evaluation, Scene
 from .settings import Settings
-from .update import frame_pseudoinverse_solver, frame_step
+from .update import pseudoinverse_solver, weighted_step
 
 _ALL = np.array([0])     # the one frame of a curvature Store (taken as the batch takes its frames)
 
@@ -85,7 +86,8 @@ class _Frame:
         # Soft tasks and fits also wait for the step to settle below the precision (animation._Batch).
         self.watch_steps = settings.fit or any(c.soft for c in scene.constraints)
         self.last_step = np.inf if self.watch_steps else 0.0
-        self.pseudoinverse = frame_pseudoinverse_solver(scene, settings)
+        self.max_step = np.array(settings.max_step)        # weighted_step's bound, without a frame axis
+        self.pseudoinverse = pseudoinverse_solver(scene, settings, "animation")
 
     def evaluate(self, q) -> Evaluation:
         return self.scene.evaluate(q, self.objects, self.bases, values=self.values, jacobians="A", one_frame=True)
@@ -98,8 +100,8 @@ class _Frame:
         """The update law's step, halved until the error falls: (largest entry of the full step,
         q, error, evaluation) after it."""
         residual, A, weight = ev.yd[0] - ev.y[0], ev.A[0], ev.task_weight[0]
-        dq = frame_step(self.scene, self.q, A, residual, weight, self.settings.max_step, self.pseudoinverse)
-        proposed = float(np.maximum.reduce(np.abs(dq[0]), initial=0.0))
+        dq, _ = weighted_step(self.scene, self.q[0], A, residual, weight, self.max_step, self.pseudoinverse)
+        proposed = float(np.maximum.reduce(np.abs(dq), initial=0.0))
         out, taken, alpha = (self.q, current, ev), 0.0, 1.0
         for _ in range(30):
             trial = self.scene.project(self.q + alpha * dq)
@@ -110,7 +112,7 @@ class _Frame:
                 break
             alpha *= 0.5
         def promised():      # the fall of the error energy the linear model promised for the step taken
-            after = residual - taken * (A @ dq[0])
+            after = residual - taken * (A @ dq)
             return current - float(np.add.reduce(weight * (after * after)))
 
         if slow_step(self.settings.method, current, out[1], promised):
@@ -149,14 +151,8 @@ class _Frame:
 
     def _secant_trial(self, ev: Evaluation, S: LowRank):
         """The damped step with curvature S: dq (1, n), the new q, its evaluation, its error."""
-        lam = np.array([self.lam])
-
-        def solve(A, b, weight, cols, locked_step):
-            return solve_damped(_one(A), _one(b), _one(weight), _one(cols), S, lam,
-                                None if locked_step is None else _one(locked_step))[0]
-
-        dq = frame_step(self.scene, self.q, ev.A[0], ev.yd[0] - ev.y[0], ev.task_weight[0], self.settings.max_step,
-                        solve)
+        dq, _ = weighted_step(self.scene, self.q, ev.A, ev.yd - ev.y, ev.task_weight, self.max_step[None],
+                              secant_solver(S, np.array([self.lam])))
         trial = self.scene.project(self.q + dq)
         trial_ev = self.evaluate(trial)
         return dq, trial, trial_ev, _cost(trial_ev)
@@ -177,12 +173,6 @@ class _Frame:
             current = _cost(ev)
             self._to_secant()
         return ev, current
-
-
-def _one(x: np.ndarray) -> np.ndarray:
-    """x as a batch of one frame, strided as the batch's own arrays are (x[None] would give the
-    new axis stride 0, and numpy's kernels may then sum in another order)."""
-    return x.reshape((1,) + x.shape)
 
 
 def _cost(ev: Evaluation) -> float:

@@ -17,7 +17,7 @@ or in a batch) then took steps that differed far beyond the rounding. Within one
 singular values of different limbs no longer meet, and each limb is damped by its own
 singularity only, as Blender's iTaSC solves each IK tree on its own.
 
-For a stack of F systems the blocks are gathered into one array (F * B, m, n) padded with zero
+For a stack of F systems the blocks are gathered into one array (F, B, m, n) padded with zero
 rows and columns, m and n the largest block's: zero rows and columns add only zero singular values,
 which the pseudo-inverses drop, so the padded blocks' steps are their blocks' own.
 """
@@ -50,24 +50,24 @@ class Blocks:
         self.sizes = np.array([min(len(r), len(c)) for r, c in zip(row_groups, column_groups)], dtype=int)
 
     def gather(self, A: np.ndarray, b: np.ndarray):
-        """A (F, M, n), b (F, M) as blocks (F * B, m, n_block) and (F * B, m), zero-padded."""
-        F = A.shape[0]
-        blocks = np.take(A.reshape(F, -1), self.flat, axis=1) * self.mask
-        rhs = np.take(b, self.rows, axis=1) * self.row_mask
-        return blocks.reshape((F * self.count,) + self.shape), rhs.reshape(F * self.count, self.shape[0])
+        """A (..., M, n), b (..., M) as blocks (..., B, m, n_block) and (..., B, m), zero-padded."""
+        blocks = np.take(A.reshape(A.shape[:-2] + (-1,)), self.flat, axis=-1) * self.mask
+        return blocks, np.take(b, self.rows, axis=-1) * self.row_mask
 
-    def scatter(self, x_blocks: np.ndarray, F: int) -> np.ndarray:
-        """Block steps (F * B, n_block) as one step (F, n): coordinates of no block stay 0."""
-        x = np.zeros((F, self.n_columns))
-        x[:, self.scattered] = x_blocks.reshape(F, self.count, self.shape[1])[:, self.column_mask]
+    def columns_of(self, values: np.ndarray) -> np.ndarray:
+        """Per-column values (..., n) as the blocks' (..., B, n_block), zero-padded."""
+        return np.take(values, self.columns, axis=-1) * self.column_mask
+
+    def scatter(self, x_blocks: np.ndarray) -> np.ndarray:
+        """Block steps (..., B, n_block) as one step (..., n): coordinates of no block stay 0."""
+        x = np.zeros(x_blocks.shape[:-2] + (self.n_columns,))
+        x[..., self.scattered] = x_blocks[..., self.column_mask]
         return x
 
-    def smallest(self, s: np.ndarray, F: int) -> np.ndarray:
-        """The smallest singular value of each of the F systems from its blocks' s (F * B, k): each
-        block's own last one (its padding adds zeros past it), the least over the blocks."""
-        s = s.reshape(F, self.count, -1)
-        last = np.maximum(self.sizes - 1, 0)
-        return s[:, np.arange(self.count), last].min(axis=1, initial=np.inf)
+    def smallest(self, s: np.ndarray) -> np.ndarray:
+        """The smallest singular value of each system from its blocks' s (..., B, k): each block's
+        own last one (its padding adds zeros past it), the least over the blocks."""
+        return s[..., np.arange(self.count), np.maximum(self.sizes - 1, 0)].min(axis=-1, initial=np.inf)
 
 
 def independent_blocks(scene) -> Blocks | None:

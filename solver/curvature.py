@@ -97,6 +97,15 @@ def solve_damped(A, b, weight, cols, S: LowRank, lam, locked_step):
     return shifted_solve(d, U, G, rhs)
 
 
+def secant_solver(S: LowRank, lam):
+    """The damped secant system as a pseudo-inverse solver for update.weighted_step, with S (F, ...)
+    and lam (F,) of the frames it steps."""
+    def solve(A, b, weight, cols, locked_step, frames):
+        S_part = LowRank(S.Z[frames], S.K[frames])
+        return solve_damped(A, b, weight, cols, S_part, lam[frames], locked_step), np.nan    # no s_min here
+    return solve
+
+
 def shifted_solve(d, U, G, rhs):
     """x with (d I + U G U^T) x = rhs, for d (F,), U (F, n, k), G (F, k, k) symmetric (None: I),
     rhs (F, n). With U = Q R (Q orthonormal columns) the system is d I + Q M Q^T, M = R G R^T, solved as

@@ -13,7 +13,8 @@ origin as their pivot) or all translations (R = I).
 The kinds:
 
     revolute(a)   R = exp(q [a]x) = I + sin q [a]x + (1 - cos q) [a]x^2,  w = a
-                  (one product of (sin q, 1 - cos q, 1) with the constants ([a]x, [a]x^2, I))
+                  (one product of (sin q, 1 - cos q, 1) with the constants ([a]x, [a]x^2, I);
+                  `fold` folds fixed transforms on either side into them)
     prismatic(a)  t = q a,  u = a
     swing         phi = (q_0, 0, q_1),  R = exp([phi]x),  w_0 = J(phi) e_x,  w_1 = J(phi) e_z
     sphere        phi = q,  R = exp([phi]x),  w_c = J(phi) e_c
@@ -129,13 +130,29 @@ class Revolute(JointKind):
     def fixed_columns(self, axes):
         return axes[:, None, :]
 
+    def fold(self, axes, before, after):
+        """The constants (G, 3, 16) of the transforms before_g M(q) after_g (G, 4, 4) of joints with
+        fixed transforms on either side, M(q) = [R(q) 0; 0 1]: flattened, they are the product of
+        (sin q, 1 - cos q, 1) (`coefficients`) with these, as R(q) is with `prepare`'s; a chain of
+        such joints then takes one product per joint."""
+        basis = np.zeros((len(axes), 3, 4, 4))
+        basis[:, :, :3, :3] = self.prepare(axes).reshape(-1, 3, 3, 3)
+        basis[:, 2, 3, 3] = 1.0
+        return (before[:, None] @ basis @ after[:, None]).reshape(-1, 3, 16)
+
+    @staticmethod
+    def coefficients(angle, out):
+        """(sin q, 1 - cos q) of angles q (...) written into out[..., 0] and out[..., 1] (out
+        (..., 3), its last entry the constant 1, left as it is); returns out."""
+        in_place(np.sin, out[..., 0], angle)
+        cos = in_place(np.cos, out[..., 1], angle)
+        np.subtract(1.0, cos, out=cos)
+        return out
+
     def motion(self, q, prepared):
         shape = q.shape[:-1]
         coefficients = _ones(shape + (1, 3)).copy()                # (sin q, 1 - cos q, 1) per joint
-        angle = q[..., 0]
-        in_place(np.sin, coefficients[..., 0, 0], angle)
-        cos = in_place(np.cos, coefficients[..., 0, 1], angle)
-        np.subtract(1.0, cos, out=cos)
+        self.coefficients(q[..., 0], coefficients[..., 0, :])
         return (coefficients @ prepared).reshape(shape + (3, 3)), None, None
 
     def from_rotation(self, R, axis=None):

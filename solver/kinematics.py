@@ -228,11 +228,26 @@ def point_jacobian(model: Model, pose: Pose, segments: np.ndarray, points: np.nd
 
 def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray, linear: bool = False) -> np.ndarray:
     """point_jacobian before its mask: the Jacobians of points (F, E, 3) as if every coordinate
-    moved every point; times Model.moving_mask(segments) they are point_jacobian's. Per coordinate
-    c and point p, the linear rows w_c x (p - o_c) = -[p]x w_c + o_c x w_c (rotations) or u_c
-    (translations), the angular rows w_c or 0: with V = (w; o x w + u) (6, n) per frame,
-    J = [[-[p]x, I], [I, 0]] V, one product per point (with `linear`, its first three rows)."""
-    F, E, n = points.shape[0], points.shape[1], model.n_coordinates
+    moved every point; times Model.moving_mask(segments) they are point_jacobian's. With V the
+    coordinates' twists (coordinate_twists), J = [[-[p]x, I], [I, 0]] V, one product per point
+    (with `linear`, its first three rows)."""
+    F, E = points.shape[0], points.shape[1]
+    V = coordinate_twists(model, pose)
+    if F < _FRAMES_BY_ARITHMETIC:
+        to_point = _to_point(F, E, linear).copy()
+    else:
+        to_point = np.empty((F, E, 3 if linear else 6, 6))
+        to_point[:] = _TO_POINT[:3] if linear else _TO_POINT
+    to_point[..., :3, :3] = (points @ _MINUS_SKEW).reshape(F, E, 3, 3)
+    return to_point @ V[:, None]
+
+
+def coordinate_twists(model: Model, pose: Pose) -> np.ndarray:
+    """Each coordinate's twist V (F, 6, n): per coordinate c, the linear rows of a point p's
+    Jacobian are w_c x (p - o_c) = -[p]x w_c + o_c x w_c (rotations) or u_c (translations), the
+    angular rows w_c or 0, so with V = (w; o x w + u) every point's Jacobian is
+    [[-[p]x, I], [I, 0]] V."""
+    F, n = pose.direction.shape[0], model.n_coordinates
     w, o = pose.direction, pose.pivot
     if F < _FRAMES_BY_ARITHMETIC:                                   # o x w = [o]x w, one product
         moment = (o @ _SKEW).reshape(F, n, 3, 3) @ w[..., None]
@@ -249,13 +264,7 @@ def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray, linear: b
     if translation.size:
         V[:, 3:, translation] = V[:, :3, translation]
         V[:, :3, translation] = 0.0
-    if F < _FRAMES_BY_ARITHMETIC:
-        to_point = _to_point(F, E, linear).copy()
-    else:
-        to_point = np.empty((F, E, 3 if linear else 6, 6))
-        to_point[:] = _TO_POINT[:3] if linear else _TO_POINT
-    to_point[..., :3, :3] = (points @ _MINUS_SKEW).reshape(F, E, 3, 3)
-    return to_point @ V[:, None]
+    return V
 
 
 @functools.lru_cache(maxsize=32)
@@ -263,3 +272,15 @@ def _to_point(F: int, E: int, linear: bool) -> np.ndarray:
     """_TO_POINT (its first three rows with `linear`) for F frames and E points, to copy (one
     numpy call where filling a new array takes two)."""
     return np.tile(_TO_POINT[:3] if linear else _TO_POINT, (F, E, 1, 1))
+
+
+def point_jacobian_transpose_times(model: Model, pose: Pose, segments: np.ndarray, points: np.ndarray,
+                                   forces: np.ndarray) -> np.ndarray:
+    """sum_e J_e^T f_e (F, n) over points (F, E, 3) fixed to `segments` (E,), J_e the linear rows
+    of point_jacobian, without forming J: J_e = [-[p_e]x, I] V masked to the coordinates that move
+    e, so J_e^T f_e = V^T (p_e x f_e; f_e) there, and the sum over points of each coordinate's
+    (p x f; f) comes first, one product by the (n, E) mask of what moves what."""
+    moves = model.moves[:, segments].astype(float)                                # (n, E)
+    V = coordinate_twists(model, pose)
+    return (np.einsum("fkc,fck->fc", V[:, :3], moves @ np.cross(points, forces))
+            + np.einsum("fkc,fck->fc", V[:, 3:], moves @ forces))

@@ -18,14 +18,14 @@ from .model import Model
 
 
 def project(model: Model, q: np.ndarray) -> np.ndarray:
-    """The nearest allowed coordinates along the limit rules above, for q (F, n). Frozen
+    """The nearest allowed coordinates along the limit rules above, for q (F, n) or (n,). Frozen
     coordinates (weight 0) of an elliptic joint keep their values while they fit: the free ones
     are scaled onto what the ellipse leaves them."""
     if not model.limited:
         return q.copy()
     out = np.minimum(np.maximum(q, model.lower), model.upper)
     for coords in model.elliptic_groups:
-        phi = q[:, coords]                                       # (F, k, d)
+        phi = q[..., coords]                                     # (F, k, d)
         semi = np.where(phi >= 0, model.upper[coords], -model.lower[coords])
         phi = np.where(semi > 0, phi, 0.0)
         term = np.where(semi > 0, phi / np.where(semi > 0, semi, 1.0), 0.0) ** 2
@@ -39,22 +39,23 @@ def project(model: Model, q: np.ndarray) -> np.ndarray:
         all_scale = 1.0 / np.sqrt(np.maximum(fixed + free, 1.0))
         scale = np.where(~outside[..., None], 1.0, np.where(fits[..., None] & ~frozen, free_scale[..., None],
                                                  np.where(fits[..., None], 1.0, all_scale[..., None])))
-        out[:, coords] = phi * scale
+        out[..., coords] = phi * scale
     return out
 
 
 def wrap_spheres(model: Model, q: np.ndarray) -> np.ndarray:
-    """The same pose with every unlimited sphere joint turned the short way round (angle <= pi)."""
+    """The same pose q (F, n) or (n,) with every unlimited sphere joint turned the short way round
+    (angle <= pi)."""
     if not model.unlimited_spheres.size:
         return q
     c = model.unlimited_sphere_coordinates                                      # (k, 3)
-    phi = q.take(c, axis=1)
-    t = np.sqrt((phi * phi).sum(axis=-1, keepdims=True))
-    if not (t > np.pi).any():
+    phi = q.take(c, axis=-1)
+    t = np.sqrt(np.add.reduce(phi * phi, axis=-1, keepdims=True))
+    if not np.count_nonzero(t > np.pi):
         return q
     out = q.copy()
     turns = np.round(t / (2.0 * np.pi))                # whole turns to take off the angle
-    out[:, c] = np.where(t > np.pi, phi * (1.0 - 2.0 * np.pi * turns / np.maximum(t, 1e-300)), phi)
+    out[..., c] = np.where(t > np.pi, phi * (1.0 - 2.0 * np.pi * turns / np.maximum(t, 1e-300)), phi)
     return out
 
 

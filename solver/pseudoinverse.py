@@ -1,5 +1,5 @@
-"""Ways to apply A# to a right-hand side, batched over frames: three from one SVD A = U S V^T,
-and the gradient baseline.
+"""Ways to apply A# to a right-hand side, for a stack of frames or one frame alone: three from
+one SVD A = U S V^T, and the gradient baseline.
 
 The damped two take the SVD from the eigen-decomposition of the smaller Gram matrix (A A^T = U S^2
 U^T, then V^T = S^-1 U^T A; or from A^T A the other way round), several times faster than an SVD
@@ -26,7 +26,9 @@ pseudo-inverse, which inverts small singular values undamped, keeps the full SVD
                      lecture's gradient descent with the analytic Jacobian; the animation mode's
                      backtracking then only halves it). A baseline: no pseudo-inverse at all.
 
-Each returns the step (F, n) and the smallest singular value (F,) for diagnostics.
+Each returns the step (F, n) and the smallest singular value (F,) for diagnostics (one frame
+alone: (n,) and a scalar). The same lines serve both: a frame alone (live preview's) pays numpy's
+cost per call, so they make no index array or mask that a single frame does not need.
 """
 
 from __future__ import annotations
@@ -47,69 +49,70 @@ def _clamp_max_abs(x: np.ndarray, bound, weight=None) -> np.ndarray:
 def solve(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-10,
           damping_max: float = 0.5, epsilon: float = 0.1, gamma_max: float = np.pi / 4, rank=None,
           blocks=None, weight=None):
-    """x ~ A# b for A (F, M, n) and b (F, M). `rank` (F,) bounds how many singular values can be
+    """x ~ A# b for A (F, M, n) and b (F, M), or one frame's A (M, n) and b (M,) (animation mode's
+    one frame, as live preview solves it). `rank` (F,) bounds how many singular values can be
     nonzero (rows of zero weight and frozen columns do not count): the smallest of those is the
     s_min that DLS damps on, so that a row left out is not taken for a singularity. `blocks`
-    (blocks.Blocks, or None): SDLS solves each independent block on its own. `weight` (F, n):
-    the joint weights A's columns carry (the joints move by weight * x), which SDLS bounds."""
+    (blocks.Blocks, or None): SDLS solves each independent block on its own. `weight` (F, n), or
+    (n,) for one frame: the joint weights A's columns carry (the joints move by weight * x),
+    which SDLS bounds."""
     if method not in METHODS:
         raise ValueError(f"unknown solver {method!r}; choose one of {METHODS}")
     if 0 in A.shape[-2:]:  # nothing to move or nothing asked
         return np.zeros(A.shape[:-2] + A.shape[-1:]), np.zeros(A.shape[:-2])
     if method == "sdls" and blocks is not None:
-        F = A.shape[0]
         A_blocks, b_blocks = blocks.gather(A, b)
-        x, s = _sdls(A_blocks, b_blocks, rcond, gamma_max, _block_weight(blocks, weight, A, b))
-        return blocks.scatter(x, F), blocks.smallest(s, F)
+        x, s = _sdls(A_blocks, b_blocks, rcond, gamma_max, None if weight is None else blocks.columns_of(weight))
+        return blocks.scatter(x), blocks.smallest(s)
     if method == "sdls":
-        x, s = _sdls(A, b, rcond, gamma_max, None if weight is None else np.broadcast_to(weight, A.shape[:1] + A.shape[-1:]))
+        x, s = _sdls(A, b, rcond, gamma_max, weight)
         return x, _smallest(s, rank)
     if method == "gradient":
-        g = np.einsum("fmn,fm->fn", A, b)
-        Ag = np.einsum("fmn,fn->fm", A, g)
+        g = _row_times(b, A)                                      # A^T b
+        Ag = (A @ g[..., None])[..., 0]
         alpha = np.sum(g * g, axis=-1) / np.maximum(np.sum(Ag * Ag, axis=-1), 1e-300)
         return alpha[..., None] * g, np.full(A.shape[:-2], np.nan)
     if method == "pinv":
         U, s, Vt = np.linalg.svd(A, full_matrices=False)
     else:
-        U, s, Vt = svd_by_gram(A)
-        rcond = max(rcond, GRAM_RCOND)
-    s_max, s_min = s[..., :1], _smallest(s, rank)
-    alpha = np.einsum("fmk,fm->fk", U, b)                        # b in the singular basis
+        U, s, Vt = svd_by_gram(A)       # directions below GRAM_RCOND come as zero vectors: they add nothing
+    s_min = _smallest(s, rank)
     if method == "pinv":
-        inv = np.where(s > rcond * s_max, 1.0 / np.maximum(s, 1e-300), 0.0)
-        return np.einsum("fkn,fk->fn", Vt, inv * alpha), s_min
-    if method == "dls":
-        lam2 = np.where(s_min < epsilon, (1.0 - (s_min / epsilon) ** 2) * damping_max**2, 0.0)
+        inv = 1.0 / np.maximum(s, 1e-300)
+    elif method == "dls":
+        lam2 = (s_min < epsilon) * ((1.0 - (s_min / epsilon) ** 2) * damping_max**2)    # 0 (or -0) from epsilon on
         inv = s / np.maximum(s**2 + lam2[..., None], 1e-300)
-        inv = np.where(s > rcond * s_max, inv, 0.0)
-        return np.einsum("fkn,fk->fn", Vt, inv * alpha), s_min
-    raise AssertionError(method)
+    else:
+        raise AssertionError(method)
+    if method == "pinv" or rcond > GRAM_RCOND:
+        keep = s > rcond * s[..., :1]
+        if np.count_nonzero(keep) < keep.size:      # directions to drop (rare)
+            inv = np.where(keep, inv, 0.0)
+    return _row_times(inv * _row_times(b, U), Vt), s_min          # V S# U^T b, through b's singular basis
+
+
+def _row_times(v: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """v^T M for every frame: v (F, m), M (F, m, n) -> (F, n) (or without F)."""
+    return v @ M if v.ndim == 1 else (v[..., None, :] @ M)[..., 0, :]
 
 
 def _smallest(s: np.ndarray, rank) -> np.ndarray:
-    """s_min (F,) of singular values s (F, k): the last, or the rank-th where `rank` (F,) is given."""
+    """s_min (F,) of singular values s (F, k) (or one frame's (k,)): the last, or the rank-th where
+    `rank` (F,) is given."""
     if rank is None:
         return s[..., -1]
-    last = np.minimum(np.maximum(np.asarray(rank) - 1, 0), s.shape[-1] - 1)
-    return s[np.arange(s.shape[0]), last]
-
-
-def _block_weight(blocks, weight, A, b):
-    """The joint weights (F * B, n_block) of the blocks `blocks.gather` makes of A and b (None:
-    no weights)."""
-    if weight is None:
-        return None
-    W = np.broadcast_to(np.asarray(weight, float)[..., None, :], A.shape)
-    return np.maximum.reduce(blocks.gather(W, b)[0], axis=-2)      # padding rows and columns are 0
+    if s.ndim == 1:
+        return s[min(max(int(rank) - 1, 0), s.size - 1)]
+    return s[np.arange(s.shape[0]), np.minimum(np.maximum(np.asarray(rank) - 1, 0), s.shape[-1] - 1)]
 
 
 def _sdls(A: np.ndarray, b: np.ndarray, rcond: float, gamma_max: float, weight=None):
-    """SDLS's step (F, n) of each system A (F, M, n), b (F, M), and its singular values (F, k);
-    `weight` (F, n): the joint weights of A's columns, whose motion weight * x is bounded."""
+    """SDLS's step (..., n) of each system A (..., M, n), b (..., M), and its singular values
+    (..., k); `weight` (..., n): the joint weights of A's columns, whose motion weight * x is
+    bounded."""
     U, s, Vt = svd_by_gram(A)
     rcond = max(rcond, GRAM_RCOND)
-    alpha = (b[:, None, :] @ U)[:, 0]                             # b in the singular basis (F, k)
+    alpha = _row_times(b, U)                                      # b in the singular basis (F, k)
     # Direction i's step is c_i v_i, c_i = alpha_i / s_i; its largest entry is |c_i| max |v_i|.
     abs_Vt = np.abs(Vt)                                           # (F, k, n)
     column_size = np.add.reduce(np.abs(A), axis=-2)               # (F, n): sum_rows |A_rj|
@@ -119,10 +122,10 @@ def _sdls(A: np.ndarray, b: np.ndarray, rcond: float, gamma_max: float, weight=N
     M = (abs_Vt @ column_size[..., None])[..., 0] / s_safe
     gamma = np.minimum(1.0, N / np.maximum(M, 1e-300)) * gamma_max
     c = np.where(keep, alpha / s_safe, 0.0)
-    moved = abs_Vt if weight is None else abs_Vt * weight[:, None, :]   # the joints' motion per unit c_i
+    moved = abs_Vt if weight is None else abs_Vt * weight[..., None, :]   # the joints' motion per unit c_i
     largest = np.abs(c) * np.maximum.reduce(moved, axis=-1)      # (F, k): each direction clamped to gamma_i
     c *= np.minimum(1.0, gamma / np.maximum(largest, 1e-300))    # = 1 exactly where largest <= gamma
-    return _clamp_max_abs((c[:, None, :] @ Vt)[:, 0], gamma_max, weight), s
+    return _clamp_max_abs(_row_times(c, Vt), gamma_max, weight), s
 
 
 def svd_by_gram(A: np.ndarray):
@@ -135,55 +138,9 @@ def svd_by_gram(A: np.ndarray):
     s = np.sqrt(np.maximum(w[..., ::-1], 0.0))
     X = X[..., ::-1]
     kept = s > GRAM_RCOND * s[..., :1]
-    if kept.all():          # nothing to drop (the usual case): the masks below would change nothing
+    if np.count_nonzero(kept) == kept.size:    # nothing to drop (the usual case): the masks would change nothing
         Y = X.swapaxes(-1, -2) @ B * (1.0 / s)[..., None]
     else:
         Y = X.swapaxes(-1, -2) @ B * np.where(kept, 1.0 / np.where(kept, s, 1.0), 0.0)[..., None]
         X = X * kept[..., None, :]
     return (X, s, Y) if wide else (Y.swapaxes(-1, -2), s, X.swapaxes(-1, -2))
-
-
-def solve_frame(A: np.ndarray, b: np.ndarray, method: str = "dls", rcond: float = 1e-10,
-                damping_max: float = 0.5, epsilon: float = 0.1, gamma_max: float = np.pi / 4, rank=None,
-                blocks=None, weight=None):
-    """`solve` for one frame, A (M, n) and b (M,): the same four methods and the same rules (the
-    Gram route and its GRAM_RCOND for DLS and SDLS, `rank` choosing s_min), each choice that
-    `solve` makes per frame with an array mask taken here by a Python `if`. Live preview solves
-    one frame at a time, where numpy's cost per call, not the arithmetic, is the bill; the
-    answers equal `solve`'s to rounding (tests/engine/test_pseudoinverse.py). Returns x (n,) and
-    s_min (a float). With `blocks`, SDLS solves the blocks of the frame as `solve` does, in one
-    batch."""
-    if method not in METHODS:
-        raise ValueError(f"unknown solver {method!r}; choose one of {METHODS}")
-    if 0 in A.shape:
-        return np.zeros(A.shape[1]), 0.0
-    if method == "sdls" and blocks is not None:
-        A_blocks, b_blocks = blocks.gather(A[None], b[None])
-        x, s = _sdls(A_blocks, b_blocks, rcond, gamma_max,
-                     None if weight is None else _block_weight(blocks, weight[None], A[None], b[None]))
-        return blocks.scatter(x, 1)[0], float(blocks.smallest(s, 1)[0])
-    if method == "sdls":            # `solve`'s own arithmetic on the one frame: alone and batched agree
-        x, s = _sdls(A[None], b[None], rcond, gamma_max, None if weight is None else weight[None])
-        return x[0], float(_smallest(s, None if rank is None else np.array([rank]))[0])
-    if method == "gradient":
-        g = b @ A
-        Ag = A @ g
-        return (float(g @ g) / max(float(Ag @ Ag), 1e-300)) * g, np.nan
-    if method == "pinv":
-        U, s, Vt = np.linalg.svd(A, full_matrices=False)
-    else:
-        U, s, Vt = svd_by_gram(A)
-        rcond = max(rcond, GRAM_RCOND)
-    s_max = float(s[0])
-    s_min = float(s[-1] if rank is None else s[min(max(int(rank) - 1, 0), s.size - 1)])
-    alpha = b @ U                                                 # b in the singular basis
-    keep = s > rcond * s_max
-    every = keep.all()
-    if method == "pinv":
-        inv = 1.0 / np.maximum(s, 1e-300)
-        return ((inv if every else np.where(keep, inv, 0.0)) * alpha) @ Vt, s_min
-    if method == "dls":
-        lam2 = (1.0 - (s_min / epsilon) ** 2) * damping_max**2 if s_min < epsilon else 0.0
-        inv = s / np.maximum(s**2 + lam2, 1e-300)
-        return ((inv if every else np.where(keep, inv, 0.0)) * alpha) @ Vt, s_min
-    raise AssertionError(method)

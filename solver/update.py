@@ -38,80 +38,58 @@ def output_velocity(ev: Evaluation, feedback: float, Xu_dot=None) -> np.ndarray:
 
 
 def weighted_step(scene: Scene, q, A, rhs, task_weight, max_step, solve):
-    """q' h = A# rhs: one weighted update dq (F, n) with A dq ~ rhs that keeps every limit exactly, and the
-    smallest singular value the solver saw. `solve(A, rhs, weight, cols, locked_step, frames)`
-    returns the free step x (scaled by cols) and s_min for those of the F frames (indices `frames`)
-    it is given (locked_step None: nothing locked yet); `max_step` (F,) bounds the free part of dq.
-    After the first solve only the frames where a coordinate newly hit a limit are solved again."""
-    s_min = np.empty(q.shape[0])
+    """q' h = A# rhs: one weighted update dq (F, n) with A dq ~ rhs that keeps every limit exactly,
+    and the smallest singular value (F,) the solver saw; for one frame (animation mode's, as live
+    preview solves it) every array without its frame axis: q (n,), A (M, n), max_step a 0-d
+    array. `solve(A, rhs, weight, cols, locked_step, frames)` returns the free step x (scaled by
+    cols) and s_min for those of the frames (`frames`, limited_step's `rows`) it is given
+    (locked_step None: nothing locked yet); `max_step` (F,) bounds the free part of dq. After the
+    first solve only the frames where a coordinate newly hit a limit are solved again."""
+    s_min = np.empty(q.shape[:-1])
 
     def solve_free(rows, cols, locked_step):
-        x, s_min[rows] = solve(A[rows], rhs[rows], task_weight[rows], cols,
-                               None if isinstance(rows, slice) else locked_step[rows], rows)
+        x, s_min[rows] = solve(A[rows], rhs[rows], task_weight[rows], cols, locked_step, rows)
         return x
 
     return limited_step(scene, q, max_step, solve_free), s_min
 
 
 def limited_step(scene: Scene, q, max_step, solve_free) -> np.ndarray:
-    """The joint limits of every update, held exactly: `solve_free(rows, cols, locked_step)` gives
-    the step x (f, n) of the frames `rows` (a slice at first, indices after) in the free columns
-    cols (1 free, 0 locked), the motion locked_step[rows] of locked coordinates taken out of its
-    right-hand side. The free step cols x is scaled to at most max_step (F,); a coordinate it
-    takes past a limit is put on the limit and locked, and those frames are solved again, until
-    no coordinate newly hits a limit. Returns dq (F, n)."""
-    free = np.empty(q.shape, dtype=bool)
-    free[:] = scene.joint_weight > 0
-    locked_step = np.zeros(q.shape)
-    inside = np.empty(q.shape)
-    rows = slice(None)                   # frames still to solve: all, then those that hit a limit
+    """The joint limits of every update, held exactly, for q (F, n) or one frame's (n,):
+    `solve_free(rows, cols, locked_step)` gives the step x of the frames `rows` (`...`: every
+    frame) in the free columns cols (1 free, 0 locked), the motion locked_step of locked
+    coordinates taken out of its right-hand side (None: none locked yet). The free step cols x
+    is scaled to at most max_step (F,); a coordinate it takes past a limit is put on the limit
+    and locked, and those frames are solved again, until no coordinate newly hits a limit.
+    Returns dq, shaped as q."""
+    free = np.greater(scene.joint_weight, 0.0, out=np.empty(q.shape, dtype=bool))
+    locked_step = inside = None          # both shaped as q once there
+    rows = ...                           # frames still to solve: all, then those that hit a limit
     for _ in range(scene.n_coordinates + 1):
         cols = scene.joint_weight * free[rows]
-        free_step = cols * solve_free(rows, cols, locked_step)
-        largest = np.abs(free_step).max(axis=-1, initial=0.0)
-        too_long = largest > max_step[rows]
-        if too_long.any():
-            free_step *= np.where(too_long, max_step[rows] / np.maximum(largest, 1e-300), 1.0)[:, None]
-        moved = q[rows] + free_step + locked_step[rows]
-        inside[rows] = scene.limit(moved)
-        hit = free[rows] & (inside[rows] != moved)
-        again = hit.any(axis=1)
-        if not again.any():
+        free_step = cols * solve_free(rows, cols, None if locked_step is None else locked_step[rows])
+        largest, bound = np.maximum.reduce(np.abs(free_step), axis=-1, initial=0.0), max_step[rows]
+        # (np.count_nonzero as `any`: one C call on a stack or on one frame's scalar, cheaper than .any())
+        if np.count_nonzero(largest > bound):      # scaled by bound / largest there, by 1 elsewhere
+            free_step *= (bound / np.maximum(np.maximum(largest, bound), 1e-300))[..., None]
+        moved = q[rows] + free_step
+        if locked_step is not None:
+            moved += locked_step[rows]
+        limited = scene.limit(moved)
+        hit = free[rows] & (limited != moved)
+        if inside is None:
+            inside = limited
+        else:
+            inside[rows] = limited
+        if not np.count_nonzero(hit):
             break
-        rows, hit = np.arange(q.shape[0])[rows][again], hit[again]
+        again = np.logical_or.reduce(hit, axis=-1)
+        if not again.all():              # some frames are done (a stack: drop them)
+            rows, hit = np.flatnonzero(again) if rows is ... else rows[again], hit[again]
+        if locked_step is None:
+            locked_step = np.zeros(q.shape)
         locked_step[rows] = np.where(hit, scene.wrap(inside[rows]) - q[rows], locked_step[rows])
         free[rows] &= ~hit
-    return scene.wrap(inside) - q
-
-
-def frame_step(scene: Scene, q, A, rhs, task_weight, max_step: float, solve) -> np.ndarray:
-    """`weighted_step` for one frame, as animation mode solves a frame alone: q (1, n), A (M, n),
-    rhs and task_weight (M,); `solve(A, rhs, weight, cols, locked_step)` returns the free step x
-    (n,) (locked_step None: nothing locked yet). Returns dq (1, n)."""
-    return frame_limited_step(scene, q, max_step,
-                              lambda cols, locked_step: solve(A, rhs, task_weight, cols, locked_step))
-
-
-def frame_limited_step(scene: Scene, q, max_step: float, solve_free) -> np.ndarray:
-    """`limited_step` for one frame q (1, n), every choice taken by a Python `if`: the free step
-    cols x = cols solve_free(cols, locked_step) (x (n,)) scaled to at most max_step; coordinates
-    it takes past a limit put on the limit and locked, and the rest solved again, until none
-    newly hits a limit. Returns dq (1, n)."""
-    free = scene.joint_weight > 0
-    cols, locked_step = scene.joint_weight * free, None
-    for _ in range(scene.n_coordinates + 1):
-        free_step = cols * solve_free(cols, locked_step)
-        largest = float(np.maximum.reduce(np.abs(free_step), initial=0.0))
-        if largest > max_step:
-            free_step = free_step * (max_step / largest)
-        moved = q + free_step if locked_step is None else q + free_step + locked_step
-        inside = scene.limit(moved)
-        hit = free & (inside != moved)[0]
-        if not hit.any():
-            break
-        locked_step = np.where(hit, scene.wrap(inside)[0] - q[0], 0.0 if locked_step is None else locked_step)
-        free = free & ~hit
-        cols = scene.joint_weight * free
     return scene.wrap(inside) - q
 
 
@@ -130,34 +108,22 @@ def sdls_bound(settings: Settings, mode: str) -> float:
 
 def pseudoinverse_solver(scene: Scene, settings: Settings, mode: str):
     """x = (Wy^1/2 A C)# Wy^1/2 b for the free columns C: the update law's A# (in `mode`, for
-    SDLS's bound; SDLS by the scene's independent blocks)."""
+    SDLS's bound; SDLS by the scene's independent blocks), and s_min."""
     gamma_max, blocks = sdls_bound(settings, mode), scene.blocks
+    # s_min, the last singular value the rows of nonzero weight and the free columns can have
+    # (`rank`): DLS damps on it and simulation mode reports it; SDLS by blocks takes each block's
+    # own, and animation mode's other methods do not read it.
+    counts_rank = settings.method == "dls" or (mode == "simulation" and not (settings.method == "sdls" and blocks is not None))
 
     def solve(A, b, task_weight, cols, locked_step, frames=None):
         rows = np.sqrt(task_weight)
-        Aw = rows[..., None] * A * cols[:, None, :]
-        bw = rows * (b if locked_step is None or not locked_step.any() else b - np.einsum("fmn,fn->fm", A, locked_step))
-        rank = np.minimum((task_weight > 0).sum(axis=-1), (cols > 0).sum(axis=-1))
+        Aw = rows[..., None] * A * cols[..., None, :]
+        bw = rows * (b if locked_step is None or not locked_step.any() else b - (A @ locked_step[..., None])[..., 0])
+        rank = np.minimum(np.add.reduce(task_weight > 0.0, axis=-1), np.add.reduce(cols > 0.0, axis=-1)) \
+            if counts_rank else None
         return pseudoinverse.solve(Aw, bw, settings.method, damping_max=settings.damping_max,
                                    epsilon=settings.damping_epsilon, gamma_max=gamma_max, rank=rank, blocks=blocks,
                                    weight=cols)
-    return solve
-
-
-def frame_pseudoinverse_solver(scene: Scene, settings: Settings):
-    """`pseudoinverse_solver` in animation mode for one frame (frame_step's `solve`), with
-    pseudoinverse.solve_frame."""
-    gamma_max, blocks = sdls_bound(settings, "animation"), scene.blocks
-
-    def solve(A, b, task_weight, cols, locked_step):
-        rows = np.sqrt(task_weight)
-        Aw = rows[:, None] * A * cols
-        bw = rows * (b if locked_step is None or not locked_step.any() else b - A @ locked_step)
-        # Only DLS damps on s_min, which `rank` picks; the step of the others does not read it.
-        rank = min(np.count_nonzero(task_weight > 0), np.count_nonzero(cols > 0)) if settings.method == "dls" else None
-        return pseudoinverse.solve_frame(Aw, bw, settings.method, damping_max=settings.damping_max,
-                                         epsilon=settings.damping_epsilon, gamma_max=gamma_max, rank=rank,
-                                         blocks=blocks, weight=cols)[0]
     return solve
 
 

@@ -111,7 +111,7 @@ def run_in_scene(out_dir, first=0, count=None):
             "jitter": np.nan_to_num(jitter(result.bone_matrices, target.parents_of(rig), result.bone_names,
                                            trial.rate), nan=-1.0).tolist(),
             "drift": np.mean(np.linalg.norm(foot - foot[0], axis=-1), axis=1).tolist(),
-            "seconds": result.seconds, "fit_seconds": result.fit_seconds,
+            "seconds": result.seconds, "solve_seconds": result.solve_seconds,
             "engine_mean": None if result.engine is None else float(np.nanmean(result.engine.fit.error)),
             "scale": result.scale}
         rig.location.x += 1.0 * x

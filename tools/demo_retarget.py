@@ -1,10 +1,10 @@
 """Retarget demo: the CMU walk (../shared/data/bvh/cmu_02_01_walk.bvh, through Blender's own BVH
-importer) onto the rig Rigify generates, ours beside the naive copy-rotation retarget.
+importer) onto the rig Rigify generates, ours beside the copy-rotation retarget.
 
 In a fresh headless Blender with the extension installed from the built zip: Rigify's human
 metarig generates two rigs; `api.retarget` keys one of them with the feet held on every detected
-contact span (keys on the animator controls, limbs in IK), the other with the naive retarget
-(rotations copied, root scaled by the leg-length ratio) on the same spans; the naive rig is then
+contact span (keys on the animator controls, limbs in IK), the other with the copy-rotation retarget
+(rotations copied, root scaled by the leg-length ratio) on the same spans; the copy rig is then
 moved 1 m aside so both show. Prints the foot slide of every span for both (Blender's
 evaluation of the keys) and both times, saves out/retarget.blend and out/retarget_feet.png
 (per frame: the height of each contact point, and its slide from where its span began).
@@ -47,7 +47,7 @@ def run_in_scene(out_dir, clip=str(CLIP)):
     metarig = bpy.context.view_layer.objects.active
     bpy.ops.object.mode_set(mode="OBJECT")
     rigs = {}
-    for name in ("ours", "naive"):
+    for name in ("ours", "copy"):
         metarig.data.rigify_target_rig = None
         bpy.context.view_layer.objects.active = metarig
         if bpy.ops.pose.rigify_generate() != {"FINISHED"}:
@@ -56,12 +56,12 @@ def run_in_scene(out_dir, clip=str(CLIP)):
         rig.name = f"rig_{name}"
         rigs[name] = rig
     metarig.hide_viewport = True
-    rigs["naive"].hide_viewport = True          # a disabled object is not evaluated: each retarget reads one rig
+    rigs["copy"].hide_viewport = True          # a disabled object is not evaluated: each retarget reads one rig
     ours = api.retarget(rigs["ours"], walk, calibration_frame=1)
-    rigs["naive"].hide_viewport, rigs["ours"].hide_viewport = False, True
-    naive = api.retarget(rigs["naive"], walk, calibration_frame=1, method="copy", contacts=ours.contacts)
+    rigs["copy"].hide_viewport, rigs["ours"].hide_viewport = False, True
+    copied = api.retarget(rigs["copy"], walk, calibration_frame=1, method="copy", contacts=ours.contacts)
     rigs["ours"].hide_viewport = False
-    rigs["naive"].location.x += 1.0
+    rigs["copy"].location.x += 1.0
     out = Path(out_dir)
     blend = out / "retarget.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(blend), check_existing=False)
@@ -81,7 +81,7 @@ def run_in_scene(out_dir, clip=str(CLIP)):
                 "not_converged": result.not_converged}
 
     fps = bpy.context.scene.render.fps / bpy.context.scene.render.fps_base
-    return {"frames": ours.frames.tolist(), "points": ours.points, "ours": per_frame(ours), "naive": per_frame(naive),
+    return {"frames": ours.frames.tolist(), "points": ours.points, "ours": per_frame(ours), "copy": per_frame(copied),
             "import_seconds": import_seconds, "fps": fps, "blend": str(blend), "blender": bpy.app.version_string}
 
 
@@ -89,10 +89,10 @@ def table(data):
     """Per span: the foot slide of both methods (mm); then both times."""
     lines = [(f"CMU walk ({len(data['frames'])} frames at {data['fps']:.0f} fps, "
               f"{len(data['frames']) / data['fps']:.2f} s) onto the generated Rigify rig, Blender {data['blender']}"),
-             f"{'contact point':<14}{'frames':>12}{'ours (mm)':>12}{'naive (mm)':>12}"]
-    for (p, a, b, s), (_, _, _, n) in zip(data["ours"]["spans"], data["naive"]["spans"]):
+             f"{'contact point':<14}{'frames':>12}{'ours (mm)':>12}{'copy (mm)':>12}"]
+    for (p, a, b, s), (_, _, _, n) in zip(data["ours"]["spans"], data["copy"]["spans"]):
         lines.append(f"{p:<14}{f'{a}-{b}':>12}{s * 1e3:>12.3f}{n * 1e3:>12.1f}")
-    for key in ("ours", "naive"):
+    for key in ("ours", "copy"):
         d = data[key]
         slides = [s for *_, s in d["spans"]]
         lines.append(f"{key}: foot slide max {max(slides) * 1e3:.3f} mm, mean {sum(slides) / len(slides) * 1e3:.3f} mm; "
@@ -113,7 +113,7 @@ def plot(data, path):
 
     frames = np.array(data["frames"])
     fig, axes = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
-    for key, style in (("ours", "-"), ("naive", ":")):
+    for key, style in (("ours", "-"), ("copy", ":")):
         height = np.array(data[key]["height"])
         slide = np.array(data[key]["slide"])
         slide[slide < 0] = np.nan
@@ -125,7 +125,7 @@ def plot(data, path):
     axes[1].set_yscale("symlog", linthresh=1.0)
     axes[1].set_xlabel("frame")
     axes[0].legend(ncol=4, fontsize=7)
-    axes[0].set_title("Contact points as Blender shows them: ours (solid) and naive copy-rotation (dotted)")
+    axes[0].set_title("Contact points as Blender shows them: ours (solid) and copy-rotation (dotted)")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -460,7 +460,7 @@ def run_generated(n_frames=250, out_dir=None):
         "ours": {"errors": ours["errors"], "seconds": bake_seconds, "api_seconds": result.seconds,
                  "verify_seconds": result.verify_seconds, "eval_seconds": ours_eval_seconds,
                  "reported": np.asarray(result.position_error)[:, columns].tolist(),
-                 "engine": np.asarray(result.solver_position_error)[:, columns].tolist(),
+                 "engine": np.asarray(result.engine.position_error)[:, columns].tolist(),
                  "converged": bool(np.all(result.converged)), "iterations_max": int(np.max(result.iterations)),
                  "method": result.method, "constraints": list(result.constraints), "muted": muted,
                  "warnings": list(result.warnings), "scales": ours["scales"]},

@@ -1,5 +1,6 @@
-"""One fit of 3-D keypoints onto a Blender rig, in steps (`steps()`, a generator: progress and Esc
-for the operator; `run()` for scripts), measured by Blender's evaluation of what it wrote.
+"""One fit of 3-D keypoints onto a Blender rig: `prepare` reads and checks (nothing changes), the
+`Job` it returns does the work in steps (`steps()`, a generator: progress and Esc for the
+operator; `run()` for scripts), measured by Blender's evaluation of what it wrote.
 
 Data flows one way: the keypoint files (`reading`) and the rig's bone map (by names and skeleton,
 `retarget.auto_map`, or the one given) -> the bones the fit moves (`retarget.target.rig_target`;
@@ -53,9 +54,10 @@ class MeasuredKeypoints:
     `bone_names` and `bone_matrices` (F, B, 4, 4): the moved bones' world matrices as Blender
     shows them. `engine` the engine's `KeypointResult` (None for the copy method), `report` its
     calibration per keypoint, `left_out` {keypoint: why}. With contacts (the fit's): `contacts`
-    {foot keypoint: [(first, last) scene frame]} where the fit held it still, and `foot_drift`
+    {foot keypoint: [(first, last) scene frame]} where the fit held it still, and `foot_slide`
     {foot keypoint: (spans,)} the keypoint's largest distance, as Blender shows it, from where it
-    is at the span's first frame (scene units)."""
+    is at the span's first frame (scene units). `seconds` the whole fit from the start of
+    `prepare`; `solve_seconds`, `write_seconds`, `verify_seconds` its parts."""
 
     frames: np.ndarray
     names: list
@@ -78,11 +80,11 @@ class MeasuredKeypoints:
     keys_written: int = 0
     control_passes: int = 0
     warnings: list = field(default_factory=list)
-    fit_seconds: float = 0.0
+    solve_seconds: float = 0.0
     write_seconds: float = 0.0
     verify_seconds: float = 0.0
     contacts: dict = field(default_factory=dict)
-    foot_drift: dict = field(default_factory=dict)
+    foot_slide: dict = field(default_factory=dict)
 
     @property
     def mean_error(self) -> float:
@@ -128,70 +130,87 @@ def rig_map(rig, bone_map=None):
     return mapping, notes
 
 
-class Job:
-    """A fit of `trial` (a path or a KeypointTrial) onto `rig`; see the module docstring and
-    `api.fit_keypoints`."""
+def prepare(rig, trial, *, static=None, keypoint_set=None, bone_map=None, cutoff=6.0, threshold=0.0,
+            frame_start=None, method="fit", static_frames=None, offset_prior=1.0, max_iterations=100, roles=None,
+            record=True, rigid_limbs=True, rate=None, units=None, up=None, contacts="auto", floor=None) -> Job:
+    """Everything a fit of `trial` (a path or a KeypointTrial) onto `rig` needs, read and checked:
+    the trials, the frames, the bone map, the model the engine fits. Bad input raises RigError
+    here, with nothing changed. See the module docstring and `api.fit_keypoints`."""
+    started = time.perf_counter()
+    if isinstance(rig, str):
+        rig = bpy.data.objects.get(rig)
+    if rig is None or getattr(rig, "type", None) != "ARMATURE":
+        raise RigError("the rig must be an armature object")
+    if method not in METHODS:
+        raise RigError(f"method must be 'fit' (the engine's fit) or 'copy' (bones aimed along their "
+                       f"keypoints), not {method!r}")
+    solving.check_writable(rig)
+    options = {k: v for k, v in (("rate", rate), ("units", units), ("up", up)) if v is not None}
+    trial = reading.load_trial(trial, "keypoint file", keypoint_set, **options)
+    static = None if static is None else reading.load_trial(static, "static keypoint file", keypoint_set, **options)
+    if trial.keypoint_set is None and not roles:
+        raise RigError("the keypoint names fit no known keypoint set: choose one (keypoint_set=) or give "
+                       "roles={keypoint: role}; nothing was written")
+    if trial.n_frames < 1:
+        raise RigError("the keypoint file has no frames; nothing was written")
+    scene = bpy.context.scene
+    f0 = scene.frame_start if frame_start is None else int(frame_start)
+    frames = f0 + np.arange(trial.n_frames, dtype=float)
+    keys.action_frames(rig, frames)
+    t_map, notes = rig_map(rig, bone_map)
+    warnings = [f"bone map: {n}" for n in notes]
+    fps = scene.render.fps / scene.render.fps_base
+    if abs(fps - trial.rate) > 1e-6 * fps:
+        warnings.append(f"the scene plays {fps:g} frames per second, the keypoints were taken at "
+                        f"{trial.rate:g} Hz: one key per keypoint frame plays "
+                        f"{trial.rate / fps:.3g} times slower")
+    bone_names, parents, rig_target = target.rig_target(rig, t_map)
+    try:
+        model = target_model(rig_target)
+    except ValueError as err:
+        raise RigError(f"the rig '{rig.name}': {err}; nothing was written") from None
+    fit = dict(static=static, threshold=float(threshold), cutoff=cutoff, offset_prior=float(offset_prior), roles=roles,
+               max_iterations=int(max_iterations))
+    if static_frames is not None:
+        fit["static_frames"] = static_frames
+    return Job(rig=rig, trial=trial, frames=frames, method=method, record=record, rigid_limbs=bool(rigid_limbs),
+               t_map=t_map, bone_names=bone_names, parents=parents, target=rig_target, model=model, options=fit,
+               fit_options=dict(contacts=contacts, floor=floor), warnings=warnings, started=started)
 
-    def __init__(self, rig, trial, *, static=None, keypoint_set=None, bone_map=None, cutoff=6.0, threshold=0.0,
-                 frame_start=None, method="fit", static_frames=None, offset_prior=1.0, max_iterations=100,
-                 roles=None, record=True, rigid_limbs=True, rate=None, units=None, up=None, contacts="auto",
-                 floor=None):
-        self.started = time.perf_counter()
-        if isinstance(rig, str):
-            rig = bpy.data.objects.get(rig)
-        if rig is None or getattr(rig, "type", None) != "ARMATURE":
-            raise RigError("the rig must be an armature object")
-        if method not in METHODS:
-            raise RigError(f"method must be 'fit' (the engine's fit) or 'copy' (bones aimed along their "
-                           f"keypoints), not {method!r}")
-        solving.check_writable(rig)
-        options = {k: v for k, v in (("rate", rate), ("units", units), ("up", up)) if v is not None}
-        self.trial = reading.load_trial(trial, "keypoint file", keypoint_set, **options)
-        self.static = None if static is None else reading.load_trial(static, "static keypoint file",
-                                                                     keypoint_set, **options)
-        if self.trial.keypoint_set is None and not roles:
-            raise RigError("the keypoint names fit no known keypoint set: choose one (keypoint_set=) or give "
-                           "roles={keypoint: role}; nothing was written")
-        if self.trial.n_frames < 1:
-            raise RigError("the keypoint file has no frames; nothing was written")
-        scene = bpy.context.scene
-        f0 = scene.frame_start if frame_start is None else int(frame_start)
-        self.frames = f0 + np.arange(self.trial.n_frames, dtype=float)
-        keys.action_frames(rig, self.frames)
-        self.rig, self.method, self.record, self.rigid_limbs = rig, method, record, bool(rigid_limbs)
-        self.t_map, notes = rig_map(rig, bone_map)
-        self.warnings = [f"bone map: {n}" for n in notes]
-        fps = scene.render.fps / scene.render.fps_base
-        if abs(fps - self.trial.rate) > 1e-6 * fps:
-            self.warnings.append(f"the scene plays {fps:g} frames per second, the keypoints were taken at "
-                                 f"{self.trial.rate:g} Hz: one key per keypoint frame plays "
-                                 f"{self.trial.rate / fps:.3g} times slower")
-        self.bone_names, self.parents, self.target = target.rig_target(rig, self.t_map)
-        try:
-            self.model = target_model(self.target)
-        except ValueError as err:
-            raise RigError(f"the rig '{rig.name}': {err}; nothing was written") from None
-        self.options = dict(static=self.static, threshold=float(threshold), cutoff=cutoff,
-                            offset_prior=float(offset_prior), roles=roles, max_iterations=int(max_iterations))
-        if static_frames is not None:
-            self.options["static_frames"] = static_frames
-        self.fit_options = dict(contacts=contacts, floor=floor)
-        self.phase, self.i = "fit", 0
-        self.seen = []
-        self.result = None
-        self.passes = 0
-        self.times = {"fit": 0.0, "write": 0.0, "verify": 0.0}
-        self._isolation = None
+
+@dataclass(eq=False, repr=False)
+class Job:
+    """A prepared keypoint fit (`prepare`); `steps()` does it, `result` is its MeasuredKeypoints."""
+
+    rig: object
+    trial: object                   # the KeypointTrial
+    frames: np.ndarray              # the scene frames keyed, one per trial frame
+    method: str
+    record: bool
+    rigid_limbs: bool
+    t_map: dict                     # {role: bone}
+    bone_names: list                # the bones the fit moves
+    parents: dict
+    target: object                  # the engine's Target
+    model: object                   # its model (`solver.retarget.target_model`)
+    options: dict                   # the fit's and the copy's options (the static trial among them)
+    fit_options: dict               # the engine fit's only: contacts, floor
+    warnings: list
+    started: float
+    done: int = field(default=0, init=False)            # progress, of `total`
+    written: bool = field(default=False, init=False)    # the keys are written
+    seen: list = field(default_factory=list, init=False)    # Blender's evaluation of the keys, chunk by chunk
+    result: MeasuredKeypoints | None = field(default=None, init=False)
+    control_passes: int = field(default=0, init=False)   # Rigify: passes over its controls
+    times: dict = field(default_factory=lambda: {"solve": 0.0, "write": 0.0, "verify": 0.0}, init=False)
+    _isolation: ExitStack | None = field(default=None, init=False)
 
     # --- steps -------------------------------------------------------------------------------
 
     @property
     def total(self):
+        """Progress units: the fit, the write, each frame read back from Blender's evaluation."""
         return len(self.frames) + 2
-
-    @property
-    def done(self):
-        return {"fit": 0, "write": 1, "verify": 2 + self.i, "finished": self.total}[self.phase]
 
     def steps(self):
         """Fit, write, read Blender's evaluation of the keys: a generator yielding `done` after
@@ -204,33 +223,34 @@ class Job:
     def _steps(self):
         began = time.perf_counter()
         self._fit()
-        self.times["fit"] = time.perf_counter() - began
-        self.phase = "write"
+        self.times["solve"] = time.perf_counter() - began
+        self.done += 1
         yield self.done
         began = time.perf_counter()
         self._write()
         self.times["write"] = time.perf_counter() - began
-        self.phase, self.i = "verify", 0
+        self.done += 1
         yield self.done
         F = len(self.frames)
         began = time.perf_counter()
-        while self.i < F:
+        read = 0
+        while read < F:
             if self.read_back:                       # Rigify: the control passes' last reading
-                self.i = F
+                stop = F
             else:
                 if self._isolation is None:
                     self._isolation = ExitStack()
                     self._isolation.enter_context(source.evaluating_only(self.rig))
-                stop = min(self.i + CHUNK, F)
-                self.seen.append(source.read_motion(self.rig, self.bone_names, self.frames[self.i:stop],
+                stop = min(read + CHUNK, F)
+                self.seen.append(source.read_motion(self.rig, self.bone_names, self.frames[read:stop],
                                                     isolate=False).world)
-                self.i = stop
+            self.done += stop - read
+            read = stop
             yield self.done
         self._release()
         self.result = self._measure()
         self.times["verify"] = time.perf_counter() - began
         self.result.verify_seconds = self.times["verify"]
-        self.phase = "finished"
         yield self.done
 
     @one_blas_thread()
@@ -245,9 +265,9 @@ class Job:
             isolation.close()
 
     def cancel(self):
-        """Stop (Esc). Before the write step nothing was written: None. Later the keys stay."""
+        """Stop (Esc). Before the keys are written nothing was written: None. Once written they stay."""
         self._release()
-        if self.phase in ("fit", "write"):
+        if not self.written:
             return None
         return "Cancelled while checking Blender's evaluation: the keys are written, the result is not measured"
 
@@ -289,9 +309,10 @@ class Job:
         return points_on(poses[:, [self.bone_names.index(names[s]) for s in placement.segments]], placement.offsets)
 
     def _write(self):
-        self.keys_written, self.passes, seen, warnings = posed_keys.write_posed(
+        self.keys_written, self.control_passes, seen, warnings = posed_keys.write_posed(
             self.rig, self.frames, self.bone_names, self.parents, self.posed, record=self.record,
             rigid_limbs=self.rigid_limbs)
+        self.written = True
         self.warnings += warnings
         self.read_back = seen is not None
         self.seen = [] if seen is None else [seen]
@@ -310,7 +331,7 @@ class Job:
         gaps = {n: _spans(self.missing[:, k], f0) for k, n in enumerate(self.names) if self.missing[:, k].any()}
         held = {} if self.engine is None else self.engine.contacts
         contacts = {n: [(s.start + f0, s.end + f0) for s in spans] for n, spans in held.items() if spans}
-        drift = {n: np.array([np.linalg.norm(points[s.start:s.end + 1, self.names.index(n)]
+        slide = {n: np.array([np.linalg.norm(points[s.start:s.end + 1, self.names.index(n)]
                                              - points[s.start, self.names.index(n)], axis=-1).max() for s in spans])
                  for n, spans in held.items() if spans}
         return MeasuredKeypoints(
@@ -319,5 +340,5 @@ class Job:
             bone_names=list(self.bone_names), bone_matrices=seen, scale=float(self.calibration.scale),
             method=self.method, seconds=time.perf_counter() - self.started, engine=self.engine,
             report=self.calibration.report(), left_out=dict(self.left_out), bone_map=dict(self.t_map),
-            keys_written=self.keys_written, control_passes=self.passes, warnings=list(self.warnings),
-            fit_seconds=self.times["fit"], write_seconds=self.times["write"], contacts=contacts, foot_drift=drift)
+            keys_written=self.keys_written, control_passes=self.control_passes, warnings=list(self.warnings),
+            solve_seconds=self.times["solve"], write_seconds=self.times["write"], contacts=contacts, foot_slide=slide)

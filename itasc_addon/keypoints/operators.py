@@ -30,7 +30,7 @@ class ITASC_OT_fit_keypoints(ModalJob, bpy.types.Operator):
 
     def _make_job(self, context):
         p = context.scene.itasc_keypoints
-        return job.Job(p.rig, bpy.path.abspath(p.filepath), **job_options(p))
+        return job.prepare(p.rig, bpy.path.abspath(p.filepath), **job_options(p))
 
     def _finish(self):
         result = self._job.result

@@ -57,7 +57,7 @@ def unregister():
 
 
 def job_options(props):
-    """The panel's settings as `job.Job` keywords."""
+    """The panel's settings as `job.prepare` keywords."""
     return {"static": bpy.path.abspath(props.static_path) if props.static_path.strip() else None,
             "keypoint_set": None if props.keypoint_set == "AUTO" else props.keypoint_set,
             "cutoff": float(props.cutoff) if props.use_cutoff else None, "threshold": float(props.threshold),

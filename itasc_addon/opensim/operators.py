@@ -180,7 +180,7 @@ class ITASC_OT_opensim_solve(ModalJob, bpy.types.Operator):
     def _finished(self, report):
         for message in report.messages:
             self.report({"WARNING"}, message)
-        converged = report.result.converged is None or bool(report.result.converged.all())
+        converged = report.engine.converged is None or bool(report.engine.converged.all())
         self.report({"INFO"} if converged else {"WARNING"}, report.summary())
         return {"FINISHED"}
 
@@ -201,7 +201,7 @@ class ITASC_OT_opensim_solve(ModalJob, bpy.types.Operator):
         return self._finished(job.report)
 
     def _make_job(self, context):
-        return solve.SolveJob(solve.model_object(context.object))
+        return solve.prepare(solve.model_object(context.object))
 
     def _finish(self):
         return self._finished(self._job.report)

@@ -217,16 +217,17 @@ def task_set(obj, names):
 
 @dataclass
 class Report:
-    """What solve_and_bake did: the IK result, the sample frames, keys written, messages."""
+    """What solve_and_bake did: the engine's IK result (`engine`), the sample frames, keys written,
+    messages; `seconds` from the start of `prepare`."""
 
-    result: IKResult
+    engine: IKResult
     frames: np.ndarray
     keys_written: int = 0
     messages: list = field(default_factory=list)
     seconds: float = 0.0
 
     def summary(self) -> str:
-        r = self.result
+        r = self.engine
         measured = np.isfinite(r.marker_error_max)                  # NaN: a frame without any marker
         worst = int(np.argmax(np.where(measured, r.marker_error_max, -np.inf))) if r.n_frames else 0
         converged = int(np.sum(r.converged)) if r.converged is not None else r.n_frames
@@ -238,56 +239,65 @@ class Report:
                 f"{self.keys_written} keys, {self.seconds:.2f} s")
 
 
+def prepare(obj, chunk: int = CHUNK) -> SolveJob:
+    """Everything a solve of `obj`'s bound trial needs, read and checked: the model (its .osim),
+    the markers bound by name, their measured positions, the task set, the engine's problem. Bad
+    input raises RigError here, with nothing changed. The samples are solved in chunks of
+    `chunk` frames (`SolveJob`)."""
+    started = _time.perf_counter()
+    om = load_model(obj)
+    bound = binding(obj, om)
+    if not bound.names:
+        raise RigError(f"no measured marker of '{bound.trial.name}' has a model marker of the same name")
+    frames, time, positions = read_measured(obj, bound)
+    if not np.all(np.isfinite(positions), axis=-1).any():
+        raise RigError(f"no bound marker of '{bound.trial.name}' has a key at the trial's frames")
+    settings = obj.itasc_opensim
+    tasks, messages = task_set(obj, bound.names)
+    rate = bound.trial.itasc_opensim.data_rate or 1.0
+    source = Path(bpy.path.abspath(bound.trial.itasc_opensim.source or bound.trial.name))
+    data = MarkerData(names=list(bound.names), time=time, positions=positions,
+                      frame_numbers=np.arange(1, len(frames) + 1), data_rate=rate, camera_rate=rate, units="m",
+                      path=source)
+    problem = MarkerIK(om, data, tasks)
+    if not problem.marker_names:
+        raise RigError("the task set applies to none of the bound markers")
+    F = len(frames)
+    return SolveJob(obj=obj, om=om, trial=bound.trial, frames=frames, data=data, tasks=tasks, messages=messages,
+                    problem=problem, accuracy=settings.accuracy, max_iterations=settings.max_iterations,
+                    chunks=[(a, min(a + chunk, F)) for a in range(0, F, chunk)], started=started)
+
+
 class SolveJob:
-    """Solve the bound trial and bake it, in steps (`steps()`, a generator yielding `done` after
-    each) so that a modal operator can show progress and stop on Esc between them; `run()` does
-    it all.
+    """A prepared solve of the bound trial and its bake (`prepare`), in steps (`steps()`, a
+    generator yielding `done` after each) so that a modal operator can show progress and stop on
+    Esc between them; `run()` does it all.
 
-    Everything is read and checked when the job is made; nothing is written before the last
-    step. The samples are solved in chunks of `chunk` frames, each one MarkerIK call on the
-    engine (batched); a chunk's first frame starts from the previous chunk's last solution, which
-    is OpenSim's recurrence (frame f from frame f-1) that MarkerIK's warm start follows inside a
-    chunk, so chunks change nothing but the progress shown."""
+    Nothing is written before the last step. The samples are solved in chunks (`chunks`), each
+    one MarkerIK call on the engine (batched); a chunk's first frame starts from the previous
+    chunk's last solution, which is OpenSim's recurrence (frame f from frame f-1) that MarkerIK's
+    warm start follows inside a chunk, so chunks change nothing but the progress shown."""
 
-    def __init__(self, obj, chunk: int = CHUNK):
-        self.obj = obj
-        self.started = _time.perf_counter()
-        self.om = om = load_model(obj)
-        bound = binding(obj, om)
-        if not bound.names:
-            raise RigError(f"no measured marker of '{bound.trial.name}' has a model marker of the same name")
-        self.trial = bound.trial
-        self.frames, time, positions = read_measured(obj, bound)
-        if not np.all(np.isfinite(positions), axis=-1).any():
-            raise RigError(f"no bound marker of '{bound.trial.name}' has a key at the trial's frames")
-        settings = obj.itasc_opensim
-        self.accuracy, self.max_iterations = settings.accuracy, settings.max_iterations
-        self.tasks, self.messages = task_set(obj, bound.names)
-        rate = bound.trial.itasc_opensim.data_rate or 1.0
-        source = Path(bpy.path.abspath(bound.trial.itasc_opensim.source or bound.trial.name))
-        self.data = MarkerData(names=list(bound.names), time=time, positions=positions,
-                               frame_numbers=np.arange(1, len(self.frames) + 1), data_rate=rate, camera_rate=rate,
-                               units="m", path=source)
-        self.problem = MarkerIK(om, self.data, self.tasks)
-        if not self.problem.marker_names:
-            raise RigError("the task set applies to none of the bound markers")
-        F = len(self.frames)
-        self.chunks = [(a, min(a + chunk, F)) for a in range(0, F, chunk)]
-        self.q = np.empty_like(self.problem.q_start)
+    def __init__(self, *, obj, om, trial, frames, data, tasks, messages, problem, accuracy, max_iterations, chunks,
+                 started):
+        self.obj, self.om, self.trial, self.frames, self.data = obj, om, trial, frames, data
+        self.tasks, self.messages, self.problem = tasks, messages, problem
+        self.accuracy, self.max_iterations, self.chunks, self.started = accuracy, max_iterations, chunks, started
+        F = len(frames)
+        self.q = np.empty_like(problem.q_start)
         self.iterations = np.zeros(F, dtype=int)
         self.converged = np.zeros(F, dtype=bool)
         self.passes = 0
         self.solved = 0                  # chunks solved
+        self.done = 0                    # progress, of `total`
+        self.written = False             # the keys are written
         self.result = None               # IKResult once every chunk is solved
         self.report = None               # Report once baked
 
     @property
     def total(self) -> int:
+        """Progress units: each chunk's solve, the bake."""
         return len(self.chunks) + 1
-
-    @property
-    def done(self) -> int:
-        return self.solved + (self.report is not None)
 
     def _solve_chunk(self):
         a, b = self.chunks[self.solved]
@@ -313,12 +323,22 @@ class SolveJob:
         """Solve chunk by chunk, then key the bones and store the result."""
         while self.solved < len(self.chunks):
             self._solve_chunk()
+            self.done += 1
             yield self.done
         written, more = bake(self.obj, self.om, self.result.q, self.frames)
+        self.written = True
         self.report = Report(self.result, self.frames, written, self.messages + more,
                              _time.perf_counter() - self.started)
         store_result(self.obj, self.result, self.frames, self.trial, self.report)
+        self.done += 1
         yield self.done
+
+    def cancel(self):
+        """Stop (Esc). Before the bake nothing was written: None. Once baked the keys and the
+        stored solution stay."""
+        if not self.written:
+            return None
+        return "Cancelled after the bake: the keys are written and the solution is stored"
 
     @one_blas_thread()
     def solve_all(self) -> IKResult:
@@ -336,7 +356,7 @@ class SolveJob:
 
 def solve(obj):
     """(IKResult, frames, messages): MarkerIK on the bound trial; nothing is written."""
-    job = SolveJob(obj)
+    job = prepare(obj)
     return job.solve_all(), job.frames, job.messages
 
 
@@ -410,7 +430,7 @@ def bake(obj, om, q, frames):
 def solve_and_bake(obj, progress=None) -> Report:
     """Solve the bound trial and bake it; the solution is stored on `obj` for the panel and the
     files. `progress(done, total)` is called after each step."""
-    job = SolveJob(obj)
+    job = prepare(obj)
     for done in job.steps():
         if progress is not None:
             progress(done, job.total)

@@ -1,5 +1,6 @@
-"""One retarget of a source armature's motion onto a target armature, in steps (`steps()`, a
-generator: progress and Esc for the operator; `run()` for scripts), measured by Blender's evaluation of what it wrote.
+"""One retarget of a source armature's motion onto a target armature: `prepare` reads and checks
+(nothing changes), the `Job` it returns does the work in steps (`steps()`, a generator: progress
+and Esc for the operator; `run()` for scripts), measured by Blender's evaluation of what it wrote.
 
 Data flows one way: the bone maps (`bone_maps`, `auto_map`) -> the source's bones as Blender
 evaluates them at every frame (`source`), in the target armature's space -> the engine's
@@ -10,8 +11,8 @@ animator controls, `rigify_controls`) -> Blender's evaluation of every written f
 result: per contact point and frame the distance from its pin (`position_error`), per span the
 foot slide, floor penetration, per role the style difference, all from what Blender shows.
 
-`method="copy"` writes the copy-rotation retarget the usual tools do instead (`naive`), through the same
-steps, measured the same way (its contacts: the caller's, e.g. another result's, or detected
+`method="copy"` writes the copy-rotation retarget the usual tools do instead (`copy_rotations`),
+through the same steps, measured the same way (its contacts: the caller's, e.g. another result's, or detected
 on the source's feet).
 
 Nothing is written before every check passed: bad input raises `RigError` with what to change.
@@ -32,7 +33,7 @@ from ...solver.retarget.skeletons import rest_ground
 from ...solver.runtime.blas_threads import one_blas_thread
 from .. import keys, solving
 from ..rig import RigError
-from . import auto_map, bone_maps, naive, posed_keys, rigify_controls, source, target
+from . import auto_map, bone_maps, copy_rotations, posed_keys, rigify_controls, source, target
 
 CHUNK = 48          # frames read per step
 
@@ -165,72 +166,118 @@ def _unit_axes(M):
     return R / np.linalg.norm(R, axis=-2, keepdims=True)
 
 
-class Job:
-    """A retarget of `source` onto `rig` at `frames` (scene frames, the source's keys' frames by
-    default); see the module docstring and `api.retarget`."""
+def prepare(rig, source_obj, frame_start=None, frame_end=None, *, bone_map=None, contacts="auto",
+            calibration_frame=None, method="ik", precision=1e-4, blend_frames=None, weights=None, detection=None,
+            settings=None, record=True, rigid_limbs=True, layer=False) -> Job:
+    """Everything a retarget of `source_obj` onto `rig` at `frames` (scene frames, the source's keys'
+    frames by default) needs, read and checked: the armatures, the frames, the bone maps, the
+    target the engine solves and its contact points, the contacts given. Bad input raises
+    RigError here, with nothing changed. See the module docstring and `api.retarget`."""
+    started = time.perf_counter()
+    rig, src = _armature(rig, "target"), _armature(source_obj, "source")
+    if rig == src:
+        raise RigError("the source and the target are the same armature")
+    if method not in ("ik", "copy"):
+        raise RigError(f"method must be 'ik' (contacts held) or 'copy' (rotations copied), not {method!r}")
+    solving.check_writable(rig)
+    first, last = source.action_range(src)
+    a = first if frame_start is None else int(frame_start)
+    b = last if frame_end is None else int(frame_end)
+    if b < a:
+        raise RigError(f"frame_end {b} comes before frame_start {a}: a source with zero frames; nothing was written")
+    frames = np.arange(max(a, first), min(b, last) + 1, dtype=float)
+    if frames.size == 0:
+        raise RigError(f"frames {a}-{b} hold none of the source's frames ({first}-{last}); nothing was written")
+    if frames.size < 2:
+        raise RigError("the source has fewer than two frames in the range; nothing to retarget")
+    keys.action_frames(rig, frames)          # frames the action cannot play at (NLA tweak mode) are refused
+    anim = rig.animation_data
+    if layer and anim is not None and anim.use_tweak_mode:
+        raise RigError("the target's NLA is in tweak mode: leave it (Tab in the NLA editor) to write the retarget "
+                       "as a layer; nothing was written")
+    s_map, t_map, map_notes = split_map(rig, src, bone_map)
+    roles = list(s_map)
+    source.check_channels(src, [s_map[r] for r in roles], located=(s_map["hips"],))
+    calib = frames[0] if calibration_frame is None else float(calibration_frame)
+    if calib not in frames:
+        raise RigError(f"calibration frame {calib:g} is not a frame of the retarget ({frames[0]:g}-{frames[-1]:g})")
+    bone_names, parents, rig_target = target.rig_target(rig, t_map)
+    try:
+        rig_target.check()
+        points = list(rig_target.points())
+    except ValueError as err:
+        raise RigError(f"target '{rig.name}': {err}; nothing was written") from None
+    render = bpy.context.scene.render
+    options = {} if blend_frames is None else {"blend_frames": int(blend_frames)}
+    for name, value in (("weights", weights), ("detection", detection), ("settings", settings)):
+        if value is not None:
+            options[name] = value
+    return Job(rig=rig, src=src, frames=frames, method=method, precision=float(precision), record=record,
+               layer=bool(layer), rigid_limbs=bool(rigid_limbs), s_map=s_map, t_map=t_map, roles=roles,
+               calibration=int(np.flatnonzero(frames == calib)[0]), rigify=rigify_controls.is_generated_rigify(rig),
+               bone_names=bone_names, parents=parents, target=rig_target, points=points,
+               floor=rest_ground(rig_target.bones), fps=render.fps / render.fps_base,
+               contacts_in=_contact_spans(contacts, points, frames), options=options,
+               warnings=[f"bone map: {n}" for n in map_notes], started=started)
 
-    def __init__(self, rig, source_obj, frame_start=None, frame_end=None, *, bone_map=None, contacts="auto",
-                 calibration_frame=None, method="ik", precision=1e-4, blend_frames=None, weights=None,
-                 detection=None, settings=None, record=True, rigid_limbs=True, layer=False):
-        self.started = time.perf_counter()
-        rig, src = _armature(rig, "target"), _armature(source_obj, "source")
-        if rig == src:
-            raise RigError("the source and the target are the same armature")
-        if method not in ("ik", "copy"):
-            raise RigError(f"method must be 'ik' (contacts held) or 'copy' (rotations copied), not {method!r}")
-        solving.check_writable(rig)
-        first, last = source.action_range(src)
-        a = first if frame_start is None else int(frame_start)
-        b = last if frame_end is None else int(frame_end)
-        if b < a:
-            raise RigError(f"frame_end {b} comes before frame_start {a}: a source with zero frames; nothing was written")
-        frames = np.arange(max(a, first), min(b, last) + 1, dtype=float)
-        if frames.size == 0:
-            raise RigError(f"frames {a}-{b} hold none of the source's frames ({first}-{last}); nothing was written")
-        if frames.size < 2:
-            raise RigError("the source has fewer than two frames in the range; nothing to retarget")
-        self.frames = frames
-        keys.action_frames(rig, frames)          # frames the action cannot play at (NLA tweak mode) are refused
-        anim = rig.animation_data
-        if layer and anim is not None and anim.use_tweak_mode:
-            raise RigError("the target's NLA is in tweak mode: leave it (Tab in the NLA editor) to write the retarget "
-                           "as a layer; nothing was written")
-        self.layer = bool(layer)
-        self.layer_action = None
-        self.rig, self.src, self.method, self.precision, self.record = rig, src, method, float(precision), record
-        self.s_map, self.t_map, map_notes = split_map(rig, src, bone_map)
-        self.roles = list(self.s_map)
-        source.check_channels(src, [self.s_map[r] for r in self.roles], located=(self.s_map["hips"],))
-        calib = frames[0] if calibration_frame is None else float(calibration_frame)
-        if calib not in frames:
-            raise RigError(f"calibration frame {calib:g} is not a frame of the retarget ({frames[0]:g}-{frames[-1]:g})")
-        self.calibration = int(np.flatnonzero(frames == calib)[0])
-        self.rigify = rigify_controls.is_generated_rigify(rig)
-        self.rigid_limbs = bool(rigid_limbs)
-        self.warnings = [f"bone map: {n}" for n in map_notes]
-        self.bone_names, self.parents, self.target = target.rig_target(rig, self.t_map)
-        try:
-            self.target.check()
-            self.points = list(self.target.points())
-        except ValueError as err:
-            raise RigError(f"target '{rig.name}': {err}; nothing was written") from None
-        self.floor = rest_ground(self.target.bones)
-        render = bpy.context.scene.render
-        self.fps = render.fps / render.fps_base
-        self.contacts_in = self._contacts(contacts)
-        self.options = {} if blend_frames is None else {"blend_frames": int(blend_frames)}
-        if weights is not None:
-            self.options["weights"] = weights
-        if detection is not None:
-            self.options["detection"] = detection
-        if settings is not None:
-            self.options["settings"] = settings
-        self.phase, self.i = "read", 0
-        self.pieces = []
-        self.result = None
-        self.seen = []
-        self.times = {"read": 0.0, "solve": 0.0, "write": 0.0, "verify": 0.0}
-        self._isolation = None
+
+def _contact_spans(contacts, points, frames):
+    """The contacts as given: "auto", None, or {point: [engine.Span]} (frames from the first)."""
+    if contacts is None or (isinstance(contacts, str) and contacts == "auto"):
+        return contacts
+    if isinstance(contacts, str):
+        raise RigError(f"contacts must be 'auto', None or {{point: [(first, last) frame]}}, not {contacts!r}")
+    names = [p.name for p in points]
+    out = {}
+    f0, f1 = int(frames[0]), int(frames[-1])
+    for point, spans in dict(contacts).items():
+        if point not in names:
+            raise RigError(f"contact point {point!r} is not one of the target's ({', '.join(names)})")
+        out[point] = []
+        for span in spans:
+            a, b = (span.start + f0, span.end + f0) if isinstance(span, engine.Span) else span
+            if not (f0 <= a <= b <= f1):
+                raise RigError(f"contact span {a}-{b} of {point} is not within frames {f0}-{f1}")
+            out[point].append(engine.Span(int(a) - f0, int(b) - f0))
+    return out
+
+
+@dataclass(eq=False, repr=False)
+class Job:
+    """A prepared retarget (`prepare`); `steps()` does it, `result` is its MeasuredRetarget."""
+
+    rig: object
+    src: object
+    frames: np.ndarray
+    method: str
+    precision: float
+    record: bool
+    layer: bool
+    rigid_limbs: bool
+    s_map: dict                     # {role: source bone}
+    t_map: dict                     # {role: target bone}
+    roles: list
+    calibration: int                # the calibration frame's index
+    rigify: bool                    # the target is a rig Rigify generated (keys on its controls)
+    bone_names: list                # the target's bones the solve poses
+    parents: dict
+    target: object                  # the engine's Target
+    points: list                    # its contact points
+    floor: float                    # the target's rest ground
+    fps: float
+    contacts_in: object             # "auto", None or {point: [Span]}
+    options: dict                   # the engine's retarget options
+    warnings: list
+    started: float
+    done: int = field(default=0, init=False)            # progress, of `total`
+    written: bool = field(default=False, init=False)    # the keys are written
+    layer_action: str | None = field(default=None, init=False)
+    pieces: list = field(default_factory=list, init=False)  # the source read, chunk by chunk
+    seen: list = field(default_factory=list, init=False)    # Blender's evaluation of the keys, chunk by chunk
+    result: MeasuredRetarget | None = field(default=None, init=False)
+    times: dict = field(default_factory=lambda: {"read": 0.0, "solve": 0.0, "write": 0.0, "verify": 0.0},
+                        init=False)
+    _isolation: ExitStack | None = field(default=None, init=False)
 
     def _isolate(self, obj):
         """Keep the rest of the scene from being evaluated while `obj` is read over several steps
@@ -244,36 +291,13 @@ class Job:
             isolation, self._isolation = self._isolation, None
             isolation.close()
 
-    def _contacts(self, contacts):
-        if contacts is None or (isinstance(contacts, str) and contacts == "auto"):
-            return contacts
-        if isinstance(contacts, str):
-            raise RigError(f"contacts must be 'auto', None or {{point: [(first, last) frame]}}, not {contacts!r}")
-        names = [p.name for p in self.points]
-        out = {}
-        f0, f1 = int(self.frames[0]), int(self.frames[-1])
-        for point, spans in dict(contacts).items():
-            if point not in names:
-                raise RigError(f"contact point {point!r} is not one of the target's ({', '.join(names)})")
-            out[point] = []
-            for span in spans:
-                a, b = (span.start + f0, span.end + f0) if isinstance(span, engine.Span) else span
-                if not (f0 <= a <= b <= f1):
-                    raise RigError(f"contact span {a}-{b} of {point} is not within frames {f0}-{f1}")
-                out[point].append(engine.Span(int(a) - f0, int(b) - f0))
-        return out
-
     # --- steps -------------------------------------------------------------------------------
 
     @property
     def total(self):
+        """Progress units: each frame read, the solve, each frame written, each frame read back
+        from Blender's evaluation, the measurement."""
         return 3 * len(self.frames) + 2
-
-    @property
-    def done(self):
-        F = len(self.frames)
-        return {"read": self.i, "solve": F, "write": F + 1, "verify": 2 * F + 1 + self.i,
-                "finished": self.total}[self.phase]
 
     def steps(self):
         """Read the source, solve, write, read Blender's evaluation of the keys: a generator
@@ -286,36 +310,38 @@ class Job:
     def _steps(self):
         F = len(self.frames)
         for a in range(0, F, CHUNK):
+            chunk = self.frames[a:a + CHUNK]
             with self._timed("read"):
                 self._isolate(self.src)
-                self.pieces.append(source.read_motion(self.src, [self.s_map[r] for r in self.roles],
-                                                      self.frames[a:a + CHUNK], isolate=False))
-                self.i = min(a + CHUNK, F)
+                self.pieces.append(source.read_motion(self.src, [self.s_map[r] for r in self.roles], chunk,
+                                                      isolate=False))
+            self.done += len(chunk)
             yield self.done
         self._release()
-        self.phase = "solve"
         with self._timed("solve"):
             self._solve()
+        self.done += 1
         yield self.done
-        self.phase = "write"
         with self._timed("write"):
             self._write()
-        self.phase, self.i = "verify", 0
+        self.done += F
         yield self.done
-        while self.i < F:
+        read = 0
+        while read < F:
             with self._timed("verify"):
-                stop = F if self.rigify else min(self.i + CHUNK, F)   # Rigify: the control passes' last reading
+                stop = F if self.rigify else min(read + CHUNK, F)   # Rigify: the control passes' last reading
                 if not self.rigify:
                     self._isolate(self.rig)
-                    self.seen.append(source.read_motion(self.rig, self.bone_names, self.frames[self.i:stop],
+                    self.seen.append(source.read_motion(self.rig, self.bone_names, self.frames[read:stop],
                                                         isolate=False).world)
-                self.i = stop
                 if stop == F:
                     self._release()
+            self.done += stop - read
+            read = stop
             yield self.done
         with self._timed("verify"):
             self.result = self._measure()
-        self.phase = "finished"
+        self.done += 1
         yield self.done
 
     @contextmanager
@@ -331,14 +357,11 @@ class Job:
         return self.result
 
     def cancel(self):
-        """Stop (Esc). Before the write step nothing was written: None. Later the keys stay."""
+        """Stop (Esc). Before the keys are written nothing was written: None. Once written they stay."""
         self._release()
-        if self.phase in ("read", "solve", "write"):
+        if not self.written:
             return None
         return "Cancelled while checking Blender's evaluation: the keys are written, the result is not measured"
-
-    def restore_frame(self):
-        pass            # every reading pass puts the scene back at its frame
 
     # --- the work ----------------------------------------------------------------------------
 
@@ -374,18 +397,18 @@ class Job:
             else:
                 self.engine_result = None
                 self.calib = engine.calibrate(src, self.target, self.calibration)
-                self.posed = self._naive()
-                self.contacts = self._naive_contacts(src)
+                self.posed = self._copy_poses()
+                self.contacts = self._copy_contacts(src)
         except ValueError as err:
             raise RigError(f"retarget of '{self.src.name}' onto '{self.rig.name}': {err}; nothing was written") from None
         if not np.all(np.isfinite(self.posed)):
             raise RigError("the retarget produced non-finite poses; nothing was written")
         self.engine_source = src
 
-    def _naive(self):
-        """Pose matrices (F, B, 4, 4) in armature space of the naive retarget (`naive`)."""
+    def _copy_poses(self):
+        """Pose matrices (F, B, 4, 4) in armature space of the copy-rotation retarget (`copy_rotations`)."""
         skeleton = target.read_skeleton(self.rig, self.bone_names, self.parents)
-        wanted, hips, self.k = naive.naive_world(self.motion, self.roles, skeleton, self.t_map, self.calibration)
+        wanted, hips, self.k = copy_rotations.copied_world(self.motion, self.roles, skeleton, self.t_map, self.calibration)
         bases = skeleton.bases(wanted, located={hips})
         return self._pose_of(bases)
 
@@ -405,7 +428,7 @@ class Job:
             at[name] = i
         return out
 
-    def _naive_contacts(self, src):
+    def _copy_contacts(self, src):
         """The caller's spans, or spans detected on the source's heels and balls (the foot's and
         toe's heads) scaled to the target's legs."""
         if isinstance(self.contacts_in, dict):
@@ -428,9 +451,10 @@ class Job:
 
     def _write(self):
         """Keys: on the solved bones (their bases), or on a generated Rigify rig's controls."""
-        self.keys_written, self.passes, seen, warnings = posed_keys.write_posed(
+        self.keys_written, self.control_passes, seen, warnings = posed_keys.write_posed(
             self.rig, self.frames, self.bone_names, self.parents, self.posed, record=self.record,
             rigid_limbs=self.rigid_limbs, before_write=self._open_layer)
+        self.written = True
         self.warnings += warnings
         if seen is not None:
             self.seen = [seen]                     # read after the last keys: no second reading
@@ -499,7 +523,7 @@ class Job:
             keys_written=self.keys_written, warnings=list(self.warnings), precision=self.precision,
             solve_seconds=self.times["solve"],
             write_seconds=self.times["write"], verify_seconds=self.times["verify"], read_seconds=self.times["read"],
-            control_passes=self.passes, point_positions=positions, engine=self.engine_result,
+            control_passes=self.control_passes, point_positions=positions, engine=self.engine_result,
             layer_action=self.layer_action or "")
 
     def _floor_plane(self, world):

@@ -35,7 +35,7 @@ def make_job(context, props, **overrides):
     if props.calibration_frame >= 0:
         options["calibration_frame"] = props.calibration_frame
     options.update(overrides)
-    return job.Job(props.target, props.source, **options)
+    return job.prepare(props.target, props.source, **options)
 
 
 class ITASC_OT_retarget(ModalJob, bpy.types.Operator):

@@ -12,12 +12,9 @@ The full Hessian is the derivative of the gradient (data_term's descent side)
 
     g(q) = -sum_k J_k^T f_k,   f_k = w_k e_k (per axis),
 
-taken by forward differences. The gradient needs no Jacobian: for a rotation coordinate c turning
-about the axis w_c through o_c, column c of J_k is w_c x (x_k - o_c), so
-
-    g_c = -w_c . sum_k m_ck (x_k - o_c) x f_k = -w_c . (sum_k m_ck x_k x f_k - o_c x sum_k m_ck f_k),
-
-m_ck = 1 where coordinate c moves keypoint k; for a translation, g_c = -u_c . sum_k m_ck f_k.
+taken by forward differences. The gradient needs no Jacobian: kinematics.point_jacobian_transpose_times
+sums each coordinate's (x_k x f_k; f_k) over the keypoints it moves and takes one product with its
+twist.
 
 Coordinates that move no keypoint in common (the two elbows) are stepped together, one gradient
 per group. What a coordinate moves is its segment's subtree, so any two such sets are nested or
@@ -34,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..geometry import points_on
-from ..kinematics import forward_kinematics
+from ..kinematics import forward_kinematics, point_jacobian_transpose_times
 from .data_term import per_axis
 from .placement import Placement
 
@@ -46,16 +43,9 @@ def gradient(placement: Placement, Q, y, w) -> np.ndarray:
     """g (F, n) of the module docstring, as data_term gives it, from forward kinematics alone."""
     model = placement.model
     pose = forward_kinematics(model, Q)
-    T = pose.frames[:, placement.segments]
-    x = points_on(T, placement.offsets)
+    x = points_on(pose.frames[:, placement.segments], placement.offsets)
     f = per_axis(w) * (x - y)
-    moves = model.moves[:, placement.segments].astype(float)                     # (n, K)
-    force = moves @ f                                                           # (F, n, 3)
-    torque = moves @ np.cross(x, f) - np.cross(pose.pivot, force)
-    translation = model.translational
-    if translation.size:
-        torque[:, translation] = force[:, translation]
-    return -np.einsum("fca,fca->fc", pose.direction, torque)
+    return -point_jacobian_transpose_times(model, pose, placement.segments, x, f)
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,13 @@ Scene.evaluate serves any tree, any joint kind and any stack of tasks; for R sta
 of the common robot-arm case (revolute joints one after another, the last link's frame brought
 onto a target in position and rotation) most of its calls are bookkeeping. `PoseChain` computes
 the same system from constants folded per chain. Each joint's frame is turned (a constant Q_k
-with Q_k z = a_k) so that it rotates about its own z axis; with the fixed transforms before it
-folded in, F_k = Q_{k-1}^T N_k Q_k,
+with Q_k z = a_k) so that it rotates about its own z axis, M_k(theta) Q_k = Q_k Rz(theta) for the
+revolute kind's transform M_k about a_k; with the fixed transforms N_k before it folded in,
 
-    joint k           F_k Rz(theta) = P_k + cos theta C_k + sin theta S_k      (constants P, C, S)
-    link frames       T_k = T_{k-1} F_k Rz(theta_k),   effector  T_e = T_n E
+    joint k           Q_{k-1}^T N_k M_k(theta) Q_k = sin theta S_k + (1 - cos theta) K_k + P_k
+                      (the kind's constants [a_k]x, [a_k]x^2, I with Q_{k-1}^T N_k and Q_k folded
+                      in: joints.Revolute.fold, times its `coefficients`)
+    link frames       T_k = T_{k-1} Q_{k-1}^T N_k M_k(theta_k) Q_k,   effector  T_e = T_n E
     joint k's world axis and pivot:   w_k = z axis of T_k,   o_k = origin of T_k
 
 and, as CopyPose with reference 'effector' gives them (tasks/copy_pose.py, tasks/base.py), with
@@ -40,8 +42,9 @@ import weakref
 
 import numpy as np
 
+from ..joints import REVOLUTE as REVOLUTE_KIND
 from ..model import REVOLUTE
-from ..rotations import _SMALL, in_place
+from ..rotations import _SMALL
 from ..scene import Scene
 from ..tasks import CopyPose
 
@@ -102,20 +105,16 @@ class PoseChain:
 
     def __init__(self, scene: Scene, axes, ends_before, after, task: CopyPose):
         self.names, self.n = list(scene.names), len(axes)       # no reference to the scene: it keys the cache
-        n = self.n
-        self.P, self.C, self.S = (np.zeros((n, 4, 4)) for _ in range(3))
-        turn_back = np.eye(4)                                    # Q_{k-1}^T
-        for k in range(n):
-            Q = _turn_z_onto(axes[k])
-            F = turn_back @ ends_before[k] @ Q
-            self.P[k, :, 2:] = F[:, 2:]                          # Rz(theta): z and the origin stay
-            self.C[k, :, :2] = F[:, :2]                          # x' = c x + s y, y' = -s x + c y
-            self.S[k, :, 0], self.S[k, :, 1] = F[:, 1], -F[:, 0]
-            turn_back = Q.T
-        # (c, s, 1) @ CSPE = N_k, with E (last joint's frame -> effector frame) folded into the last: N_n E
-        self.CSPE = np.stack([self.C, self.S, self.P], axis=1).reshape(n, 3, 16)
-        E = turn_back @ after @ task.effector.offset
-        self.CSPE[n - 1] = (self.CSPE[n - 1].reshape(3, 4, 4) @ E).reshape(3, 16)
+        axes = np.asarray(axes, dtype=float)
+        turns = np.stack([_turn_z_onto(a) for a in axes])     # Q_k
+        before = np.array(ends_before)                           # N_k, then Q_{k-1}^T N_k
+        before[1:] = turns[:-1].swapaxes(-1, -2) @ before[1:]
+        # The last joint's frame Q_n, and Q_n^T to the effector after it: its transform to the effector.
+        folded_after = turns.copy()
+        folded_after[-1] = after @ task.effector.offset
+        self.constants = REVOLUTE_KIND.fold(axes, before, folded_after)      # (n, 3, 16)
+        # The last joint's axis and pivot: the z column and origin of Q_{n-1}^T N_n Q_n, which Rz keeps.
+        self.last_columns = (before[-1] @ turns[-1])[:, 2:]
         self.target_offset = task.target.offset
         self.target_object = task.target.obj
         self.weight = np.asarray(task.task_weight, dtype=float)  # (6,): position rows, then rotation
@@ -129,8 +128,8 @@ class PoseChain:
         """New arrays for evaluations of R starts (to keep and reuse: `evaluate` writes into them);
         `aim` gives them a target before the first evaluation."""
         ws = Workspace(R, self.n)
-        np.copyto(ws.CSP, self.CSPE)
-        ws.last_columns[:] = self.P[self.n - 1, :, 2:]
+        np.copyto(ws.constants, self.constants)
+        ws.last_columns[:] = self.last_columns
         return ws
 
     def target(self, objects: np.ndarray) -> np.ndarray:
@@ -139,27 +138,26 @@ class PoseChain:
 
     def aim(self, target: np.ndarray, ws: "Workspace") -> None:
         """Evaluations in ws measure against `target` (4, 4), a rigid transform (see `rigid`):
-        its inverse L = [R_t^T, -R_t^T p_t] folded into the first joint's constants (L N_1; E is
-        folded into the last one's once per chain, N_n E), so that the chain's product is
-        T'_e = L T_e; the last joint's axis and pivot, the z column and origin of T'_{n-1} F_n,
-        come from `last_columns`: F_n's (L F_n's for a single joint)."""
+        its inverse L = [R_t^T, -R_t^T p_t] folded into the first joint's constants (E is folded
+        into the last one's once per chain), so that the chain's product is T'_e = L T_e; the last
+        joint's axis and pivot, the z column and origin of T'_n, come from `last_columns` (L's
+        product with them for a single joint)."""
         inverse = np.empty((4, 4))
         inverse[3] = _LAST_ROW
         np.copyto(inverse[:3, :3], target[:3, :3].T)
         np.matmul(inverse[:3, :3], target[:3, 3], out=inverse[:3, 3])
         np.negative(inverse[:3, 3], out=inverse[:3, 3])
-        np.matmul(inverse, self.CSPE[0].reshape(3, 4, 4), out=ws.CSP[0].reshape(3, 4, 4))
+        np.matmul(inverse, self.constants[0].reshape(3, 4, 4), out=ws.constants[0].reshape(3, 4, 4))
         if self.n == 1:
-            np.matmul(inverse, self.P[0, :, 2:], out=ws.last_columns)
+            np.matmul(inverse, self.last_columns, out=ws.last_columns)
 
     def evaluate(self, q: np.ndarray, ws: "Workspace", jacobians: bool = True) -> None:
         """Fill ws.y (R, 6), ws.position_error, ws.rotation_error, ws.cost (R,) and, with
         `jacobians`, ws.A (R, 6, n) for coordinates q (R, n) and the target `aim` gave ws, in
         the target's frame (the module docstring)."""
         n = self.n
-        in_place(np.cos, ws.cs1[:, :, 0], q.T)
-        in_place(np.sin, ws.cs1[:, :, 1], q.T)
-        np.matmul(ws.cs1, ws.CSP, out=ws.N16)                   # N_k = cos C_k + sin S_k + P_k, (n, R, 4, 4)
+        REVOLUTE_KIND.coefficients(q.T, ws.coefficients)
+        np.matmul(ws.coefficients, ws.constants, out=ws.N16)    # the joints' folded transforms (n, R, 4, 4)
         N, T = ws.N, ws.T                                        # T (n, R, 4, 4): link frames after each joint
         if n == 1:
             np.copyto(ws.Te, N[0])
@@ -243,9 +241,9 @@ class Workspace:
 
     def __init__(self, R: int, n: int):
         self.R, self.n = R, n
-        self.CSP = np.empty((n, 3, 16))                         # the chain's CSPE, the target folded in
+        self.constants = np.empty((n, 3, 16))                   # the chain's, the target folded in
         self.last_columns = np.empty((4, 2))
-        self.cs1 = np.ones((n, R, 3))                           # (cos, sin, 1) per joint and start
+        self.coefficients = np.ones((n, R, 3))                  # (sin, 1 - cos, 1) per joint and start
         self.N16 = np.empty((n, R, 16))
         self.N = self.N16.reshape(n, R, 4, 4)
         self.T = _looped((n, R, 4, 4))                          # the last one: its z column and origin only

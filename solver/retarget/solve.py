@@ -172,10 +172,11 @@ def limited_step(scene: Scene, q, H, g, A_h, b_h, max_step: float, damping: floa
     sides. Returns the step and the hard rows' lambda."""
     lam = np.zeros(b_h.shape)
 
-    def solve_free(rows, cols, locked_step):
-        locked = locked_step[rows]
-        g_free = g[rows] - np.einsum("fnm,fm->fn", H[rows], locked)
-        b_free = b_h[rows] - np.einsum("fmn,fn->fm", A_h[rows], locked)
+    def solve_free(rows, cols, locked):
+        g_free, b_free = g[rows], b_h[rows]
+        if locked is not None:
+            g_free = g_free - np.einsum("fnm,fm->fn", H[rows], locked)
+            b_free = b_free - np.einsum("fmn,fn->fm", A_h[rows], locked)
         x, lam[rows] = priority_step(H[rows], g_free, A_h[rows], b_free, cols, damping)
         return x
 

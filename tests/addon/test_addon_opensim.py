@@ -149,6 +149,8 @@ def test_gaps_units_frame_rate_and_task_set_against_the_engine(extension_zip, tm
           f"baked pose {r['pose'][0]:.2g} m, {r['pose'][1]:.2g} rad")
     assert np.abs(q - direct.q).max() <= 1e-5
     assert np.abs(np.array(r["q_chunked"]) - direct.q).max() <= 1e-5
+    # Esc after the first of 11 chunks (73 samples by 7), before the bake: nothing written
+    assert r["stopped"] == {"done": 1, "total": 11 + 1, "written": False, "message": None, "unchanged": True}
     assert r["pose"][0] <= 1e-5 and r["pose"][1] <= 1e-5
 
 

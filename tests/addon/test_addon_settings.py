@@ -77,12 +77,12 @@ def test_override_in_our_panel_wins_and_options_win_over_both(extension_zip):
     loose = r["loose"]
     assert r["precision_flag"] and loose["from"]["precision"] == "override"
     assert math.isclose(loose["settings"]["precision"], 0.01, rel_tol=1e-6)
-    assert all(loose["converged"]) and 1e-5 < loose["solver_error"] <= 0.01
+    assert all(loose["converged"]) and 1e-5 < loose["engine_error"] <= 0.01
     assert 1e-5 < max(r["loose_shown"]) <= 0.01
     assert "override_max_iterations" in r["panel"]["props"] and "precision" in r["panel"]["props"]
     tight = r["option_precision"]
     assert tight["from"]["precision"] == "option" and tight["settings"]["precision"] == 1e-7
-    assert tight["solver_error"] <= 1e-7
+    assert tight["engine_error"] <= 1e-7
 
 
 def test_standard_solver_rig_is_solved_with_ours_and_says_so(extension_zip):

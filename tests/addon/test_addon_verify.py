@@ -1,6 +1,6 @@
 """Verification by Blender, in real Blender: after a bake or a solve, the result's errors and
 `converged` describe Blender's evaluation of what was written, every written frame; the engine's
-own figures stay on the result (`solver_*`). Each test measures Blender's evaluation itself
+own result stays on it (`engine`). Each test measures Blender's evaluation itself
 (tests/addon/in_blender/verify.py, mathutils on the evaluated scene) and compares."""
 
 import numpy as np
@@ -29,8 +29,8 @@ def clean(extension_zip):
 @pytest.mark.parametrize("case", ["frame", "location", "rotation", "distance"])
 def test_on_a_clean_chain_blender_agrees_with_the_engine_and_every_frame_converges(clean, case):
     r = clean[case]
-    position, solver, shown = array(r["position"]), array(r["solver_position"]), array(r["shown_position"])
-    assert all(r["verified"]) and all(r["converged"]) and all(r["solver_converged"])
+    position, solver, shown = array(r["position"]), array(r["engine_position"]), array(r["shown_position"])
+    assert all(r["verified"]) and all(r["converged"]) and all(r["engine_converged"])
     assert 0.0 < r["verify_seconds"] < r["seconds"]
     if case == "distance":
         shown = np.abs(shown - 0.5)                 # on the surface of a sphere of 0.5 around the target
@@ -40,14 +40,14 @@ def test_on_a_clean_chain_blender_agrees_with_the_engine_and_every_frame_converg
     assert np.max(position) <= 2 * FLOAT32
     # The float32 allowance is small: within a few times 1e-6 on this 6 m chain.
     assert np.all(array(r["floor"]) <= 3e-6)
-    rotation, solver_rotation = array(r["rotation"]), array(r["solver_rotation"])
+    rotation, engine_rotation_error = array(r["rotation"]), array(r["engine_rotation"])
     if case == "rotation":
         angle = array(r["shown_angle"])
         assert np.max(np.abs(rotation - angle)) <= FLOAT32, np.max(np.abs(rotation - angle))
-        assert np.max(np.abs(rotation - solver_rotation)) <= FLOAT32
+        assert np.max(np.abs(rotation - engine_rotation_error)) <= FLOAT32
         assert np.max(rotation) <= 2 * FLOAT32
     else:
-        assert np.isnan(rotation).all() and np.isnan(solver_rotation).all()     # no rotation part
+        assert np.isnan(rotation).all() and np.isnan(engine_rotation_error).all()     # no rotation part
 
 
 def test_what_blender_shows_off_target_is_never_converged(extension_zip):
@@ -63,15 +63,15 @@ def test_what_blender_shows_off_target_is_never_converged(extension_zip):
         # ... and a frame Blender shows off target is not converged, whatever the engine said.
         off = shown > 1e-4
         assert not np.any(np.array(c["converged"])[off]), case
-        assert np.array_equal(np.array(c["converged"]), np.array(c["solver_converged"]) & ~off), case
+        assert np.array_equal(np.array(c["converged"]), np.array(c["engine_converged"]) & ~off), case
         if off.any():
             misses += 1
             print(f"\n{case}: Blender shows misses up to {shown.max():.3g} m on {off.sum()} of {off.size} frames; "
-                  f"the engine reported {np.nanmax(array(c['solver_position'])):.2g} and "
-                  f"{sum(c['solver_converged'])} frames converged; the result: {c['summary']}")
+                  f"the engine reported {np.nanmax(array(c['engine_position'])):.2g} and "
+                  f"{sum(c['engine_converged'])} frames converged; the result: {c['summary']}")
     # Keys of only the selected tip leave the rest of the chain as animated: Blender shows it off.
     only = r["only_selected"]
-    assert all(only["solver_converged"]) and not any(only["converged"])
+    assert all(only["engine_converged"]) and not any(only["converged"])
     assert np.min(np.array(only["blender"])) > 0.1
     assert misses >= 1
 
@@ -79,7 +79,7 @@ def test_what_blender_shows_off_target_is_never_converged(extension_zip):
 def test_rigify_metarig_is_verified_by_blender(extension_zip):
     # exit_at_once: Blender 4.2 crashes on exit once Rigify was enabled (see run_in_blender).
     r = run("rigify_metarig", extension_zip, sys_path=[ROOT], exit_at_once=True)
-    position, solver, shown = array(r["position"]), array(r["solver_position"]), array(r["shown_position"])
+    position, solver, shown = array(r["position"]), array(r["engine_position"]), array(r["shown_position"])
     assert position.shape == (40, 4)
     assert all(r["verified"]) and all(r["converged"])
     assert np.max(np.abs(position - shown)) <= 1e-7, np.max(np.abs(position - shown))

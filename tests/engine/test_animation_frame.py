@@ -89,15 +89,15 @@ class Branches:
         self.taken = set()
         for name in ("secant_step", "stationary"):
             self._count(monkeypatch, animation_frame._Frame, name)
-        original = update.frame_limited_step
+        original = update.limited_step
 
         def limited(scene, q, max_step, solve_free):
-            def solve(cols, locked_step):
+            def solve(rows, cols, locked_step):
                 if locked_step is not None:
                     self.taken.add("limit")       # a coordinate hit its limit; the rest solved again
-                return solve_free(cols, locked_step)
+                return solve_free(rows, cols, locked_step)
             return original(scene, q, max_step, solve)
-        monkeypatch.setattr(update, "frame_limited_step", limited)
+        monkeypatch.setattr(update, "limited_step", limited)
 
     def _count(self, monkeypatch, cls, name):
         original = getattr(cls, name)

@@ -115,7 +115,7 @@ def test_sdls_by_blocks_is_each_block_solved_alone_and_stable_to_rounding(gamma_
     whole_again, _ = pseudoinverse.solve(A + noise, b, "sdls", gamma_max=gamma_max)
     assert np.abs(whole_again - whole).max() > 1e-2
     for f in range(5):
-        x_one, s_one = pseudoinverse.solve_frame(A[f], b[f], "sdls", gamma_max=gamma_max, blocks=blocks)
+        x_one, s_one = pseudoinverse.solve(A[f], b[f], "sdls", gamma_max=gamma_max, blocks=blocks)
         np.testing.assert_allclose(x_one, x[f], rtol=1e-10, atol=1e-13)
         assert s_one == pytest.approx(s_min[f], rel=1e-12)
 

@@ -118,6 +118,24 @@ def test_from_transform_inverts_the_transform(name):
         np.testing.assert_allclose(kind.from_rotation(M[:, :3, :3], axes[0]), q[:, 0], rtol=0, atol=1e-9)
 
 
+def test_the_revolute_fold_is_the_transform_between_fixed_ones():
+    """Revolute.fold's constants times `coefficients` against before M(q) after, M(q) built as a
+    turn of the axis onto z, a rotation about z by its cosine and sine, and the turn back."""
+    kind, rng, G = KINDS["revolute"], np.random.default_rng(7), 6
+    axes, q = random_axes(rng, G), rng.uniform(-3.0, 3.0, G)
+    before = np.stack([random_transform(rng) for _ in range(G)])
+    after = np.stack([random_transform(rng) for _ in range(G)])
+    got = np.einsum("gc,gck->gk", kind.coefficients(q, np.ones((G, 3))), kind.fold(axes, before, after))
+    for g in range(G):
+        x = np.cross(axes[g], [1.0, 0.0, 0.0] if abs(axes[g, 0]) < 0.9 else [0.0, 1.0, 0.0])
+        x /= np.linalg.norm(x)
+        turn = np.column_stack([x, np.cross(axes[g], x), axes[g]])
+        c, s = np.cos(q[g]), np.sin(q[g])
+        M = np.eye(4)
+        M[:3, :3] = turn @ np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ turn.T
+        np.testing.assert_allclose(got[g].reshape(4, 4), before[g] @ M @ after[g], rtol=0, atol=1e-12)
+
+
 def test_group_joints_sorts_by_kind_once():
     kinds = ["sphere", "revolute", "revolute", "swing", "prismatic", "revolute"]
     first = np.cumsum([0] + [KINDS[k].n_coordinates for k in kinds])[:-1]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from solver.finite_differences import numerical_jacobian, relative_difference
-from solver.kinematics import forward_kinematics, point_jacobian
+from solver.kinematics import forward_kinematics, point_jacobian, point_jacobian_transpose_times
 from solver.rotations import exp_map, log_map
 from tests.random_models import random_transform, random_tree
 
@@ -46,6 +46,37 @@ def test_point_jacobian_matches_finite_differences(seed):
         W = dR @ np.swapaxes(R0, -1, -2)
         omega[..., c] = np.stack([W[..., 2, 1], W[..., 0, 2], W[..., 1, 0]], axis=-1)
     assert relative_difference(J[:, :, 3:], omega) < 1e-6
+
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_jacobian_transpose_times_forces_is_the_derivative_of_their_work(seed):
+    """sum_e J_e^T f_e without forming J, several points per segment: the derivative of the work
+    sum_e f_e . x_e(q) at fixed forces (central differences), and point_jacobian's transpose times f."""
+    rng = np.random.default_rng(100 + seed)
+    model = random_tree(rng, n_segments=int(rng.integers(1, 12)), n_armatures=int(rng.integers(1, 3)))
+    F = 3
+    q = rng.uniform(-1.5, 1.5, size=(F, model.n_coordinates))
+    bases = np.stack([np.stack([random_transform(rng) for _ in range(model.n_armatures)]) for _ in range(F)])
+    segments = rng.integers(0, len(model.segments), size=2 * len(model.segments) + 1)
+    local = rng.normal(size=(segments.size, 3))
+    forces = rng.normal(size=(F, segments.size, 3))
+    pose = forward_kinematics(model, q, bases)
+    points = world_points(model, q, bases, segments, local)
+    product = point_jacobian_transpose_times(model, pose, segments, points, forces)
+
+    J = point_jacobian(model, pose, segments, points, linear=True)               # (F, E, 3, n)
+    np.testing.assert_allclose(product, np.einsum("feai,fea->fi", J, forces), rtol=0,
+                               atol=1e-12 * max(1.0, np.abs(product).max()))
+    h = 1e-6
+    work = np.empty_like(product)
+    for c in range(model.n_coordinates):
+        dq = np.zeros_like(q)
+        dq[:, c] = h
+        ahead, behind = (np.einsum("fea,fea->f", world_points(model, x, bases, segments, local), forces)
+                         for x in (q + dq, q - dq))
+        work[:, c] = (ahead - behind) / (2 * h)
+    assert relative_difference(product, work) < 1e-6
 
 
 def test_forward_kinematics_of_a_known_two_link_arm():

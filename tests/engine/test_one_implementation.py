@@ -9,7 +9,8 @@ What counts (read from each module's syntax tree, so that comments and docstring
                          `joint_groups` or `fixed_columns`)
     point Jacobians      building Jacobians from the coordinates' world directions and pivots
                          (a function that reads both `direction` and `pivot`, attributes or
-                         arguments, and computes with them: w x (p - o))
+                         arguments, and computes with them: w x (p - o), by operators
+                         (also in place) or np.cross / np.multiply / np.subtract)
     the update step      a loop that clamps a step onto the joint limits and solves again
                          (`.limit(...)` and a `...solve...(...)` called inside one `for` / `while`):
                          the lock-and-solve-again of update.py
@@ -30,17 +31,14 @@ MODEL_OFFSETS = {"rest", "post"}
 FORWARD_KINEMATICS = {"kinematics.py", "joints.py"}     # the composition, and the kinds (JointKind.transform)
 FORWARD_KINEMATICS_COPIES = {
     "opensim/marker_kinematics.py": "marker IK's pointer-jumping composition, on the revolute kind's `motion`",
-    "restarts/chain.py": "the racing serial chain: joints folded into cos/sin constants per chain",
+    "restarts/chain.py": "the racing serial chain: its own product of the revolute kind's folded joints",
 }
-JACOBIAN = {"kinematics.py:moved_point_jacobian"}
-JACOBIAN_COPIES = {
-    "keypoints/second_order.py:gradient": "the keypoint fit's J^T f, from directions and pivots without J",
-}
+JACOBIAN = {"kinematics.py:coordinate_twists"}
+JACOBIAN_COPIES: dict = {}
 UPDATE_STEP = {"update.py:limited_step"}
-UPDATE_STEP_COPIES = {"update.py:frame_limited_step": "the same locking for one frame, as Python `if`s"}
+UPDATE_STEP_COPIES: dict = {}
 PSEUDO_INVERSE = {"pseudoinverse.py:solve", "pseudoinverse.py:_sdls"}
-PSEUDO_INVERSE_COPIES = {"pseudoinverse.py:solve_frame": "the same three methods on 2-D arrays, for one frame",
-                         "geometry.py:kabsch": "not an A#: the rotation of a rigid fit (Kabsch)"}
+PSEUDO_INVERSE_COPIES = {"geometry.py:kabsch": "not an A#: the rotation of a rigid fit (Kabsch)"}
 
 
 def _modules():
@@ -91,7 +89,8 @@ def _reads_columns(function) -> bool:
     """Reads a pose's per-coordinate `direction` and `pivot` and computes with them."""
     names = {a.arg for a in function.args.args}
     names |= {n.attr for n in ast.walk(function) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)}
-    computes = any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.MatMult, ast.Sub))
+    computes = any(isinstance(n, (ast.BinOp, ast.AugAssign)) and isinstance(n.op, (ast.Mult, ast.MatMult, ast.Sub))
+                   or isinstance(n, ast.Call) and getattr(n.func, "attr", None) in ("cross", "multiply", "subtract")
                    for n in ast.walk(function))
     return {"direction", "pivot"} <= names and computes
 
@@ -143,7 +142,7 @@ def test_one_forward_kinematics():
 def test_one_point_jacobian():
     found = _innermost(_found(_reads_columns))
     assert found - JACOBIAN - set(JACOBIAN_COPIES) == set(), \
-        "a second point Jacobian: use kinematics.point_jacobian on the pose"
+        "a second point Jacobian: use kinematics.point_jacobian (or coordinate_twists) on the pose"
     assert set(JACOBIAN_COPIES) - found == set(), "a listed copy is gone: take it off the list"
     assert JACOBIAN <= found
 
@@ -170,6 +169,14 @@ def test_the_criteria_see_a_copy():
 def jacobian(pose, points):
     return pose.direction * (points - pose.pivot)
 
+def crossed(pose, points):
+    return np.cross(pose.direction, points) + np.cross(pose.pivot, pose.direction)
+
+def in_place(direction, pivot, points):
+    out = np.array(points)
+    out -= pivot
+    return out, direction
+
 def fk(model, q, kind, prepared):
     R = kind.motion(q, prepared)[0]
     return model.rest @ R
@@ -188,6 +195,7 @@ def solve(A, b):
     assert _composes(tree)
     functions = dict(_functions(tree))
     assert _reads_columns(functions["jacobian"]) and not _reads_columns(functions["fk"])
+    assert _reads_columns(functions["crossed"]) and _reads_columns(functions["in_place"])
     assert _locks_limits(functions["step"]) and not _locks_limits(functions["solve"])
     assert _calls(functions["solve"], _is_svd) and not _calls(functions["step"], _is_svd)
     assert not _calls(ast.parse("np.linalg.svd(A, compute_uv=False)"), _is_svd)

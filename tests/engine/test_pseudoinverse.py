@@ -79,12 +79,12 @@ def test_weighted_sdls_bounds_the_joints_motion(M, n, rank):
     np.testing.assert_allclose(x, expected, rtol=1e-7, atol=1e-6 * np.abs(expected).max())
     assert np.abs(weight * x).max() <= np.pi * (1 + 1e-12)
     for f in range(30):
-        x_one, _ = pseudoinverse.solve_frame(A[f], b[f], "sdls", gamma_max=np.pi, weight=weight[f])
+        x_one, _ = pseudoinverse.solve(A[f], b[f], "sdls", gamma_max=np.pi, weight=weight[f])
         np.testing.assert_allclose(x_one, x[f], rtol=1e-10, atol=1e-12 * np.abs(x[f]).max(initial=1.0))
     # A straight limb 5 cm short of its target: only the stretch (weight 0.01) reaches along it.
     # Bounded on the joints, it stretches the 5 cm in one step; bounded on x, by pi / 100 only.
     A, b, w = np.array([[0.0, 0.01]]), np.array([0.05]), np.array([1.0, 0.01])
-    x_one, _ = pseudoinverse.solve_frame(A, b, "sdls", gamma_max=np.pi, weight=w)
+    x_one, _ = pseudoinverse.solve(A, b, "sdls", gamma_max=np.pi, weight=w)
     np.testing.assert_allclose(w * x_one, [0.0, 0.05], atol=1e-15)
     np.testing.assert_allclose(w * sdls_reference(A, b, np.pi), [0.0, np.pi / 100], atol=1e-15)
 
@@ -92,14 +92,16 @@ def test_weighted_sdls_bounds_the_joints_motion(M, n, rank):
 @pytest.mark.parametrize("method", pseudoinverse.METHODS)
 @pytest.mark.parametrize("M, n, rank", [(3, 18, None), (3, 18, 2), (6, 7, None), (6, 7, 5), (9, 4, None), (9, 4, 3)])
 def test_one_frames_solve_is_the_batched_solve_of_that_frame(method, M, n, rank):
-    """solve_frame (one frame, 2-D arrays) against solve on the same frames, with the DLS
-    damping turned on by small singular values and SDLS's clamps reached by large right-hand sides."""
+    """solve of one frame (2-D arrays, as animation mode's one frame solves it) against solve on a
+    stack of frames, with the DLS damping turned on by small singular values and SDLS's clamps
+    reached by large right-hand sides."""
     rng = np.random.default_rng(11 * M + n)
     A = matrices(rng, 30, M, n, rank)
     b = rng.normal(size=(30, M)) * 10.0 ** rng.uniform(-3, 2, (30, 1))
     ranks = np.full(30, min(M, n) if rank is None else rank)
     x, s_min = pseudoinverse.solve(A, b, method, epsilon=0.5, rank=ranks)
     for f in range(30):
-        x_one, s_min_one = pseudoinverse.solve_frame(A[f], b[f], method, epsilon=0.5, rank=ranks[f])
+        x_one, s_min_one = pseudoinverse.solve(A[f], b[f], method, epsilon=0.5, rank=ranks[f])
+        assert x_one.shape == (n,) and np.shape(s_min_one) == ()
         np.testing.assert_allclose(x_one, x[f], rtol=1e-10, atol=1e-12 * np.abs(x[f]).max(initial=1.0))
         np.testing.assert_allclose(s_min_one, s_min[f], rtol=1e-12, equal_nan=True)

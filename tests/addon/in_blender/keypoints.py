@@ -56,10 +56,10 @@ def figures(result, rig=None, rate=None):
         "engine_mean": None if engine is None else float(np.nanmean(engine.fit.error)),
         "gap_frames": result.gap_frames.tolist(), "gaps": {k: [list(s) for s in v] for k, v in result.gaps.items()},
         "scale": result.scale, "keys": result.keys_written, "warnings": result.warnings, "seconds": result.seconds,
-        "fit_seconds": result.fit_seconds, "write_seconds": result.write_seconds, "passes": result.control_passes,
+        "solve_seconds": result.solve_seconds, "write_seconds": result.write_seconds, "passes": result.control_passes,
         "bone_map": result.bone_map, "left_out": result.left_out,
         "contacts": {k: [list(s) for s in v] for k, v in result.contacts.items()},
-        "foot_drift": {k: v.tolist() for k, v in result.foot_drift.items()},
+        "foot_slide": {k: v.tolist() for k, v in result.foot_slide.items()},
         "source_drift": {k: [_drift(result.data[a - f0:b - f0 + 1, result.names.index(k)]) for a, b in v]
                          for k, v in result.contacts.items()},
         "jitter": None if rig is None else float(np.nanmean(jitter(result.bone_matrices, target.parents_of(rig),
@@ -111,6 +111,49 @@ def generated_session(first=0, count=30):
     return json.loads(json.dumps(out, default=float))
 
 
+def modal_run(esc=None):
+    """The Fit Keypoints operator's modal path (`modal_job.ModalJob`) on the panel's settings,
+    driven by hand as Blender's event loop drives it (background Blender runs `execute`
+    instead): a timer event per step, Esc once `esc(job)` holds. What it returned, reported and
+    showed as progress, and whether the bake guard is released."""
+    from types import SimpleNamespace
+
+    modal_job, guard = addon("modal_job"), addon("guard")
+    operator = addon("keypoints.operators").ITASC_OT_fit_keypoints
+    log = {"reports": [], "progress": []}
+
+    class WindowManager:
+        def progress_begin(self, low, high):
+            log["range"] = [low, high]
+
+        def progress_update(self, value):
+            log["progress"].append(value)
+
+        def progress_end(self):
+            log["ended"] = True
+
+        def event_timer_add(self, step, window=None):
+            return "timer"
+
+        def event_timer_remove(self, timer):
+            log["timer_removed"] = True
+
+        def modal_handler_add(self, op):
+            pass
+
+    members = {name: getattr(operator, name) for name in ("_make_job", "_finish", "job_errors", "job_noun")}
+    op = type("FitKeypoints", (modal_job.ModalJob,), members)()
+    op.report = lambda kind, text: log["reports"].append([sorted(kind), text])
+    context = SimpleNamespace(window_manager=WindowManager(), window=object(), scene=bpy.context.scene)
+    states = [sorted(op._start(context))]
+    log["guard_during"] = guard.baking()
+    while states[-1] == ["RUNNING_MODAL"] and len(states) < 100:
+        kind = "ESC" if esc is not None and esc(op._job) else "TIMER"
+        states.append(sorted(op.modal(context, SimpleNamespace(type=kind))))
+    log.update(states=states, guard_after=guard.baking(), written=op._job.written)
+    return log
+
+
 def attempt(fn, objects):
     """(the RigError's message or None, whether every object's keys stayed as they were)."""
     before = {o.name: all_keys(o) for o in objects}
@@ -148,9 +191,20 @@ def metarig_session(count=20):
     out["undone"] = list(bpy.ops.ed.undo())            # every reference to Blender data is stale after this
     rig = bpy.data.objects[name]
     props = bpy.context.scene.itasc_keypoints
-    job = addon("keypoints.job").Job(rig, DATA / "static_0-12.trc", frame_start=1)
+    job_module = addon("keypoints.job")
+    late = job_module.prepare(rig, DATA / "static_0-12.trc", frame_start=1)
+    steps, late_progress = late.steps(), []
+    while not late.written:                                 # fitted, written; then Esc
+        late_progress.append(next(steps))
+    out["late"] = {"progress": late_progress, "message": late.cancel(), "keys_written": late.keys_written}
+    job = job_module.prepare(rig, DATA / "static_0-12.trc", frame_start=1)
+    early = job_module.prepare(rig, DATA / "static_0-12.trc", frame_start=1)
+    next(early.steps())                                     # fitted, nothing written; then Esc
+    out["early"] = {"done": early.done, "written": early.written, "message": early.cancel()}
     out["progress"] = [job.done] + list(job.steps())
     out["total"] = job.total
+    out["modal"] = {"finished": modal_run(), "esc_early": modal_run(esc=lambda job: job.done >= 1),
+                    "esc_late": modal_run(esc=lambda job: job.written)}
     api.clear_bake(rig)
     out["restored"] = all_keys(rig) == before
     # Bad input: nothing written, a message saying what to change.

@@ -316,7 +316,7 @@ def bake_during_live_preview():
         scene.frame_set(f)                          # live preview poses the first rig's chain
     live_moved = max((rigs[True].pose.bones[i].rotation_quaternion.rotation_difference(
         rigs[False].pose.bones[i].rotation_quaternion).angle) for i in range(6))
-    baked = {str(on): api.bake(rig, 1, 12).q.tolist() for on, rig in rigs.items()}
+    baked = {str(on): api.bake(rig, 1, 12).engine.q.tolist() for on, rig in rigs.items()}
     return {"baked": baked, "live_moved": live_moved, "still_on": rigs[True].itasc.live_preview}
 
 
@@ -400,7 +400,7 @@ def live_equals_bake(kind, visits=(1, 2, 3, 4, 5, 6, 7, 8, 30, 29, 28, 27, 26, 5
     baked = _baked_tails(scene, rig, names, visits)
     api.clear_bake(rig)
     out.update(names=names, lengths=lengths, visits=list(visits), live_q=live_q, live_tails=live_tails,
-               bake_q=[res.q[f - 1].tolist() for f in visits], bake_tails=[baked[f] for f in visits],
+               bake_q=[res.engine.q[f - 1].tolist() for f in visits], bake_tails=[baked[f] for f in visits],
                converged=[bool(res.converged[f - 1]) for f in visits], message=rig.itasc.result_message)
     if target is None:
         return out
@@ -419,7 +419,7 @@ def live_equals_bake(kind, visits=(1, 2, 3, 4, 5, 6, 7, 8, 30, 29, 28, 27, 26, 5
     _toggle(rig)
     res = api.bake(rig, drag_frame, drag_frame)
     scene.frame_set(drag_frame)
-    out.update(drag_q=drag_q[-1], drag_tails=drag_tails[-1], drag_bake_q=res.q[0].tolist(),
+    out.update(drag_q=drag_q[-1], drag_tails=drag_tails[-1], drag_bake_q=res.engine.q[0].tolist(),
                drag_bake_tails=_chain_tails(rig, names),
                drag_moved=max(abs(a - b) for a, b in zip(drag_q[0], drag_q[-1])))
     api.clear_bake(rig)

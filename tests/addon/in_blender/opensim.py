@@ -229,11 +229,16 @@ def gaps_trial(osim, trc, tasks, gaps):
         bpy.ops.itasc.opensim_solve()
     same_keys_twice = all_keys(arm) == baked_once
     ik, solved_frames, messages = S.solve(arm)
-    chunked = S.SolveJob(arm, chunk=7).solve_all()      # 11 chunks, each warm-started from the one before
+    chunked = S.prepare(arm, chunk=7).solve_all()      # 11 chunks, each warm-started from the one before
+    stopped = S.prepare(arm, chunk=7)
+    keys_before = all_keys(arm)
+    next(stopped.steps())                              # one chunk solved, nothing written; then Esc
+    stopped = {"done": stopped.done, "total": stopped.total, "written": stopped.written,
+               "message": stopped.cancel(), "unchanged": all_keys(arm) == keys_before}
     checks = [0, 1, 2, 37, 72]                         # half frames among them
     W_err = pose_errors(arm, om, ik.q[checks], frames[checks], u)
     return {"done": list(done), "twice": same_keys_twice, "frames": frames.tolist(), "gaps": seen, "q": ik.q.tolist(),
-            "q_chunked": chunked.q.tolist(),
+            "q_chunked": chunked.q.tolist(), "stopped": stopped,
             "marker_names": ik.marker_names, "errors_nan": np.isnan(ik.marker_errors).tolist(),
             "rms": ik.marker_error_rms.tolist(), "pose": W_err, "message": arm.itasc_opensim.result_message,
             "range": [scene.frame_start, scene.frame_end], "fps": scene.render.fps}

@@ -167,7 +167,7 @@ def free_chain_against_standard(joints, pole_angle, pole_is_bone, root_limit=0.0
     their_x, their_z, u, pole, their_joints, their_miss = _chain_pose(scene, rig, target, ik, frames)
     alone = []                       # frames solved one at a time (live preview's loop), from the same start
     for f in frames:
-        alone.append(api.solve_frame(rig, f, key=False).q[0])
+        alone.append(api.solve_frame(rig, f, key=False).engine.q[0])
         for pb in rig.pose.bones:                 # back to the user's (rest) pose
             pb.matrix_basis = Matrix.Identity(4)
     result = api.bake(rig, 1, n_frames)
@@ -185,6 +185,6 @@ def free_chain_against_standard(joints, pole_angle, pole_is_bone, root_limit=0.0
             "their_off_pole_plane_degrees": np.degrees(np.arcsin(np.abs(np.sum(up * side, axis=1)).clip(0, 1))).tolist(),
             "their_flatness": their_flatness.tolist(), "our_flatness": our_flatness.tolist(),
             "our_miss": our_miss.tolist(), "their_miss": their_miss.tolist(),
-            "alone_minus_bake": float(np.abs(np.array(alone) - result.q).max()),
+            "alone_minus_bake": float(np.abs(np.array(alone) - result.engine.q).max()),
             "converged": result.converged.tolist(), "pole_error": result.pole_error.tolist(),
             "warnings": result.warnings}

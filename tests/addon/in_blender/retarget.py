@@ -1,6 +1,6 @@
 """Bodies of test_addon_retarget: both CMU clips (../shared/data/bvh, through Blender's own BVH
 importer) retargeted onto Rigify's human metarig and onto the rig Rigify generates, ours and the
-naive copy-rotation retarget, measured by Blender's evaluation of the keys; the clips renamed
+copy-rotation retarget, measured by Blender's evaluation of the keys; the clips renamed
 and turned, mapped from their skeletons (bone_map_session). Sessions that call
 these end with exit_at_once (Blender 4.2 crashes on exit once Rigify was enabled)."""
 
@@ -99,7 +99,7 @@ def foot_paths(src, frames):
 
 
 def metarig_session():
-    """Everything on the metarig (one session): bone maps, both clips ours and naive, the walk's
+    """Everything on the metarig (one session): bone maps, both clips ours and copied, the walk's
     contacts against its own feet, user-edited spans, T-pose/A-pose, bad input."""
     if bpy.ops.preferences.addon_enable(module="rigify") != {"FINISHED"}:
         raise RuntimeError("could not enable Blender's bundled Rigify add-on")
@@ -116,7 +116,7 @@ def metarig_session():
              for r in bone_maps.ROLES}
     out["json_round_trip"] = bone_maps.from_json(bone_maps.to_json(pairs)) == pairs
 
-    # The walk: ours, then the naive retarget on the same spans.
+    # The walk: ours, then the copy-rotation retarget on the same spans.
     ours = api.retarget(rig, walk, calibration_frame=1)
     out["walk"] = summary(ours)
     out["walk_jumps"] = control_jumps(rig, walk, ours)
@@ -127,7 +127,7 @@ def metarig_session():
     out["metarig_feet"] = [list(rig.data.bones[n].head_local) for n in ("foot.L", "toe.L", "foot.R", "toe.R")]
     out["walk_frames"] = frames.tolist()
     out["fps"] = bpy.context.scene.render.fps / bpy.context.scene.render.fps_base
-    out["walk_naive"] = summary(api.retarget(rig, walk, calibration_frame=1, method="copy", contacts=ours.contacts))
+    out["walk_copy"] = summary(api.retarget(rig, walk, calibration_frame=1, method="copy", contacts=ours.contacts))
 
     # User-edited spans: one removed, one moved, one added; the result holds exactly those.
     edited = {p: list(s) for p, s in ours.contacts.items()}
@@ -142,7 +142,7 @@ def metarig_session():
 
     # The other clip (its walk part) onto the metarig.
     out["131"] = summary(api.retarget(rig, clip, 480, 720, calibration_frame=480))
-    out["131_naive"] = summary(api.retarget(rig, clip, 480, 720, calibration_frame=480, method="copy"))
+    out["131_copy"] = summary(api.retarget(rig, clip, 480, 720, calibration_frame=480, method="copy"))
 
     # T-pose source (the walk's frame 1 is the conversion's T-pose) onto an A-pose target (a copy
     # of the metarig with its arms lowered 40 degrees at rest), and an A-pose source (the metarig
@@ -274,16 +274,24 @@ def draw_panel():
 
 def job_steps(rig, walk):
     """A retarget run step by step as the modal operator runs it: progress never goes back and
-    ends at the total; a job stopped before its write step leaves every key as it was."""
+    ends at the total; a job stopped before its write step leaves every key as it was, one
+    stopped after it keeps its keys and says so."""
     job_module = addon("retarget.job")
     before = json.dumps(all_keys(rig))
-    stopped = job_module.Job(rig, walk, calibration_frame=1)
+    stopped = job_module.prepare(rig, walk, calibration_frame=1)
+    out = {"prepared_unchanged": json.dumps(all_keys(rig)) == before}
     steps = stopped.steps()
     for _ in range(3):
         next(steps)
-    out = {"stopped_phase": stopped.phase, "stopped_message": stopped.cancel(),
-           "unchanged": json.dumps(all_keys(rig)) == before}
-    job = job_module.Job(rig, walk, 1, 100, calibration_frame=1)
+    out.update(stopped={"done": stopped.done, "frames": len(stopped.frames), "written": stopped.written},
+               stopped_message=stopped.cancel(), unchanged=json.dumps(all_keys(rig)) == before)
+    late = job_module.prepare(rig, walk, 1, 20, calibration_frame=1)
+    steps, late_progress = late.steps(), []
+    while not late.written:
+        late_progress.append(next(steps))
+    out["late"] = {"progress": late_progress, "total": late.total, "keys_written": late.keys_written,
+                   "message": late.cancel()}
+    job = job_module.prepare(rig, walk, 1, 100, calibration_frame=1)
     progress = [job.done]
     for done in job.steps():
         progress.append(done)
@@ -393,7 +401,7 @@ def control_jumps(rig, src, result):
 
 
 def generated_session():
-    """Both clips onto the rig Rigify generates (generated once), ours and naive; keys on its
+    """Both clips onto the rig Rigify generates (generated once), ours and copied; keys on its
     controls: which channels were keyed."""
     if bpy.ops.preferences.addon_enable(module="rigify") != {"FINISHED"}:
         raise RuntimeError("could not enable Blender's bundled Rigify add-on")
@@ -411,7 +419,7 @@ def generated_session():
     out["walk"] = summary(ours)
     out["walk_jumps"] = control_jumps(rig, walk, ours)
     out["keyed_bones"] = sorted({path.split('"]')[0].split('["')[1] for path in all_keys(rig)})
-    out["walk_naive"] = summary(api.retarget(rig, walk, calibration_frame=1, method="copy", contacts=ours.contacts))
+    out["walk_copy"] = summary(api.retarget(rig, walk, calibration_frame=1, method="copy", contacts=ours.contacts))
     ours_131 = api.retarget(rig, clip, 480, 640, calibration_frame=480)
     out["131"] = summary(ours_131)
     out["131_jumps"] = control_jumps(rig, clip, ours_131)

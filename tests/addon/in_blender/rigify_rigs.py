@@ -81,8 +81,8 @@ def bake(metarig, n_frames=12):
         "precision": float(res.settings.get("precision", np.nan)) if res.settings else None,
         "pole_error": np.asarray(res.pole_error)[:, [c for c in columns if c >= 0]].tolist(),
         "rotation_error": np.asarray(res.rotation_error)[:, [c for c in columns if c >= 0]].tolist(),
-        "solver_converged": np.asarray(res.solver_converged).tolist(),
-        "solver_error": np.asarray(res.solver_position_error)[:, [c for c in columns if c >= 0]].tolist(),
+        "engine_converged": np.asarray(res.engine.converged).tolist(),
+        "engine_error": np.asarray(res.engine.position_error)[:, [c for c in columns if c >= 0]].tolist(),
         "floor": np.asarray(res.float32_floor)[:, [c for c in columns if c >= 0]].tolist(),
         **_readings(jobs[-1]),
     }

@@ -23,8 +23,8 @@ def _bake(rig, **options):
         pb.matrix_basis.identity()
     res = api.bake(rig, 1, N_FRAMES, **options)
     return {"settings": res.settings, "from": res.settings_from, "mode": res.mode, "method": res.method,
-            "iterations": res.iterations.tolist(), "solver_error": float(np.nanmax(res.solver_position_error)),
-            "solver_converged": res.solver_converged.tolist(), "error": float(np.nanmax(res.position_error)),
+            "iterations": res.iterations.tolist(), "engine_error": float(np.nanmax(res.engine.position_error)),
+            "engine_converged": res.engine.converged.tolist(), "error": float(np.nanmax(res.position_error)),
             "converged": res.converged.tolist(), "notes": res.notes, "warnings": res.warnings}
 
 

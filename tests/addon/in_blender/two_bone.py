@@ -172,7 +172,7 @@ def bake_arm():
     muted = ik.mute
     ours = blender_pose(scene, rig, frames)                    # the baked keys, Blender's IK muted
     goal = world_targets(scene, target, frames)
-    elbow, tail = chain_points(rig, res.q)
+    elbow, tail = chain_points(rig, res.engine.q)
     world = np.array(rig.matrix_world, dtype=float)
     to_arm = np.linalg.inv(world)
     goal_arm = (to_arm @ np.concatenate([goal, np.ones((N, 1))], 1).T).T[:, :3]
@@ -197,12 +197,12 @@ def bake_arm():
         "straight": [float(max(np.linalg.norm(np.cross(y, g - r)) / np.linalg.norm(g - r) for y in ys))
                      for ys, g, r in zip(ours["y"], goal, ours["root"])],
         # The engine's own report (the result's errors are Blender's evaluation, `measured`).
-        "reported": res.solver_position_error[:, 0].tolist(), "converged": res.converged.tolist(),
+        "reported": res.engine.position_error[:, 0].tolist(), "converged": res.converged.tolist(),
         "measured": res.position_error[:, 0].tolist(),
-        "iterations": res.iterations.tolist(), "sigma_min": res.sigma_min.tolist(),
-        "ref_method": ref.method, "ref_reported": ref.solver_position_error[:, 0].tolist(),
+        "iterations": res.iterations.tolist(), "sigma_min": res.engine.sigma_min.tolist(),
+        "ref_method": ref.method, "ref_reported": ref.engine.position_error[:, 0].tolist(),
         "ref_converged": ref.converged.tolist(),
-        "frame_method": frame.method, "frame_error": float(frame.solver_position_error[0, 0]),
+        "frame_method": frame.method, "frame_error": float(frame.engine.position_error[0, 0]),
         "simulation": [simulation.method, simulation.fallback_reason],
     }
 
@@ -234,7 +234,7 @@ def pole_cases():
         world = np.array(rig.matrix_world, dtype=float)
         to_arm = np.linalg.inv(world)
         arm = lambda p: (to_arm @ np.concatenate([p, np.ones((len(p), 1))], 1).T).T[:, :3]  # noqa: E731
-        elbow, tail = chain_points(rig, res.q)
+        elbow, tail = chain_points(rig, res.engine.q)
         g, p = arm(goal_world), arm(pole_world)                 # the root is the armature origin
         u = g / np.linalg.norm(g, axis=1, keepdims=True)
         across = lambda v: v - np.sum(v * u, axis=1, keepdims=True) * u
@@ -350,7 +350,7 @@ def straight_chain():
     target.animation_data_clear()
     key_path(target, (world @ np.concatenate([on_line, np.ones((3, 1))], 1).T).T[:, :3])
     res = api.bake(rig, 1, 3)
-    elbow, tail = chain_points(rig, res.q)
+    elbow, tail = chain_points(rig, res.engine.q)
     goal = world_targets(scene, target, range(1, 4))
     goal = (np.linalg.inv(world) @ np.concatenate([goal, np.ones((3, 1))], 1).T).T[:, :3]   # as keyed (float32)
     return {"method": res.method, "elbow": elbow.tolist(), "miss": np.linalg.norm(tail - goal, axis=1).tolist(),

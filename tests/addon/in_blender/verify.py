@@ -20,8 +20,8 @@ def figures(res):
     def plain(a):
         return [[None if math.isnan(v) else v for v in row] for row in np.asarray(a, float).tolist()]
     return {"position": plain(res.position_error), "rotation": plain(res.rotation_error),
-            "solver_position": plain(res.solver_position_error), "solver_rotation": plain(res.solver_rotation_error),
-            "converged": res.converged.tolist(), "solver_converged": res.solver_converged.tolist(),
+            "engine_position": plain(res.engine.position_error), "engine_rotation": plain(res.engine.rotation_error),
+            "converged": res.converged.tolist(), "engine_converged": res.engine.converged.tolist(),
             "verified": res.verified.tolist(), "floor": plain(res.float32_floor),
             "verify_seconds": res.verify_seconds, "seconds": res.seconds, "warnings": res.warnings,
             "constraints": res.constraints, "frames": res.frames.tolist(), "summary": res.summary()}

@@ -25,8 +25,8 @@ def leg_length(lengths_by_role: dict) -> float:
     return float(np.mean([lengths_by_role[f"thigh.{s}"] + lengths_by_role[f"shin.{s}"] for s in "LR"]))
 
 
-def naive_world(motion, roles, skeleton, target_map, calibration: int):
-    """({target bone: world matrix (F, 4, 4)}, hips bone): the naive retarget of `motion` (rows:
+def copied_world(motion, roles, skeleton, target_map, calibration: int):
+    """({target bone: world matrix (F, 4, 4)}, hips bone): the copy-rotation retarget of `motion` (rows:
     `roles`) onto `skeleton` through `target_map` {role: target bone}, calibrated at row
     `calibration` of the motion."""
     S = motion.world
