@@ -111,7 +111,7 @@ class Job:
         self.stage = None            # the Stage under way
         self.stage_results = []      # the engine's figures of the stages written
         self.blended = {}            # per constraint aimed short of its target: (influence, its effector before)
-        self.engine_result = None    # the stages' results joined (`merge_stages`), once all are written
+        self.stages_result = None    # the stages' results joined (`merge_stages`), once all are written
         self.reader = None           # Blender's evaluation of what was written
         self.to_read, self.v = [], 0     # the frames (indices) to read there, how many are read
         self.verify_warnings = []
@@ -458,7 +458,7 @@ class Job:
 
     def _start_verify(self):
         """The reader of Blender's evaluation of every active IK constraint (`measure_rig`)."""
-        self.engine_result = merge_stages(self.stage_results, self.measure_rig, self.order,
+        self.stages_result = merge_stages(self.stage_results, self.measure_rig, self.order,
                                           time.perf_counter() - self.started)
         self.reader = verify.Reader(self.measure_rig, self.obj, len(self.frames))
         self.reader.keep([name for stage in self.solved_stages for name in _checked_inputs(stage)])
@@ -496,7 +496,7 @@ class Job:
         """The result: Blender's evaluation of the frames read (`verify.measure`) as the errors and
         `converged`, the engine's own result beside them (`engine`); stored on the object."""
         started = time.perf_counter()
-        result, rig = self.engine_result, self.measure_rig
+        result, rig = self.stages_result, self.measure_rig
         objects, scale = self.reader.targets()
         kept_short = []              # Blender's constraints at influence below 1: not judged
         for c, d in enumerate(rig.driven):
