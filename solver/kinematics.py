@@ -49,23 +49,19 @@ class Pose:
         direction   (F, n, 3) w_c or u_c per coordinate
         pivot       (F, n, 3) o_c per coordinate (unused for translations)
 
-    They are views of node-major arrays (model.layout): the world nodes W and the transforms X
-    (A + N and T rows, each (F, 4, 4)) and the velocity columns (F, n, 3); `n_frames` is F."""
+    They are views of node-major arrays (model.layout): `nodes`, the world nodes W, and the
+    transforms X (A + N and T rows, each (F, 4, 4)) and the velocity columns (F, n, 3);
+    `n_frames` is F."""
 
     def __init__(self, model: Model, nodes: np.ndarray, transforms: np.ndarray, columns: np.ndarray,
                  partial_products: bool = True):
-        self._model, self._nodes, self._transforms, self._columns = model, nodes, transforms, columns
+        self._model, self.nodes, self._transforms, self._columns = model, nodes, transforms, columns
         self._partial_products = partial_products
         self.n_frames = transforms.shape[1]
 
     @_computed_once
     def frames(self) -> np.ndarray:
-        return _take(self._nodes, self._model.layout.segment_nodes).swapaxes(0, 1)
-
-    def nodes(self, index) -> np.ndarray:
-        """World nodes of the plan (model.layout) at `index` (a slice or indices), node-major
-        (len, F, 4, 4)."""
-        return _take(self._nodes, index)
+        return _take(self.nodes, self._model.layout.segment_nodes).swapaxes(0, 1)
 
     @_computed_once
     def local(self) -> np.ndarray:
@@ -85,11 +81,11 @@ class Pose:
         """w_c = R c_c with R the frame before c's joint and c_c its column there; o_c that
         frame's origin (under _FRAMES_BY_ARITHMETIC frames (o_c, 1), its last column)."""
         layout = self._model.layout
-        if self._nodes.shape[1] < _FRAMES_BY_ARITHMETIC:         # fewest calls: each coordinate's node
-            before = _take(self._nodes, layout.coordinate_nodes).swapaxes(0, 1)      # (F, n, 4, 4)
+        if self.nodes.shape[1] < _FRAMES_BY_ARITHMETIC:         # fewest calls: each coordinate's node
+            before = _take(self.nodes, layout.coordinate_nodes).swapaxes(0, 1)      # (F, n, 4, 4)
             return (before[..., :3, :3] @ self._columns[..., None])[..., 0], before[..., 3]
         # many frames: per joint first, then per coordinate, frame-major and contiguous
-        before = _take(self._nodes, layout.joint_nodes).swapaxes(0, 1)               # (F, G, 4, 4)
+        before = _take(self.nodes, layout.joint_nodes).swapaxes(0, 1)               # (F, G, 4, 4)
         R = _per_coordinate(np.ascontiguousarray(before[..., :3, :3]), layout.coordinate_joints)
         o = _per_coordinate(before[..., :3, 3], layout.coordinate_joints)
         return np.einsum("fnij,fnj->fni", R, self._columns), o
@@ -127,22 +123,22 @@ def joint_transforms(model: Model, q: np.ndarray, rests: bool = False):
     coordinate's velocity column (F, n, 3) in the frame before its joint."""
     F = q.shape[0]
     layout = model.layout
-    template = layout.template if rests else layout.template[:layout.n_transforms]          # (T, 4, 4)
+    template = layout.template if rests else layout.template[:layout.n_transforms]          # (T, 1, 4, 4)
     # Revolute and prismatic columns are fixed axes; only swing and sphere columns vary with q.
     if F == 1:          # one frame: the kinds' motion without a frame axis, fewer and smaller calls
-        X, columns, q = template.copy(), model.fixed_columns.copy(), q[0]
+        X, columns = template.copy(), model.fixed_columns[None].copy()
         for group, run in zip(model.joint_groups, layout.group_runs):
             coordinates = group.coordinates
-            values = q[coordinates] if isinstance(coordinates, slice) else q.take(coordinates)
+            values = q[:, coordinates] if isinstance(coordinates, slice) else q.take(coordinates, axis=1)
             R, t, varying = group.kind.motion(values.reshape(-1, group.kind.n_coordinates), group.prepared)
             if R is not None:
-                X[run, :3, :3] = R
+                X[run, 0, :3, :3] = R
             if t is not None:
-                X[run, :3, 3] = t
+                X[run, 0, :3, 3] = t
             if varying is not None:
-                columns[coordinates] = varying.reshape(-1, 3)
-        return X[:, None], columns[None]
-    X = template[:, None].repeat(F, axis=1)
+                columns[0, coordinates] = varying.reshape(-1, 3)
+        return X, columns
+    X = template.repeat(F, axis=1)
     columns = model.fixed_columns[None].repeat(F, axis=0)
     for group, run in zip(model.joint_groups, layout.group_runs):
         coordinates = group.coordinates

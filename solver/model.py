@@ -409,7 +409,7 @@ def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, 
     jointed = np.array([s for s in range(S) if segments[s].joints], dtype=int)
     return KinematicLayout(
         group_runs=group_runs,
-        template=template,
+        template=template[:, None],
         n_transforms=size,
         products=products,
         n_armatures=A,

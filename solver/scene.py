@@ -187,7 +187,7 @@ class Scene:
     def _endpoint_frames(self, pose: Pose, objects):
         """Every endpoint's world frame (F, E, 4, 4): its row of the world nodes and the objects
         times its offset, in one product."""
-        sources = pose.nodes(slice(None))                                                  # (N, F, 4, 4)
+        sources = pose.nodes                                                               # (N, F, 4, 4)
         if self._obj_ends.size:
             sources = np.concatenate((sources, objects.swapaxes(0, 1)))
         rows = self._end_rows
