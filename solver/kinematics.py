@@ -172,8 +172,10 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
         X, columns = joint_transforms(model, q, rests=True)
         _fill_partial_products(X, layout.rest_products)
         offsets = _take(X, layout.node_sources)
+        nodes_3d, offsets_3d = (W[:, 0], offsets[:, 0]) if F == 1 else (W, offsets)     # one frame: 3-D, fewer loops
         for nodes, parents, run in layout.level_runs:
-            np.matmul(W[parents] if parents.__class__ is slice else W.take(parents, axis=0), offsets[run], out=W[nodes])
+            np.matmul(nodes_3d[parents] if parents.__class__ is slice else nodes_3d.take(parents, axis=0),
+                      offsets_3d[run], out=nodes_3d[nodes])
         return Pose(model, W, X, columns, partial_products=False)
     # Many frames cost by the arithmetic: the fixed nodes W_parent C (a 2-D product per constant
     # where the parent is shared), then each moving node from the node before its segment's first
