@@ -236,16 +236,12 @@ KINDS = {kind.name: kind for kind in (REVOLUTE, PRISMATIC, SWING, SPHERE)}
 class JointGroup:
     """The joints of one kind in a model: `joints` their indices (a slice where contiguous),
     `coordinates` their coordinates in joint order (G * d, a slice where contiguous),
-    `prepared` the kind's q-independent constants. q[take] of coordinates q (F, n) are the
-    group's (F, G, d), or (F, G * d) to reshape where `reshape` (a view either way where the
-    coordinates are contiguous)."""
+    `prepared` the kind's q-independent constants."""
 
     kind: JointKind
     joints: slice | np.ndarray
     coordinates: slice | np.ndarray
     prepared: object
-    take: tuple
-    reshape: bool
 
 
 def group_joints(kinds, axes: np.ndarray, first: np.ndarray):
@@ -264,14 +260,7 @@ def group_joints(kinds, axes: np.ndarray, first: np.ndarray):
         columns = kind.fixed_columns(axes[index])
         if columns is not None:
             fixed[coordinates] = columns.reshape(-1, 3)
-        run = as_slice(coordinates)
-        if d == 1:
-            take, reshape = (slice(None), run, None), False
-        elif isinstance(run, slice):
-            take, reshape = (slice(None), run), True
-        else:
-            take, reshape = (slice(None), coordinates.reshape(-1, d)), False
-        groups.append(JointGroup(kind, as_slice(index), run, kind.prepare(axes[index]), take, reshape))
+        groups.append(JointGroup(kind, as_slice(index), as_slice(coordinates), kind.prepare(axes[index])))
     return groups, fixed
 
 

@@ -130,7 +130,7 @@ class Model:
     Per segment: names, parent, armature, rest, post, length. Per joint (tree order): joints,
     joint_segment, joint_slot (its place on its segment), joint_first (its first coordinate),
     joint_axis. Per coordinate: coordinate_segment, coordinate_joint, lower, upper, weight,
-    rotational, coordinate_names. For forward kinematics: joint_groups (joints by kind),
+    rotational (rotation_mask: 1.0 per rotation, (n, 1)), coordinate_names. For forward kinematics: joint_groups (joints by kind),
     fixed_columns and `layout` (KinematicLayout); for limits: elliptic_groups, unlimited_spheres;
     for Jacobians: segment_ancestors and moves.
     """
@@ -148,10 +148,11 @@ class Model:
         self.post = np.stack([np.eye(4) if s.post is None else np.asarray(s.post, float) for s in self.segments])
         self.length = np.array([s.length for s in self.segments], dtype=float)
         self._flatten_joints()
-        self.joint_groups, self.fixed_columns = group_joints([j.kind for j in self.joints], self.joint_axis,
-                                                             self.joint_first)
+        groups, self.fixed_columns = group_joints([j.kind for j in self.joints], self.joint_axis, self.joint_first)
+        self.joint_groups = groups
         self._limit_indices()
-        self.layout = kinematic_layout(self.parent, self.joint_segment, self.joint_slot, self.coordinate_joint)
+        self.layout = kinematic_layout(self.segments, self.armature, self.joint_segment, self.joint_slot,
+                                       self.coordinate_joint, groups, self.rest, self.post)
         self.segment_ancestors = _ancestors(self.parent)          # [s, a]: a is s or an ancestor of s
         n_seg = len(self.segments)
         self.moves = (self.segment_ancestors[:, self.coordinate_segment].T if self.n_coordinates
@@ -184,6 +185,7 @@ class Model:
         self.weight = np.array([v for j in joints for v in j.weight], dtype=float)
         self.rotational = np.array([j.type.rotational for j in joints for _ in range(j.n_coordinates)], dtype=bool)
         self.translational = np.flatnonzero(~self.rotational)
+        self.rotation_mask = self.rotational.astype(float)[:, None]      # (n, 1): 1.0 for rotations
         self.coordinate_names = [f"{self.names[seg]}.{c}" for j, seg in zip(joints, joint_segment) for c in j.labels]
 
     def _limit_indices(self):
@@ -251,68 +253,199 @@ def _ancestors(parent: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class LevelPlan:
+    """One level of world nodes (KinematicLayout): its run of nodes, their parents and offsets;
+    its fixed nodes (a constant offset) with their parents and constants, and its moving nodes
+    with, per node, the node before its segment's first joint."""
+
+    nodes: slice
+    parents: slice | np.ndarray
+    offsets: slice
+    fixed: slice
+    fixed_parents: slice | np.ndarray
+    constants: slice
+    moving: slice
+    moving_before: slice | np.ndarray
+    moving_rows: slice | np.ndarray
+
+
+@dataclass(frozen=True)
 class KinematicLayout:
-    """The index caches of forward kinematics (kinematics.py), as slices where contiguous.
+    """The plan of forward kinematics (kinematics.py): index arrays folded once per model, as
+    slices where contiguous, that compose any number of frames F in the same few numpy calls.
+    Arrays are node-major, (rows, F, 4, 4), so that each step writes one contiguous run.
 
-    Segments are composed level by level (a level: the segments whose parent lies on the level
-    before), in level order, where every level is a run of positions:
+    Transforms X: the joints' transforms, grouped by kind (`group_runs`, in joint_groups' order),
+    then the segments' post transforms, then partial products (`template`: their first values,
+    identity but for the posts; `n_transforms` rows). A segment s with factors X_1 .. X_m (its
+    joints in slot order, then its post) has the partial products P_s1 = X_1 and
+    P_sk = P_s(k-1) X_k, one matmul per slot k >= 2 for all segments that have one (`products`:
+    the rows of P_s(k-1) and of X_k, and the run written).
 
-        levels                  per level, its segments (index arrays)
-        level_index             the same as slices where contiguous
-        level_run               its run of level-order positions
-        level_parent_position   its parents' positions (None for the roots)
-        segment_position        level order back to segment order (None when they agree)
-        joint_position          each joint's segment's level-order position
+    Nodes W: the armature bases (A rows), then the world frames level by level (a level: one
+    depth of the tree): each segment's frame W_parent rest_s P_sm and the frame before each joint
+    at slot k, W_parent rest_s P_sk (P_s0 = I). A node is fixed when its offset from the parent
+    is a constant (slot 0, or a segment with a post alone: `constants`), moving otherwise;
+    per level (LevelPlan) the fixed nodes come first.
 
-    A segment's joints are composed slot by slot (slot k: every segment's k-th joint):
+    Under kinematics._FRAMES_BY_ARITHMETIC frames X goes on (the rest of `template`) with the
+    constants and the rest-folded partial products Q_s1 = rest_s X_1, Q_sk = Q_s(k-1) X_k
+    (`rest_products`, laid out as `products`); each node's offset is the X row `node_sources`,
+    and each level one product (`level_runs`: its nodes, parents and offsets). From that many
+    frames on, each level's fixed nodes are W_parent C and its moving ones (the node before
+    their segment's first joint) times P_sk, the X rows `moving_rows`.
 
-        slots                   per slot, its joints
-        one_joint_per_segment   each segment has exactly one joint (no composing at all)
-        first_slot_index        the first slot's joints, first_slot_segments their segments
-        jointless_index         the segments without joints
-        coordinate_joint_index  each coordinate's joint
+    `segment_nodes`, `joint_nodes` (the node before each joint), `coordinate_nodes` (the same
+    per coordinate), `coordinate_joints` (each coordinate's joint), and `local_segments` /
+    `local_rows` (the segments with joints and their P after the last joint: Pose.local) read
+    the results; `levels` lists each depth's segments.
     """
 
+    group_runs: list
+    template: np.ndarray
+    n_transforms: int
+    products: list
+    n_armatures: int
+    n_nodes: int
+    fixed_nodes: slice | np.ndarray
+    constants: np.ndarray
+    rest_products: list
+    node_sources: slice | np.ndarray
+    node_levels: list
+    level_runs: list
+    segment_nodes: slice | np.ndarray
+    joint_nodes: slice | np.ndarray
+    coordinate_nodes: slice | np.ndarray
+    coordinate_joints: slice | np.ndarray
+    local_segments: slice | np.ndarray
+    local_rows: slice | np.ndarray
+    all_segments_move: bool
     levels: list
-    level_index: list
-    level_run: list
-    level_parent_position: list
-    segment_position: np.ndarray | None
-    joint_position: slice | np.ndarray
-    slots: list
-    one_joint_per_segment: bool
-    first_slot_index: slice | np.ndarray
-    first_slot_segments: slice | np.ndarray
-    jointless_index: slice | np.ndarray
-    coordinate_joint_index: slice | np.ndarray
 
 
-def kinematic_layout(parent: np.ndarray, joint_segment: np.ndarray, joint_slot: np.ndarray,
-                     coordinate_joint: np.ndarray) -> KinematicLayout:
-    """The layout of a tree with these parents (-1: a root), joints' segments and slots, and
-    coordinates' joints."""
-    n_seg = parent.size
-    depth = np.zeros(n_seg, dtype=int)
-    for i in range(n_seg):
-        depth[i] = 0 if parent[i] < 0 else depth[parent[i]] + 1
-    levels = [np.flatnonzero(depth == d) for d in range(depth.max() + 1)]
-    position = np.empty(n_seg, dtype=int)
-    position[np.concatenate(levels)] = np.arange(n_seg)
-    ends = np.cumsum([0] + [level.size for level in levels])
-    slots = [np.flatnonzero(joint_slot == k) for k in range(int(joint_slot.max(initial=-1)) + 1)]
-    first_slot = slots[0] if slots else np.zeros(0, int)
+def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, joint_slot: np.ndarray,
+                     coordinate_joint: np.ndarray, groups, rest: np.ndarray, post: np.ndarray) -> KinematicLayout:
+    """The plan of forward kinematics of a tree of `segments` (with their armatures, rest and
+    post transforms), its joints' segments and slots, coordinates' joints and joint groups."""
+    S, G, A = len(segments), joint_segment.size, int(armature.max()) + 1
+    parent = np.array([segment.parent for segment in segments], dtype=int)
+    # Transforms: the joints, one run per kind (the kinds of earlier slots first, so that a slot's
+    # joints tend to be one run), then the posts.
+    row = np.empty(G, dtype=int)
+    group_runs, start = [None] * len(groups), 0
+    for g in sorted(range(len(groups)), key=lambda g: joint_slot[groups[g].joints].mean()):
+        joints = np.arange(G)[groups[g].joints]
+        row[joints] = np.arange(start, start + joints.size)
+        group_runs[g] = slice(start, start + joints.size)
+        start += joints.size
+    posted = [s for s, segment in enumerate(segments) if segment.post is not None]
+    template = np.concatenate([np.tile(np.eye(4), (G, 1, 1)), post[posted].reshape(-1, 4, 4)])     # then products
+    factors = [[] for _ in range(S)]
+    for j in range(G):
+        factors[joint_segment[j]].append(row[j])           # joints come in slot order
+    for k, s in enumerate(posted):
+        factors[s].append(G + k)
+    # Partial products: partial[s][k - 1] is the row of P_sk.
+    partial = [f[:1] for f in factors]
+    products, size = [], G + len(posted)
+    for k in range(1, max(len(f) for f in factors)):
+        segs = [s for s in range(S) if len(factors[s]) > k]
+        run = slice(size, size + len(segs))
+        products.append((as_slice(np.array([partial[s][k - 1] for s in segs])),
+                         as_slice(np.array([factors[s][k] for s in segs])), run))
+        for i, s in enumerate(segs):
+            partial[s].append(run.start + i)
+        size = run.stop
+    template = np.concatenate([template, np.tile(np.eye(4), (size - template.shape[0], 1, 1))])
+    # Nodes level by level: (level, kind, item), kind 0 a segment, 1 a joint; per node its offset
+    # (segment, k): Q = rest_s P_sk, P_s0 = I. An offset is constant when P_sk holds no joint (slot
+    # 0, or a segment with a post alone); within a level the constant ones come first.
+    depth = np.zeros(S, dtype=int)
+    for s in range(S):
+        depth[s] = 0 if parent[s] < 0 else depth[parent[s]] + 1
+    offset = {(0, s): (s, len(factors[s])) for s in range(S)}
+    offset.update({(1, j): (joint_segment[j], joint_slot[j]) for j in range(G)})
+    moves = {(kind, item): int(offset[kind, item][1] > 0 and len(segments[offset[kind, item][0]].joints) > 0)
+             for kind, item in offset}
+    nodes = sorted([(depth[s], 0, s) for s in range(S)] + [(depth[joint_segment[j]], 1, j) for j in range(G)],
+                   key=lambda node: (node[0], moves[node[1:]]))
+    number = {(kind, item): A + i for i, (_, kind, item) in enumerate(nodes)}
+    segment_node = np.array([number[0, s] for s in range(S)], dtype=int)
+    joint_node = np.array([number[1, j] for j in range(G)], dtype=int)
+    parents = np.array([armature[s] if parent[s] < 0 else segment_node[parent[s]]
+                        for s in (offset[node[1:]][0] for node in nodes)], dtype=int)
+    moving = np.array([moves[node[1:]] for node in nodes], dtype=bool)
+    fixed_nodes = np.flatnonzero(~moving)
+    constants = np.array([rest[s] @ (post[s] if k else np.eye(4)) for s, k in (offset[nodes[i][1:]] for i in fixed_nodes)])
+    # Under kinematics._FRAMES_BY_ARITHMETIC frames the rests fold into the partial products:
+    # Q_s1 = rest_s X_1, Q_sk = Q_s(k-1) X_k, one matmul per slot (`rest_products`), in rows after
+    # the P_sk: the fixed nodes' constants (rest_s among them, the offset of s's first joint's
+    # node), then the Q_sk. Each node's offset is then one row of X (`node_sources`).
+    constants_start = size
+    constant_row = {int(i): constants_start + k for k, i in enumerate(fixed_nodes)}
+    first_joint_row = {s: constant_row[number[1, int(np.flatnonzero(joint_segment == s)[0])] - A]
+                       for s in range(S) if segments[s].joints}
+    segs = sorted(first_joint_row, key=first_joint_row.get)
+    previous = [first_joint_row[s] for s in segs]
+    rest_products, q_row, start = [], {}, constants_start + fixed_nodes.size
+    for k in range(1, max((len(factors[s]) for s in segs), default=0) + 1):
+        kept = [i for i, s in enumerate(segs) if len(factors[s]) >= k]
+        segs, previous = [segs[i] for i in kept], [previous[i] for i in kept]
+        run = slice(start, start + len(segs))
+        rest_products.append((as_slice(np.array(previous)), as_slice(np.array([factors[s][k - 1] for s in segs])), run))
+        q_row.update({(s, k): run.start + i for i, s in enumerate(segs)})
+        previous, start = list(range(run.start, run.stop)), run.stop
+    node_sources = np.array([q_row[offset[nodes[i][1:]]] if moving[i] else constant_row[i] for i in range(len(nodes))],
+                            dtype=int)
+    template = np.concatenate([template, constants.reshape(-1, 4, 4),
+                               np.tile(np.eye(4), (start - constants_start - fixed_nodes.size, 1, 1))])
+    node_levels = []
+    levels = np.array([level for level, _, _ in nodes], dtype=int)
+    for level in range(depth.max() + 1):
+        members = np.flatnonzero(levels == level)
+        p = parents[members]
+        shared = slice(int(p[0]), int(p[0]) + 1) if np.all(p == p[0]) else as_slice(p)
+        run = slice(int(members[0]), int(members[-1]) + 1)
+        fixed = members[~moving[members]]
+        # the frame before each moving node's segment's first joint: the fixed node of slot 0
+        before = np.array([joint_node[np.flatnonzero(joint_segment == offset[nodes[i][1:]][0])[0]] for i in members
+                           if moving[i]], dtype=int)
+        node_levels.append(LevelPlan(
+            nodes=slice(A + run.start, A + run.stop), parents=shared, offsets=run,
+            fixed=slice(A + int(fixed[0]), A + int(fixed[-1]) + 1),
+            fixed_parents=shared if isinstance(shared, slice) else as_slice(p[:fixed.size]),
+            constants=slice(int(np.searchsorted(fixed_nodes, fixed[0])), int(np.searchsorted(fixed_nodes, fixed[0])) + fixed.size),
+            moving=slice(A + int(fixed[-1]) + 1, A + run.stop), moving_before=as_slice(before),
+            moving_rows=as_slice(np.array([partial[s][k - 1] for s, k in (offset[nodes[i][1:]] for i in members
+                                                                           if moving[i])], dtype=int))))
+    jointed = np.array([s for s in range(S) if segments[s].joints], dtype=int)
     return KinematicLayout(
-        levels=levels,
-        level_index=[as_slice(level) for level in levels],
-        level_run=[slice(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:])],
-        level_parent_position=[None if parent[level[0]] < 0 else as_slice(position[parent[level]]) for level in levels],
-        segment_position=None if np.array_equal(position, np.arange(n_seg)) else position,
-        joint_position=as_slice(position[joint_segment]),
-        slots=slots,
-        one_joint_per_segment=np.array_equal(joint_segment, np.arange(n_seg)),
-        first_slot_index=as_slice(first_slot),
-        first_slot_segments=as_slice(joint_segment[first_slot]),
-        jointless_index=as_slice(np.setdiff1d(np.arange(n_seg), joint_segment)),
-        coordinate_joint_index=as_slice(coordinate_joint),
+        group_runs=group_runs,
+        template=template[:, None],
+        n_transforms=size,
+        products=products,
+        n_armatures=A,
+        n_nodes=A + len(nodes),
+        fixed_nodes=as_slice(fixed_nodes),
+        constants=constants.reshape(-1, 1, 4, 4),
+        rest_products=rest_products,
+        node_sources=as_slice(node_sources),
+        node_levels=node_levels,
+        level_runs=[(level.nodes, level.parents, level.offsets) for level in node_levels],
+        segment_nodes=_as_run(segment_node),
+        joint_nodes=_as_run(joint_node),
+        coordinate_nodes=_as_run(joint_node[coordinate_joint]) if coordinate_joint.size else slice(0, 0),
+        coordinate_joints=as_slice(coordinate_joint),
+        local_segments=as_slice(jointed),
+        local_rows=as_slice(np.array([partial[s][len(segments[s].joints) - 1] for s in jointed], dtype=int)),
+        all_segments_move=jointed.size == S,
+        levels=[np.flatnonzero(depth == d) for d in range(depth.max() + 1)],
     )
 
+
+def _as_run(index: np.ndarray):
+    """Indices in steps of one size as a slice (a view, also where the step is not 1), any other
+    index array as it is."""
+    if index.size > 1 and index[1] > index[0] and np.all(np.diff(index) == index[1] - index[0]):
+        return slice(int(index[0]), int(index[-1]) + 1, int(index[1] - index[0]))
+    return as_slice(index)

@@ -30,14 +30,11 @@ MODEL_OFFSETS = {"rest", "post"}
 
 FORWARD_KINEMATICS = {"kinematics.py", "joints.py"}     # the composition, and the kinds (JointKind.transform)
 FORWARD_KINEMATICS_COPIES = {
-    "one_frame.py": "the F = 1 composition of Scene.evaluate(one_frame=True), on the kinds' `motion`",
     "opensim/marker_kinematics.py": "marker IK's pointer-jumping composition, on the revolute kind's `motion`",
     "restarts/chain.py": "the racing serial chain: its own product of the revolute kind's folded joints",
 }
 JACOBIAN = {"kinematics.py:coordinate_twists"}
-JACOBIAN_COPIES = {
-    "one_frame.py:OneFrame.endpoint_jacobians": "the endpoints' Jacobians at F = 1, one product per endpoint",
-}
+JACOBIAN_COPIES: dict = {}
 UPDATE_STEP = {"update.py:limited_step"}
 UPDATE_STEP_COPIES: dict = {}
 PSEUDO_INVERSE = {"pseudoinverse.py:solve", "pseudoinverse.py:_sdls"}
