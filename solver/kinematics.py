@@ -231,15 +231,23 @@ def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray, linear: b
     moved every point; times Model.moving_mask(segments) they are point_jacobian's. With V the
     coordinates' twists (coordinate_twists), J = [[-[p]x, I], [I, 0]] V, one product per point
     (with `linear`, its first three rows)."""
+    return twists_at_points(coordinate_twists(model, pose), points, linear)
+
+
+def twists_at_points(twists: np.ndarray, points: np.ndarray, linear: bool = False,
+                     out: np.ndarray | None = None) -> np.ndarray:
+    """[[-[p]x, I], [I, 0]] V (F, E, 6, m) for twists V (F, 6, m) (coordinate_twists, or those
+    times a chain rule's d coordinates / d q) at points p (F, E, 3): each twist's point velocity,
+    then its angular velocity (with `linear`, the point velocity alone: (F, E, 3, m)); into `out`
+    when given."""
     F, E = points.shape[0], points.shape[1]
-    V = coordinate_twists(model, pose)
     if F < _FRAMES_BY_ARITHMETIC:
         to_point = _to_point(F, E, linear).copy()
     else:
         to_point = np.empty((F, E, 3 if linear else 6, 6))
         to_point[:] = _TO_POINT[:3] if linear else _TO_POINT
     to_point[..., :3, :3] = (points @ _MINUS_SKEW).reshape(F, E, 3, 3)
-    return to_point @ V[:, None]
+    return np.matmul(to_point, twists[:, None], out=out)
 
 
 def coordinate_twists(model: Model, pose: Pose) -> np.ndarray:
