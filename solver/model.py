@@ -130,7 +130,7 @@ class Model:
     Per segment: names, parent, armature, rest, post, length. Per joint (tree order): joints,
     joint_segment, joint_slot (its place on its segment), joint_first (its first coordinate),
     joint_axis. Per coordinate: coordinate_segment, coordinate_joint, lower, upper, weight,
-    rotational, coordinate_names. For forward kinematics: joint_groups (joints by kind),
+    rotational (rotation_mask: 1.0 per rotation, (n, 1)), coordinate_names. For forward kinematics: joint_groups (joints by kind),
     fixed_columns and `layout` (KinematicLayout); for limits: elliptic_groups, unlimited_spheres;
     for Jacobians: segment_ancestors and moves.
     """
@@ -185,6 +185,7 @@ class Model:
         self.weight = np.array([v for j in joints for v in j.weight], dtype=float)
         self.rotational = np.array([j.type.rotational for j in joints for _ in range(j.n_coordinates)], dtype=bool)
         self.translational = np.flatnonzero(~self.rotational)
+        self.rotation_mask = self.rotational.astype(float)[:, None]      # (n, 1): 1.0 for rotations
         self.coordinate_names = [f"{self.names[seg]}.{c}" for j, seg in zip(joints, joint_segment) for c in j.labels]
 
     def _limit_indices(self):
@@ -299,10 +300,8 @@ class KinematicLayout:
     n_nodes: int
     fixed_nodes: slice | np.ndarray
     constants: np.ndarray
-    fixed_offsets: np.ndarray
-    moving_nodes: slice | np.ndarray
-    moving_rests: np.ndarray
-    moving_rows: slice | np.ndarray
+    rest_products: list
+    node_sources: slice | np.ndarray
     node_levels: list
     segment_nodes: slice | np.ndarray
     joint_nodes: slice | np.ndarray
@@ -320,13 +319,14 @@ def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, 
     post transforms), its joints' segments and slots, coordinates' joints and joint groups."""
     S, G, A = len(segments), joint_segment.size, int(armature.max()) + 1
     parent = np.array([segment.parent for segment in segments], dtype=int)
-    # Transforms: the joints, one run per kind, then the posts.
+    # Transforms: the joints, one run per kind (the kinds of earlier slots first, so that a slot's
+    # joints tend to be one run), then the posts.
     row = np.empty(G, dtype=int)
-    group_runs, start = [], 0
-    for group in groups:
-        joints = np.arange(G)[group.joints]
+    group_runs, start = [None] * len(groups), 0
+    for g in sorted(range(len(groups)), key=lambda g: joint_slot[groups[g].joints].mean()):
+        joints = np.arange(G)[groups[g].joints]
         row[joints] = np.arange(start, start + joints.size)
-        group_runs.append(slice(start, start + joints.size))
+        group_runs[g] = slice(start, start + joints.size)
         start += joints.size
     posted = [s for s, segment in enumerate(segments) if segment.post is not None]
     template = np.concatenate([np.tile(np.eye(4), (G, 1, 1)), post[posted].reshape(-1, 4, 4)])     # then products
@@ -365,10 +365,28 @@ def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, 
     parents = np.array([armature[s] if parent[s] < 0 else segment_node[parent[s]]
                         for s in (offset[node[1:]][0] for node in nodes)], dtype=int)
     moving = np.array([moves[node[1:]] for node in nodes], dtype=bool)
-    fixed_nodes, moving_nodes = np.flatnonzero(~moving), np.flatnonzero(moving)
+    fixed_nodes = np.flatnonzero(~moving)
     constants = np.array([rest[s] @ (post[s] if k else np.eye(4)) for s, k in (offset[nodes[i][1:]] for i in fixed_nodes)])
-    fixed_offsets = np.zeros((len(nodes), 1, 4, 4))
-    fixed_offsets[fixed_nodes, 0] = constants.reshape(-1, 4, 4)
+    # Under kinematics._FRAMES_BY_ARITHMETIC frames the rests fold into the partial products:
+    # Q_s1 = rest_s X_1, Q_sk = Q_s(k-1) X_k, one matmul per slot (`rest_products`), in rows after
+    # the P_sk: the rests, the fixed nodes' constants, then the Q_sk. Each node's offset is then one
+    # row of X (`node_sources`), a constant or a Q_sk.
+    jointed_by_row = sorted((s for s in range(S) if segments[s].joints), key=lambda s: factors[s][0])
+    rests_start = size
+    constants_start = rests_start + len(jointed_by_row)
+    rest_products, q_row, start = [], {}, constants_start + fixed_nodes.size
+    segs, previous = jointed_by_row, list(range(rests_start, constants_start))
+    for k in range(1, max((len(factors[s]) for s in segs), default=0) + 1):
+        kept = [i for i, s in enumerate(segs) if len(factors[s]) >= k]
+        segs, previous = [segs[i] for i in kept], [previous[i] for i in kept]
+        run = slice(start, start + len(segs))
+        rest_products.append((as_slice(np.array(previous)), as_slice(np.array([factors[s][k - 1] for s in segs])), run))
+        q_row.update({(s, k): run.start + i for i, s in enumerate(segs)})
+        previous, start = list(range(run.start, run.stop)), run.stop
+    node_sources = np.array([q_row[offset[nodes[i][1:]]] if moving[i] else constants_start + np.searchsorted(fixed_nodes, i)
+                             for i in range(len(nodes))], dtype=int)
+    template = np.concatenate([template, rest[jointed_by_row].reshape(-1, 4, 4), constants.reshape(-1, 4, 4),
+                               np.tile(np.eye(4), (start - constants_start - fixed_nodes.size, 1, 1))])
     node_levels = []
     levels = np.array([level for level, _, _ in nodes], dtype=int)
     for level in range(depth.max() + 1):
@@ -398,11 +416,8 @@ def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, 
         n_nodes=A + len(nodes),
         fixed_nodes=as_slice(fixed_nodes),
         constants=constants.reshape(-1, 1, 4, 4),
-        fixed_offsets=fixed_offsets,
-        moving_nodes=as_slice(moving_nodes),
-        moving_rests=rest[[offset[nodes[i][1:]][0] for i in moving_nodes]].reshape(-1, 1, 4, 4),
-        moving_rows=as_slice(np.array([partial[s][k - 1] for s, k in (offset[nodes[i][1:]] for i in moving_nodes)],
-                                      dtype=int)),
+        rest_products=rest_products,
+        node_sources=as_slice(node_sources),
         node_levels=node_levels,
         segment_nodes=_as_run(segment_node),
         joint_nodes=_as_run(joint_node),

@@ -60,7 +60,7 @@ class OneFrame:
             if b_matrix:
                 Jends = scene._endpoint_jacobians(pose, frames, objects, bases, b_matrix)
             else:                  # A alone: the endpoints' Jacobians without the Xu columns
-                Jends = moved_point_jacobian(m, pose, frames[..., :3, 3])
+                Jends = moved_point_jacobian(m, pose, frames[..., 3])            # (p, 1)
                 Jends *= self.moves
         inputs = TaskInputs(q, frames, Jends, values, n)
         out = Stack(y, yd, task_weight, position_error, rotation_error, A, B)

@@ -113,15 +113,15 @@ class Scene:
         offsets = np.stack([e.offset for e in endpoints]) if endpoints else np.zeros((0, 4, 4))
         self._seg_of_ends = np.array([endpoints[k].segment for k in self._seg_ends], dtype=int)
         self._obj_of_ends = np.array([endpoints[k].obj for k in self._obj_ends], dtype=int)
-        # Offsets that are all the identity are None: a product with I only copies (finite) frames.
-        self._seg_offsets, self._obj_offsets = (None if np.all(o == np.eye(4)) else o
-                                                for o in (offsets[self._seg_ends], offsets[self._obj_ends]))
-        # The same indices as slices where contiguous (views in evaluate).
-        self._seg_end_index, self._obj_end_index = as_slice(self._seg_ends), as_slice(self._obj_ends)
-        self._seg_of_end_index, self._obj_of_end_index = as_slice(self._seg_of_ends), as_slice(self._obj_of_ends)
-        # The segment endpoints' world nodes in forward kinematics' plan, and their offsets node-major.
-        self._seg_end_nodes = segment_nodes(model, self._seg_of_ends)
-        self._seg_node_offsets = None if self._seg_offsets is None else self._seg_offsets[:, None]
+        self._seg_end_index = as_slice(self._seg_ends)          # a slice where contiguous (a view)
+        # Each endpoint's frame is one row of forward kinematics' world nodes (Pose.nodes) followed
+        # by the objects, its segment's or its object's, times the endpoint's offset (node-major);
+        # offsets that are all the identity are None: a product with I only copies (finite) frames.
+        rows = np.empty(len(endpoints), dtype=int)
+        rows[self._seg_ends], n_nodes = segment_nodes(model, self._seg_of_ends)
+        rows[self._obj_ends] = n_nodes + self._obj_of_ends
+        self._end_rows = as_slice(rows)
+        self._end_offsets = None if np.all(offsets == np.eye(4)) else offsets[:, None]
         self._end_moves = model.moving_mask(self._seg_of_ends)     # which coordinates move each endpoint
         # Where each endpoint's own twist (Xu) enters B: the columns of its object, or of the
         # armature base of its segment; as index arrays (endpoints, 6, 6) for one assignment.
@@ -185,16 +185,18 @@ class Scene:
         return turned if missing is None else np.where(missing[:, None], q, turned)
 
     def _endpoint_frames(self, pose: Pose, objects):
-        F = pose.n_frames
-        frames = np.empty((F, len(self._endpoints), 4, 4))
-        if self._seg_ends.size:
-            ends = pose.nodes(self._seg_end_nodes)                                         # (E, F, 4, 4)
-            if self._seg_node_offsets is not None:
-                ends = ends @ self._seg_node_offsets
-            frames[:, self._seg_end_index] = ends.swapaxes(0, 1)
+        """Every endpoint's world frame (F, E, 4, 4): its row of the world nodes and the objects
+        times its offset, in one product."""
+        sources = pose.nodes                                                               # (N, F, 4, 4)
         if self._obj_ends.size:
-            ends = objects[:, self._obj_of_end_index]
-            frames[:, self._obj_end_index] = ends if self._obj_offsets is None else ends @ self._obj_offsets
+            sources = np.concatenate((sources, objects.swapaxes(0, 1)))
+        rows = self._end_rows
+        ends = sources[rows] if isinstance(rows, slice) else sources.take(rows, axis=0)
+        frames = np.empty((pose.n_frames, len(self._endpoints), 4, 4))
+        if self._end_offsets is None:
+            frames.swapaxes(0, 1)[...] = ends
+        else:
+            np.matmul(ends, self._end_offsets, out=frames.swapaxes(0, 1))
         return frames
 
     def _endpoint_jacobians(self, pose: Pose, frames, objects, bases, b_matrix: bool):
@@ -205,9 +207,8 @@ class Scene:
         m = self.model
         n = m.n_coordinates
         J = np.zeros((F, E, 6, n + self.n_u))
-        points = frames[..., :3, 3]
         if self._seg_ends.size:
-            J_seg = moved_point_jacobian(m, pose, points[:, self._seg_end_index])
+            J_seg = moved_point_jacobian(m, pose, frames[..., 3][:, self._seg_end_index])     # (p, 1)
             if self._end_moves is not None:
                 J_seg *= self._end_moves
             J[:, self._seg_end_index, :, :n] = J_seg
