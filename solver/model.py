@@ -369,13 +369,15 @@ def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, 
     constants = np.array([rest[s] @ (post[s] if k else np.eye(4)) for s, k in (offset[nodes[i][1:]] for i in fixed_nodes)])
     # Under kinematics._FRAMES_BY_ARITHMETIC frames the rests fold into the partial products:
     # Q_s1 = rest_s X_1, Q_sk = Q_s(k-1) X_k, one matmul per slot (`rest_products`), in rows after
-    # the P_sk: the rests, the fixed nodes' constants, then the Q_sk. Each node's offset is then one
-    # row of X (`node_sources`), a constant or a Q_sk.
-    jointed_by_row = sorted((s for s in range(S) if segments[s].joints), key=lambda s: factors[s][0])
-    rests_start = size
-    constants_start = rests_start + len(jointed_by_row)
+    # the P_sk: the fixed nodes' constants (rest_s among them, the offset of s's first joint's
+    # node), then the Q_sk. Each node's offset is then one row of X (`node_sources`).
+    constants_start = size
+    constant_row = {int(i): constants_start + k for k, i in enumerate(fixed_nodes)}
+    first_joint_row = {s: constant_row[number[1, int(np.flatnonzero(joint_segment == s)[0])] - A]
+                       for s in range(S) if segments[s].joints}
+    segs = sorted(first_joint_row, key=first_joint_row.get)
+    previous = [first_joint_row[s] for s in segs]
     rest_products, q_row, start = [], {}, constants_start + fixed_nodes.size
-    segs, previous = jointed_by_row, list(range(rests_start, constants_start))
     for k in range(1, max((len(factors[s]) for s in segs), default=0) + 1):
         kept = [i for i, s in enumerate(segs) if len(factors[s]) >= k]
         segs, previous = [segs[i] for i in kept], [previous[i] for i in kept]
@@ -383,9 +385,9 @@ def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, 
         rest_products.append((as_slice(np.array(previous)), as_slice(np.array([factors[s][k - 1] for s in segs])), run))
         q_row.update({(s, k): run.start + i for i, s in enumerate(segs)})
         previous, start = list(range(run.start, run.stop)), run.stop
-    node_sources = np.array([q_row[offset[nodes[i][1:]]] if moving[i] else constants_start + np.searchsorted(fixed_nodes, i)
-                             for i in range(len(nodes))], dtype=int)
-    template = np.concatenate([template, rest[jointed_by_row].reshape(-1, 4, 4), constants.reshape(-1, 4, 4),
+    node_sources = np.array([q_row[offset[nodes[i][1:]]] if moving[i] else constant_row[i] for i in range(len(nodes))],
+                            dtype=int)
+    template = np.concatenate([template, constants.reshape(-1, 4, 4),
                                np.tile(np.eye(4), (start - constants_start - fixed_nodes.size, 1, 1))])
     node_levels = []
     levels = np.array([level for level, _, _ in nodes], dtype=int)
