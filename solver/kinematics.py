@@ -172,8 +172,8 @@ def forward_kinematics(model: Model, q: np.ndarray, bases: np.ndarray | None = N
         X, columns = joint_transforms(model, q, rests=True)
         _fill_partial_products(X, layout.rest_products)
         offsets = _take(X, layout.node_sources)
-        for level in layout.node_levels:
-            np.matmul(_take(W, level.parents), offsets[level.offsets], out=W[level.nodes])
+        for nodes, parents, run in layout.level_runs:
+            np.matmul(W[parents] if parents.__class__ is slice else W.take(parents, axis=0), offsets[run], out=W[nodes])
         return Pose(model, W, X, columns, partial_products=False)
     # Many frames cost by the arithmetic: the fixed nodes W_parent C (a 2-D product per constant
     # where the parent is shared), then each moving node from the node before its segment's first

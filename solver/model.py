@@ -277,19 +277,28 @@ class KinematicLayout:
 
     Transforms X: the joints' transforms, grouped by kind (`group_runs`, in joint_groups' order),
     then the segments' post transforms, then partial products (`template`: their first values,
-    identity but for the posts). A segment s with factors X_1 .. X_m (its joints in slot order, then its post) has
-    the partial products P_s1 = X_1 and P_sk = P_s(k-1) X_k, one matmul per slot k >= 2 for all
-    segments that have one (`products`: the rows of P_s(k-1) and of X_k, and the run written).
+    identity but for the posts; `n_transforms` rows). A segment s with factors X_1 .. X_m (its
+    joints in slot order, then its post) has the partial products P_s1 = X_1 and
+    P_sk = P_s(k-1) X_k, one matmul per slot k >= 2 for all segments that have one (`products`:
+    the rows of P_s(k-1) and of X_k, and the run written).
 
     Nodes W: the armature bases (A rows), then the world frames level by level (a level: one
     depth of the tree): each segment's frame W_parent rest_s P_sm and the frame before each joint
     at slot k, W_parent rest_s P_sk (P_s0 = I). A node is fixed when its offset from the parent
-    is a constant (slot 0, or a segment with a post alone: `constants`, and `fixed_offsets` in
-    place among all the nodes' offsets, the moving ones zero), moving otherwise (offset
-    rest_s P_sk: `moving_rests` times the X rows `moving_rows`); per level (LevelPlan) the fixed
-    nodes come first. `segment_nodes`, `joint_nodes` (the node before each joint),
-    `coordinate_nodes` (the same per coordinate), `coordinate_joints` (each coordinate's joint), and `local_segments` / `local_rows` (the segments with joints and their P after the
-    last joint: Pose.local) read the results; `levels` lists each depth's segments.
+    is a constant (slot 0, or a segment with a post alone: `constants`), moving otherwise;
+    per level (LevelPlan) the fixed nodes come first.
+
+    Under kinematics._FRAMES_BY_ARITHMETIC frames X goes on (the rest of `template`) with the
+    constants and the rest-folded partial products Q_s1 = rest_s X_1, Q_sk = Q_s(k-1) X_k
+    (`rest_products`, laid out as `products`); each node's offset is the X row `node_sources`,
+    and each level one product (`level_runs`: its nodes, parents and offsets). From that many
+    frames on, each level's fixed nodes are W_parent C and its moving ones (the node before
+    their segment's first joint) times P_sk, the X rows `moving_rows`.
+
+    `segment_nodes`, `joint_nodes` (the node before each joint), `coordinate_nodes` (the same
+    per coordinate), `coordinate_joints` (each coordinate's joint), and `local_segments` /
+    `local_rows` (the segments with joints and their P after the last joint: Pose.local) read
+    the results; `levels` lists each depth's segments.
     """
 
     group_runs: list
@@ -303,6 +312,7 @@ class KinematicLayout:
     rest_products: list
     node_sources: slice | np.ndarray
     node_levels: list
+    level_runs: list
     segment_nodes: slice | np.ndarray
     joint_nodes: slice | np.ndarray
     coordinate_nodes: slice | np.ndarray
@@ -421,6 +431,7 @@ def kinematic_layout(segments, armature: np.ndarray, joint_segment: np.ndarray, 
         rest_products=rest_products,
         node_sources=as_slice(node_sources),
         node_levels=node_levels,
+        level_runs=[(level.nodes, level.parents, level.offsets) for level in node_levels],
         segment_nodes=_as_run(segment_node),
         joint_nodes=_as_run(joint_node),
         coordinate_nodes=_as_run(joint_node[coordinate_joint]) if coordinate_joint.size else slice(0, 0),

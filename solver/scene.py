@@ -19,7 +19,7 @@ from functools import cached_property
 import numpy as np
 
 from .blocks import Blocks, independent_blocks
-from .kinematics import Pose, forward_kinematics, moved_point_jacobian, segment_nodes
+from .kinematics import _FRAMES_BY_ARITHMETIC, Pose, _take, forward_kinematics, moved_point_jacobian, segment_nodes
 from .limits import project, wrap_spheres
 from .model import Model, as_slice
 from .one_frame import OneFrame
@@ -113,14 +113,16 @@ class Scene:
         offsets = np.stack([e.offset for e in endpoints]) if endpoints else np.zeros((0, 4, 4))
         self._seg_of_ends = np.array([endpoints[k].segment for k in self._seg_ends], dtype=int)
         self._obj_of_ends = np.array([endpoints[k].obj for k in self._obj_ends], dtype=int)
-        self._seg_end_index = as_slice(self._seg_ends)          # a slice where contiguous (a view)
+        # Slices where contiguous (views in evaluate).
+        self._seg_end_index, self._obj_end_index = as_slice(self._seg_ends), as_slice(self._obj_ends)
+        self._obj_of_end_index = as_slice(self._obj_of_ends)
         # Each endpoint's frame is one row of forward kinematics' world nodes (Pose.nodes) followed
         # by the objects, its segment's or its object's, times the endpoint's offset (node-major);
         # offsets that are all the identity are None: a product with I only copies (finite) frames.
         rows = np.empty(len(endpoints), dtype=int)
         rows[self._seg_ends], n_nodes = segment_nodes(model, self._seg_of_ends)
         rows[self._obj_ends] = n_nodes + self._obj_of_ends
-        self._end_rows = as_slice(rows)
+        self._end_rows, self._seg_end_rows = as_slice(rows), as_slice(rows[self._seg_ends])
         self._end_offsets = None if np.all(offsets == np.eye(4)) else offsets[:, None]
         self._end_moves = model.moving_mask(self._seg_of_ends)     # which coordinates move each endpoint
         # Where each endpoint's own twist (Xu) enters B: the columns of its object, or of the
@@ -186,13 +188,19 @@ class Scene:
 
     def _endpoint_frames(self, pose: Pose, objects):
         """Every endpoint's world frame (F, E, 4, 4): its row of the world nodes and the objects
-        times its offset, in one product."""
-        sources = pose.nodes                                                               # (N, F, 4, 4)
-        if self._obj_ends.size:
-            sources = np.concatenate((sources, objects.swapaxes(0, 1)))
-        rows = self._end_rows
-        ends = sources[rows] if isinstance(rows, slice) else sources.take(rows, axis=0)
-        frames = np.empty((pose.n_frames, len(self._endpoints), 4, 4))
+        times its offset, in one product. Under _FRAMES_BY_ARITHMETIC frames the rows come in one
+        take from the nodes and the objects joined; from there on segments' and objects' apart
+        (joining would copy every node)."""
+        F = pose.n_frames
+        if not self._obj_ends.size or F < _FRAMES_BY_ARITHMETIC:
+            sources = pose.nodes if not self._obj_ends.size else np.concatenate((pose.nodes, objects.swapaxes(0, 1)))
+            rows = self._end_rows
+            ends = sources[rows] if isinstance(rows, slice) else sources.take(rows, axis=0)      # (E, F, 4, 4)
+        else:
+            ends = np.empty((len(self._endpoints), F, 4, 4))
+            ends[self._seg_end_index] = _take(pose.nodes, self._seg_end_rows)
+            ends[self._obj_end_index] = objects.swapaxes(0, 1)[self._obj_of_end_index]
+        frames = np.empty((F, len(self._endpoints), 4, 4))
         if self._end_offsets is None:
             frames.swapaxes(0, 1)[...] = ends
         else:
