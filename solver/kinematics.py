@@ -250,8 +250,16 @@ def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray, linear: b
     Model.moving_mask(segments) they are point_jacobian's. With V the coordinates' twists
     (coordinate_twists), J = [[-[p]x, I], [I, 0]] V, one product per point (with `linear`, its
     first three rows)."""
+    return twists_at_points(coordinate_twists(model, pose), points, linear)
+
+
+def twists_at_points(twists: np.ndarray, points: np.ndarray, linear: bool = False,
+                     out: np.ndarray | None = None) -> np.ndarray:
+    """[[-[p]x, I], [I, 0]] V (F, E, 6, m) for twists V (F, 6, m) (coordinate_twists, or those
+    times a chain rule's d coordinates / d q) at points p (F, E, 3) or (F, E, 4) homogeneous: each
+    twist's point velocity, then its angular velocity (with `linear`, the point velocity alone:
+    (F, E, 3, m)); into `out` when given."""
     F, E = points.shape[0], points.shape[1]
-    V = coordinate_twists(model, pose)
     rows = 3 if linear else 6
     if F < _FRAMES_BY_ARITHMETIC:                   # [[-[p]x, I], [I, 0]] from (p, 1), one product
         to_point = (points @ _POINT_MAP[:points.shape[-1], :6 * rows]).reshape(F, E, rows, 6)
@@ -261,7 +269,7 @@ def moved_point_jacobian(model: Model, pose: Pose, points: np.ndarray, linear: b
         to_point = np.empty((F, E, rows, 6))
         to_point[:] = _TO_POINT[:rows]
         to_point[..., :3, :3] = (points[..., :3] @ _MINUS_SKEW).reshape(F, E, 3, 3)
-    return to_point @ V[:, None]
+    return np.matmul(to_point, twists[:, None], out=out)
 
 
 def coordinate_twists(model: Model, pose: Pose) -> np.ndarray:

@@ -139,13 +139,17 @@ class Coupling:
 
     def jacobian(self, q) -> np.ndarray:
         """d theta / d q (F, n_dof, n_q)."""
-        slopes = self.dofs_and_slopes(q)[1]
+        return self.dofs_and_jacobian(q)[1]
+
+    def dofs_and_jacobian(self, q):
+        """(theta (F, n_dof), d theta / d q (F, n_dof, n_q))."""
+        theta, slopes = self.dofs_and_slopes(q)
         J = np.zeros((slopes.shape[0], self.n_dofs, self.n_coordinates))
         driven = np.flatnonzero(self.dof_coordinate >= 0)
         J[:, driven, self.dof_coordinate[driven]] = slopes[:, driven]
         if self.second.size:
             J[:, self.second, self.dof_second[self.second]] += self.second_slopes(q)
-        return J
+        return theta, J
 
 
 @dataclass(frozen=True)

@@ -75,9 +75,13 @@ def tait_bryan(M, order) -> tuple:
     """Both angle triples (F, 3) of R_i(alpha) R_j(beta) R_k(gamma) = M[:, :3, :3], `order` (i, j, k)."""
     i, j, k = order
     e = 1.0 if (i, j, k) in ((0, 1, 2), (1, 2, 0), (2, 0, 1)) else -1.0
-    beta = np.arcsin(np.clip(e * M[:, i, k], -1.0, 1.0))
-    alpha = np.arctan2(-e * M[:, j, k], M[:, k, k])
-    gamma = np.arctan2(-e * M[:, i, j], M[:, i, i])
+    # Each entry's frames contiguous: numpy on AVX-512 takes arctan2 from SVML or from libm (a few
+    # roundings apart) by an overlap check that a strided operand can fail as the heap happens to
+    # lie (rotations.in_place); contiguous operands always pass it.
+    entry = np.ascontiguousarray(np.moveaxis(M[:, :3, :3], 0, -1))                 # (3, 3, F)
+    beta = np.arcsin(np.clip(e * entry[i, k], -1.0, 1.0))
+    alpha = np.arctan2(-e * entry[j, k], entry[k, k])
+    gamma = np.arctan2(-e * entry[i, j], entry[i, i])
     first = np.stack([alpha, beta, gamma], axis=1)
     return first, np.stack([alpha + np.pi, np.pi - beta, gamma + np.pi], axis=1)
 

@@ -273,6 +273,52 @@ def test_the_same_trial_solved_again_in_one_process_gives_the_same_bits():
     assert [float(x) for x in run.stdout.split()] == [0.0, 0.0]
 
 
+# numpy's float64 functions that it takes on AVX-512 from SVML or its own vector code, or from libm
+# where an overlap check finds an operand touching the output (numpy 1.24-1.26)
+_VECTORIZED = ("sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh",
+               "arccosh", "arctanh", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "cbrt", "power")
+
+
+def _strided(a, out) -> bool:
+    """Whether numpy's inner loop on `a` steps over more than its items (size-1 axes aside) and
+    `a` is not the output itself: its range as the overlap check takes it then ends past its last
+    element, where the output may or may not have been allocated."""
+    a = np.asarray(a)
+    if a.dtype != np.float64 or a.size < 2 or a is out:
+        return False
+    strides = [st for st, n in zip(a.strides, a.shape) if n > 1]
+    return strides[-1] != a.itemsize
+
+
+@needs_data
+def test_marker_ik_gives_numpy_no_strided_operand_to_round_by_address(gait, monkeypatch):
+    """numpy 1.24-1.26 on AVX-512 computes arctan2, arcsin, exp, ... with SVML (or sin and cos on
+    1.24) unless its overlap check finds input and output touching, and then with libm, a few
+    roundings apart; the check takes a strided operand to end one stride past its last element,
+    so whether it passes depends on where the heap put the output (the root seed's arctan2 on
+    (F, 4, 4) entries made a Dask worker's answer differ from the trial's alone by 1e-14 now and
+    then). Every such call of a marker IK solve takes contiguous operands, or works in place."""
+    markers = read_trc(DATA / "subject01_synthetic_marker_data.trc")
+    tasks = read_ik_task_set(DATA / "gait2354_IK_Tasks_uniform.xml")
+    strided, calls = [], {}
+    for name in _VECTORIZED:
+        function = getattr(np, name)
+
+        def checked(*args, _function=function, _name=name, **kwargs):
+            out = kwargs.get("out", args[_function.nin] if len(args) > _function.nin else None)
+            out = out[0] if isinstance(out, tuple) else out
+            calls[_name] = calls.get(_name, 0) + 1
+            if any(_strided(a, out) for a in args[:_function.nin]) or (
+                    out is not None and _strided(out, None) and not any(a is out for a in args[:_function.nin])):
+                strided.append(_name)
+            return _function(*args, **kwargs)
+
+        monkeypatch.setattr(np, name, checked)
+    result = solve_marker_ik(gait, markers, tasks, time_range=(0.4, 0.5))
+    assert np.all(result.converged) and calls.get("arctan2", 0) >= 2 and calls.get("arcsin", 0) >= 1
+    assert strided == []
+
+
 @needs_data
 def test_missing_markers_leave_their_frames(gait, tmp_path):
     """A marker missing (NaN) in a frame drops out of that frame only: the other frames are as

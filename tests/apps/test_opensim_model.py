@@ -352,9 +352,10 @@ def test_forward_kinematics_on_the_engine_model_gives_the_segment_frames():
 
 
 def _marker_kinematics_against_the_engine(om, seed):
-    """MarkerKinematics (the marker IK's own forward kinematics) against the engine's
-    forward_kinematics and point_jacobian times the coupling's Jacobian: positions and
-    dx/dq = J_point dtheta/dq, to rounding."""
+    """MarkerKinematics (the coordinates' twists through the coupling's chain rule, each marker's
+    Jacobian one product with them, masked per coordinate) against the engine's point_jacobian
+    per joint value times the coupling's Jacobian: positions and dx/dq = J_point dtheta/dq, to
+    rounding."""
     from solver.kinematics import point_jacobian
     from solver.opensim.marker_kinematics import MarkerKinematics
 

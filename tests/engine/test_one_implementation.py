@@ -30,7 +30,6 @@ MODEL_OFFSETS = {"rest", "post"}
 
 FORWARD_KINEMATICS = {"kinematics.py", "joints.py"}     # the composition, and the kinds (JointKind.transform)
 FORWARD_KINEMATICS_COPIES = {
-    "opensim/marker_kinematics.py": "marker IK's pointer-jumping composition, on the revolute kind's `motion`",
     "restarts/chain.py": "the racing serial chain: its own product of the revolute kind's folded joints",
 }
 JACOBIAN = {"kinematics.py:coordinate_twists"}
