@@ -218,8 +218,7 @@ def _times_constant(M: np.ndarray, C: np.ndarray, out: np.ndarray) -> None:
 
 
 _NEXT, _AFTER = [1, 2, 0], [2, 0, 1]     # (a x b)_i = a_next b_after - a_after b_next
-_SKEW = skew(np.eye(3)).reshape(3, 9)          # [p]x flattened = p @ _SKEW
-_MINUS_SKEW = -_SKEW
+_MINUS_SKEW = -skew(np.eye(3)).reshape(3, 9)   # -[p]x flattened = p @ _MINUS_SKEW
 _TO_POINT = np.zeros((6, 6))             # [[-[p]x, I], [I, 0]] without its -[p]x
 _TO_POINT[:3, 3:] = _TO_POINT[3:, :3] = np.eye(3)
 # [[-[p]x, I], [I, 0]] flattened = (p, 1) @ _POINT_MAP (linear in the homogeneous point)

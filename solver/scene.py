@@ -194,8 +194,7 @@ class Scene:
         F = pose.n_frames
         if not self._obj_ends.size or F < _FRAMES_BY_ARITHMETIC:
             sources = pose.nodes if not self._obj_ends.size else np.concatenate((pose.nodes, objects.swapaxes(0, 1)))
-            rows = self._end_rows
-            ends = sources[rows] if isinstance(rows, slice) else sources.take(rows, axis=0)      # (E, F, 4, 4)
+            ends = _take(sources, self._end_rows)                                         # (E, F, 4, 4)
         else:
             ends = np.empty((len(self._endpoints), F, 4, 4))
             ends[self._seg_end_index] = _take(pose.nodes, self._seg_end_rows)
